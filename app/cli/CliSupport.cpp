@@ -1,0 +1,52 @@
+#include "CliSupport.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+
+#include <cstdio>
+#include <iostream>
+
+namespace pareto::cli {
+
+void printResult(bool json, const nlohmann::json& result, const std::string& text) {
+  if (json)
+    std::cout << result.dump() << std::endl;
+  else
+    std::cout << text << std::endl;
+}
+
+ProgressCallback terminalProgress() {
+  if (::isatty(STDERR_FILENO) == 0) return {};
+  return [](const ProgressUpdate& u) {
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(u.fraction * kWidth + 0.5);
+    std::string bar(static_cast<size_t>(filled), '#');
+    bar.resize(kWidth, ' ');
+    std::fprintf(stderr, "\r%s [%s] %3d%% %s\033[K", u.stage.c_str(), bar.c_str(), static_cast<int>(u.fraction * 100),
+                 u.message.c_str());
+    if (u.fraction >= 1.0) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
+namespace {
+CancelToken gInterrupt;
+
+extern "C" void onInterrupt(int) {
+  if (gInterrupt.isCancelled()) std::_Exit(130);
+  gInterrupt.cancel();
+}
+}  // namespace
+
+const CancelToken& interruptToken() {
+  static const bool installed = [] {
+    std::signal(SIGINT, onInterrupt);
+    return true;
+  }();
+  (void)installed;
+  return gInterrupt;
+}
+
+}  // namespace pareto::cli

@@ -1,0 +1,17 @@
+// Each pareto-cli subcommand lives in its own file and registers itself on the CLI11 app.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace pareto::cli {
+
+void addInspectCommand(CLI::App& app);
+void addPerplexityCommand(CLI::App& app);
+void addScoreCommand(CLI::App& app);
+void addGenerateCommand(CLI::App& app);
+void addTokenizeCommands(CLI::App& app);   // tokenize, detokenize
+void addAnalyzeCommand(CLI::App& app);     // analyze hessian
+
+}  // namespace pareto::cli

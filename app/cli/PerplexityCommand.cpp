@@ -1,0 +1,51 @@
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <sstream>
+
+#include "CliSupport.h"
+#include "Commands.h"
+#include "ModelOptions.h"
+#include "eval/Perplexity.h"
+#include "model/LoadedModel.h"
+#include "util/Json.h"
+
+namespace pareto::cli {
+
+void addPerplexityCommand(CLI::App& app) {
+  struct Args {
+    ModelOptions model;
+    std::string text;
+    PerplexityOptions ppl;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "perplexity",
+      "Perplexity of a text file: non-overlapping windows of W tokens, each scored on its own without BOS "
+      "(the GPTQ/SparseGPT protocol); ppl = exp(mean NLL over the W-1 predictions per window)");
+  args->model.add(cmd);
+  cmd->add_option("--text", args->text, "UTF-8 text file to score")->required();
+  cmd->add_option("--window", args->ppl.window, "Window length W in tokens")->capture_default_str()
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
+  cmd->add_option("--max-windows", args->ppl.maxWindows, "Score at most N windows (0: all)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--batch", args->ppl.batch, "Windows per forward pass (0: pick for the device)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", args->json, "Print one JSON object (ppl, windows, tokens, window, ...)");
+  cmd->callback([args] {
+    LoadedModel m = loadModel(args->model.model, makeRuntimeOptions(args->model.device, args->model.dtype));
+    std::vector<TokenId> ids = m.tokenizer->encode(readTextFile(args->text), /*addSpecialTokens=*/false);
+    PerplexityResult r = computePerplexity(*m.model, ids, args->ppl, terminalProgress(), &interruptToken());
+    nlohmann::json j = {{"ppl", r.ppl},         {"windows", r.windows},           {"tokens", r.tokens},
+                        {"window", r.window},   {"scored_tokens", r.scoredTokens}, {"mean_nll", r.meanNll},
+                        {"device", deviceDescription(m.model->options().device)},
+                        {"dtype", dtypeLabel(m.model->options().dtype)}};
+    std::ostringstream text;
+    text.precision(6);
+    text << "perplexity " << r.ppl << " over " << r.windows << " windows of " << r.window << " tokens ("
+         << r.scoredTokens << " predictions; the text has " << r.tokens << " tokens)";
+    printResult(args->json, j, text.str());
+  });
+}
+
+}  // namespace pareto::cli

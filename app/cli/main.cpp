@@ -1,0 +1,50 @@
+// pareto-cli: the headless face of the engine. Every command prints human text by default and exactly one
+// JSON object on stdout with --json. Exit codes: 0 ok, 1 internal failure, 2 bad input (files, options),
+// 130 cancelled (Ctrl-C).
+#include <c10/util/Exception.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "Commands.h"
+#include "util/Error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Pareto: compress large language models and measure what it costs and buys.\n"
+               "Run `pareto-cli COMMAND --help` for a command's options."};
+  app.name("pareto-cli");
+  app.set_version_flag("--version", std::string("pareto-cli ") + PARETO_VERSION);
+  app.require_subcommand(1);
+  pareto::cli::addInspectCommand(app);
+  pareto::cli::addPerplexityCommand(app);
+  pareto::cli::addScoreCommand(app);
+  pareto::cli::addGenerateCommand(app);
+  pareto::cli::addTokenizeCommands(app);
+  pareto::cli::addAnalyzeCommand(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  } catch (const pareto::Cancelled&) {
+    std::cerr << "pareto-cli: cancelled\n";
+    return 130;
+  } catch (const pareto::InputError& e) {
+    std::cerr << "pareto-cli: error: " << e.what() << "\n";
+    return 2;
+  } catch (const c10::Error& e) {
+    std::cerr << "pareto-cli: error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "pareto-cli: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

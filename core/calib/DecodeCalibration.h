@@ -1,0 +1,35 @@
+// Decode-aware calibration: the dense model continues held-in prompts with the KV cache, and only the
+// continuation positions count. Running prompt+continuation teacher-forced afterwards reproduces exactly the
+// activations the dense model had at those decode steps (causal attention: position t sees only tokens <= t,
+// which are the same tokens), so no per-step hooks are needed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "calib/CalibrationSet.h"
+#include "model/Generation.h"
+#include "util/Progress.h"
+
+namespace pareto {
+
+class LlamaModel;
+
+struct DecodeCalibrationOptions {
+  int64_t tokens = 16384;        // continuation tokens that reach the Hessian (the last one is trimmed to fit)
+  int64_t maxNewTokens = 128;    // per prompt
+  SamplingOptions sampling;      // greedy by default; sequence i of the run samples with seed + i
+  uint64_t seed = 0;             // which prompts, in which order
+  int64_t batch = 0;             // prompts generated together; 0 picks one for the device
+  std::vector<TokenId> eosTokenIds;
+  std::optional<TokenId> bosTokenId;
+};
+
+// Each sequence is BOS + prompt + continuation (an EOS that ends a continuation is not included: no decode step
+// ever consumes it), weights 0 on the prompt and 1 on the continuation. Prompts are taken in a seeded order
+// until the budget is met; throws InputError when all prompts together fall short of it.
+CalibrationSet decodeCalibration(const LlamaModel& model, const Tokenizer& tokenizer,
+                                 const std::vector<std::string>& prompts, const DecodeCalibrationOptions& opts,
+                                 const ProgressCallback& progress = {}, const CancelToken* cancel = nullptr);
+
+}  // namespace pareto

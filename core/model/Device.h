@@ -1,0 +1,26 @@
+// Parsing the user's --device / --dtype choices into LibTorch values, with clear errors when the build or
+// the machine cannot honour them.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <string>
+
+namespace pareto {
+
+struct RuntimeOptions {
+  c10::Device device = c10::Device(c10::kCPU);
+  c10::ScalarType dtype = c10::kFloat;   // compute and weight dtype on the device
+};
+
+// "cpu", "cuda", "cuda:1". Throws InputError for an unknown name or when CUDA is asked for but absent.
+c10::Device parseDevice(const std::string& name);
+// "float32", "bfloat16", "float16" (also "fp32", "bf16", "fp16"). Throws InputError otherwise.
+c10::ScalarType parseDtype(const std::string& name);
+std::string dtypeLabel(c10::ScalarType dtype);
+// Throws InputError when the pair cannot run (float16 matmuls are not implemented on the CPU).
+RuntimeOptions makeRuntimeOptions(const std::string& device, const std::string& dtype);
+// "cpu" or the CUDA device's name ("NVIDIA H200").
+std::string deviceDescription(const c10::Device& device);
+
+}  // namespace pareto

@@ -1,0 +1,155 @@
+#include "model/Generation.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "util/Error.h"
+
+namespace pareto {
+
+void validate(const SamplingOptions& s) {
+  if (s.greedy) return;
+  if (!(s.temperature > 0)) throw InputError("temperature must be > 0 (use greedy decoding for 0)");
+  if (s.topK < 0) throw InputError("top-k must be >= 0 (0 disables it)");
+  if (!(s.topP > 0 && s.topP <= 1)) throw InputError("top-p must be in (0, 1]");
+}
+
+TokenSampler::TokenSampler(SamplingOptions opts) : opts_(opts), state_(opts.seed) {}
+
+// splitmix64: tiny, seedable and identical everywhere, unlike std:: distributions whose output differs
+// between standard libraries.
+double TokenSampler::uniform() {
+  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return double(z >> 11) * 0x1.0p-53;
+}
+
+TokenId TokenSampler::next(const at::Tensor& logits) {
+  at::Tensor flat = logits.reshape({-1});
+  if (opts_.greedy) return flat.argmax().item<int64_t>();
+
+  at::Tensor scores = flat.to(at::kCPU, at::kDouble) / opts_.temperature;
+  const int64_t vocab = scores.size(0);
+  // Order candidates by score (ties by id) so top-k/top-p are deterministic.
+  at::Tensor sortedIdx = std::get<1>(scores.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+  at::Tensor sorted = scores.index_select(0, sortedIdx);
+  int64_t keep = vocab;
+  if (opts_.topK > 0) keep = std::min(keep, opts_.topK);
+  at::Tensor probs = at::softmax(sorted.narrow(0, 0, keep), 0);
+  const double* p = probs.data_ptr<double>();
+  if (opts_.topP < 1.0) {
+    // Smallest prefix whose mass reaches top_p (the token crossing the threshold is kept, as in HF).
+    double mass = 0;
+    int64_t n = 0;
+    while (n < keep) {
+      mass += p[n++];
+      if (mass >= opts_.topP) break;
+    }
+    keep = std::max<int64_t>(n, 1);
+  }
+  double total = 0;
+  for (int64_t i = 0; i < keep; ++i) total += p[i];
+  double r = uniform() * total;
+  int64_t pick = keep - 1;
+  for (int64_t i = 0; i < keep; ++i) {
+    r -= p[i];
+    if (r < 0) {
+      pick = i;
+      break;
+    }
+  }
+  return sortedIdx[pick].item<int64_t>();
+}
+
+std::vector<TokenId> generate(const LlamaModel& model, const std::vector<TokenId>& prompt,
+                              const GenerationOptions& opts) {
+  if (prompt.empty()) throw InputError("generation needs a non-empty prompt");
+  if (opts.maxNewTokens < 0) throw InputError("max new tokens must be >= 0");
+  validate(opts.sampling);
+  std::vector<TokenId> out;
+  if (opts.maxNewTokens == 0) return out;
+  const int64_t capacity = static_cast<int64_t>(prompt.size()) + opts.maxNewTokens;
+  if (capacity > model.config().maxPositionEmbeddings)
+    throw InputError("prompt (" + std::to_string(prompt.size()) + " tokens) plus " +
+                     std::to_string(opts.maxNewTokens) + " new tokens exceed the model's " +
+                     std::to_string(model.config().maxPositionEmbeddings) + " positions");
+  KVCache cache = model.makeCache(1, capacity);
+  TokenSampler sampler(opts.sampling);
+  at::Tensor ids = at::tensor(prompt, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);
+  for (int64_t step = 0; step < opts.maxNewTokens; ++step) {
+    at::Tensor logits = model.forward(ids, &cache, /*lastOnly=*/true);
+    TokenId tok = sampler.next(logits);
+    out.push_back(tok);
+    if (std::find(opts.eosTokenIds.begin(), opts.eosTokenIds.end(), tok) != opts.eosTokenIds.end()) break;
+    ids = at::full({1, 1}, tok, at::TensorOptions().dtype(at::kLong));
+  }
+  return out;
+}
+
+std::vector<std::vector<TokenId>> generateBatch(const LlamaModel& model,
+                                                const std::vector<std::vector<TokenId>>& prompts,
+                                                const GenerationOptions& opts) {
+  validate(opts.sampling);
+  const int64_t B = static_cast<int64_t>(prompts.size());
+  std::vector<std::vector<TokenId>> out(prompts.size());
+  if (B == 0 || opts.maxNewTokens <= 0) return out;
+  int64_t longest = 0;
+  for (const auto& p : prompts) {
+    if (p.empty()) throw InputError("generation needs non-empty prompts");
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+  }
+  const int64_t capacity = longest + opts.maxNewTokens;
+  if (capacity > model.config().maxPositionEmbeddings)
+    throw InputError("longest prompt (" + std::to_string(longest) + " tokens) plus " +
+                     std::to_string(opts.maxNewTokens) + " new tokens exceed the model's " +
+                     std::to_string(model.config().maxPositionEmbeddings) + " positions");
+
+  std::vector<TokenId> flat(static_cast<size_t>(B * longest), 0);
+  at::Tensor positions = at::zeros({B, longest}, at::kLong);
+  at::Tensor padding = at::zeros({B, capacity}, at::kBool);
+  std::vector<int64_t> nextPos(prompts.size());
+  std::vector<TokenSampler> samplers;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& p = prompts[static_cast<size_t>(b)];
+    const int64_t pad = longest - static_cast<int64_t>(p.size());
+    std::copy(p.begin(), p.end(), flat.begin() + b * longest + pad);
+    positions[b].narrow(0, pad, longest - pad).copy_(at::arange(longest - pad, at::kLong));
+    if (pad > 0) padding[b].narrow(0, 0, pad).fill_(true);
+    nextPos[static_cast<size_t>(b)] = longest - pad;
+    SamplingOptions s = opts.sampling;
+    s.seed += static_cast<uint64_t>(b);
+    samplers.emplace_back(s);
+  }
+  KVCache cache = model.makeCache(B, capacity);
+  at::Tensor ids = at::tensor(flat, at::TensorOptions().dtype(at::kLong)).view({B, longest});
+  BatchLayout layout{positions, padding.narrow(1, 0, longest)};
+  std::vector<bool> done(prompts.size(), false);
+  int64_t remaining = B;
+  for (int64_t step = 0; step < opts.maxNewTokens && remaining > 0; ++step) {
+    at::Tensor logits = model.forward(ids, &cache, /*lastOnly=*/true, &layout).to(at::kCPU);   // [B, 1, V]
+    std::vector<TokenId> fed(prompts.size(), 0);
+    for (int64_t b = 0; b < B; ++b) {
+      const size_t i = static_cast<size_t>(b);
+      if (done[i]) continue;   // finished sequences keep stepping (batch shape is fixed) but are ignored
+      TokenId tok = samplers[i].next(logits[b]);
+      out[i].push_back(tok);
+      fed[i] = tok;
+      if (std::find(opts.eosTokenIds.begin(), opts.eosTokenIds.end(), tok) != opts.eosTokenIds.end()) {
+        done[i] = true;
+        --remaining;
+      }
+    }
+    ids = at::tensor(fed, at::TensorOptions().dtype(at::kLong)).view({B, 1});
+    at::Tensor stepPos = at::empty({B, 1}, at::kLong);
+    for (int64_t b = 0; b < B; ++b) stepPos[b][0] = nextPos[static_cast<size_t>(b)]++;
+    layout = BatchLayout{stepPos, padding.narrow(1, 0, cache.length() + 1)};
+  }
+  return out;
+}
+
+}  // namespace pareto

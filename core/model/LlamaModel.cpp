@@ -1,0 +1,293 @@
+#include "model/LlamaModel.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "model/Safetensors.h"
+#include "util/Error.h"
+
+namespace pareto {
+namespace {
+
+std::string shapeText(at::IntArrayRef shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+at::ScalarType torchType(DType d) {
+  switch (d) {
+    case DType::F32: return at::kFloat;
+    case DType::F16: return at::kHalf;
+    case DType::BF16: return at::kBFloat16;
+  }
+  return at::kFloat;
+}
+
+// Reads the tensors the model needs, checking each shape against what config.json implies, and remembers
+// which ones were used so that leftovers (a different architecture's tensors) can be refused.
+class WeightLoader {
+ public:
+  WeightLoader(const Checkpoint& ckpt, const RuntimeOptions& opts) : ckpt_(ckpt), opts_(opts) {}
+
+  at::Tensor load(const std::string& name, std::vector<int64_t> expected) {
+    const TensorEntry* e = ckpt_.find(name);
+    if (e == nullptr)
+      throw InputError(fileMessage(ckpt_.directory(), "tensor " + name + " is missing from the checkpoint"));
+    if (e->shape != expected)
+      throw InputError(fileMessage(e->file, "tensor " + name + " has shape " + shapeText(e->shape) +
+                                                ", but config.json implies " + shapeText(expected)));
+    used_.insert(name);
+    auto cpuOpts = at::TensorOptions().dtype(torchType(e->dtype));
+    at::Tensor src;
+    // safetensors only promises byte alignment of tensor data; copy unaligned data before viewing it typed.
+    if (reinterpret_cast<uintptr_t>(e->data) % dtypeSize(e->dtype) == 0) {
+      src = at::from_blob(const_cast<std::byte*>(e->data), e->shape, cpuOpts);
+    } else {
+      src = at::empty(e->shape, cpuOpts);
+      std::memcpy(src.data_ptr(), e->data, e->nbytes);
+    }
+    return src.to(opts_.device, opts_.dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  }
+
+  at::Tensor loadOptional(const std::string& name, std::vector<int64_t> expected, bool wanted) {
+    if (!wanted) return {};
+    return load(name, std::move(expected));
+  }
+
+  void refuseUnused(const std::string& architecture, bool tied) const {
+    for (const TensorEntry* e : ckpt_.tensors()) {
+      if (used_.count(e->name) != 0) continue;
+      // Older Llama exports carry the RoPE frequencies as a buffer; HF ignores them, so do we.
+      if (e->name.find("rotary_emb.inv_freq") != std::string::npos) continue;
+      if (tied && e->name == "lm_head.weight") continue;   // HF ties it to the embedding anyway
+      throw InputError(fileMessage(e->file, "tensor " + e->name + " is not part of a " + architecture +
+                                                " model as config.json describes it"));
+    }
+  }
+
+ private:
+  const Checkpoint& ckpt_;
+  const RuntimeOptions& opts_;
+  std::set<std::string> used_;
+};
+
+at::Tensor rotateHalf(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+}  // namespace
+
+LlamaModel::LlamaModel(const ModelConfig& config, const Checkpoint& ckpt, const RuntimeOptions& opts)
+    : config_(config), opts_(opts) {
+  const auto& c = config_;
+  const int64_t H = c.hiddenSize, D = c.headDim, F = c.intermediateSize;
+  const int64_t qOut = c.numHeads * D, kvOut = c.numKvHeads * D;
+  WeightLoader w(ckpt, opts_);
+
+  embedding_ = w.load("model.embed_tokens.weight", {c.vocabSize, H});
+  layers_.reserve(c.numLayers);
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
+      at::Tensor weight = w.load(p + name + ".weight", {out, in});
+      return Linear(p + name, weight, w.loadOptional(p + name + ".bias", {out}, bias));
+    };
+    Layer L;
+    L.inputNorm = w.load(p + "input_layernorm.weight", {H});
+    L.postAttentionNorm = w.load(p + "post_attention_layernorm.weight", {H});
+    L.q = linear("self_attn.q_proj", qOut, H, c.attentionBias);
+    L.k = linear("self_attn.k_proj", kvOut, H, c.attentionBias);
+    L.v = linear("self_attn.v_proj", kvOut, H, c.attentionBias);
+    L.o = linear("self_attn.o_proj", H, qOut, c.oProjBias);
+    L.qNorm = w.loadOptional(p + "self_attn.q_norm.weight", {D}, c.qkNorm);
+    L.kNorm = w.loadOptional(p + "self_attn.k_norm.weight", {D}, c.qkNorm);
+    L.gate = linear("mlp.gate_proj", F, H, c.mlpBias);
+    L.up = linear("mlp.up_proj", F, H, c.mlpBias);
+    L.down = linear("mlp.down_proj", H, F, c.mlpBias);
+    layers_.push_back(std::move(L));
+  }
+  finalNorm_ = w.load("model.norm.weight", {H});
+  if (c.tieWordEmbeddings)
+    lmHead_ = Linear("lm_head", embedding_, {});
+  else
+    lmHead_ = Linear("lm_head", w.load("lm_head.weight", {c.vocabSize, H}), {});
+  w.refuseUnused(c.architecture, c.tieWordEmbeddings);
+
+  // inv_freq exactly as transformers computes it (float32 pow of an int64 arange), so RoPE angles match.
+  auto f32 = at::TensorOptions().dtype(at::kFloat);
+  at::Tensor exponents = at::arange(0, D, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / double(D);
+  at::Tensor invFreq = 1.0 / at::pow(at::scalar_tensor(c.ropeTheta, f32), exponents);
+  if (c.llama3Rope) {
+    const auto& s = *c.llama3Rope;
+    const double lowWavelen = s.originalMaxPositionEmbeddings / s.lowFreqFactor;
+    const double highWavelen = s.originalMaxPositionEmbeddings / s.highFreqFactor;
+    at::Tensor wavelen = 2 * M_PI / invFreq;
+    at::Tensor scaled = at::where(wavelen > lowWavelen, invFreq / s.factor, invFreq);
+    at::Tensor smooth = (s.originalMaxPositionEmbeddings / wavelen - s.lowFreqFactor) /
+                        (s.highFreqFactor - s.lowFreqFactor);
+    at::Tensor smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+    at::Tensor medium = at::logical_not(wavelen < highWavelen).logical_and(at::logical_not(wavelen > lowWavelen));
+    invFreq = at::where(medium, smoothed, scaled);
+  }
+  invFreq_ = invFreq.to(opts_.device);
+}
+
+KVCache LlamaModel::makeCache(int64_t batch, int64_t capacity) const {
+  return KVCache(config_.numLayers, batch, config_.numKvHeads, capacity, config_.headDim,
+                 at::TensorOptions().device(opts_.device).dtype(opts_.dtype));
+}
+
+// RMSNorm in float32 then back to the activation dtype before the weight, as transformers does; the order
+// matters for bf16 results.
+at::Tensor LlamaModel::rmsNorm(const at::Tensor& x, const at::Tensor& weight) const {
+  at::Tensor xf = x.to(at::kFloat);
+  at::Tensor variance = xf.pow(2).mean(-1, /*keepdim=*/true);
+  xf = xf * at::rsqrt(variance + config_.rmsNormEps);
+  return weight * xf.to(x.scalar_type());
+}
+
+const char* linearGroupName(LinearGroup group) {
+  switch (group) {
+    case LinearGroup::AttentionInput: return "attention input (q/k/v)";
+    case LinearGroup::AttentionOutput: return "attention output (o)";
+    case LinearGroup::MlpInput: return "mlp input (gate/up)";
+    case LinearGroup::MlpHidden: return "mlp hidden (down)";
+  }
+  return "?";
+}
+
+std::vector<std::pair<LinearGroup, Linear*>> LlamaModel::layerLinears(int64_t i) {
+  Layer& L = layers_.at(static_cast<size_t>(i));
+  return {{LinearGroup::AttentionInput, &L.q}, {LinearGroup::AttentionInput, &L.k},
+          {LinearGroup::AttentionInput, &L.v}, {LinearGroup::AttentionOutput, &L.o},
+          {LinearGroup::MlpInput, &L.gate},    {LinearGroup::MlpInput, &L.up},
+          {LinearGroup::MlpHidden, &L.down}};
+}
+
+std::vector<std::pair<LinearGroup, const Linear*>> LlamaModel::layerLinears(int64_t i) const {
+  std::vector<std::pair<LinearGroup, const Linear*>> out;
+  for (auto& [g, l] : const_cast<LlamaModel*>(this)->layerLinears(i)) out.emplace_back(g, l);
+  return out;
+}
+
+LlamaModel::Context LlamaModel::prepare(int64_t batch, int64_t T, const KVCache* cache,
+                                        const BatchLayout* layout) const {
+  Context ctx;
+  ctx.startPos = cache != nullptr ? cache->length() : 0;
+  const int64_t S = ctx.startPos + T;
+  auto longOpts = at::TensorOptions().dtype(at::kLong).device(opts_.device);
+
+  at::Tensor positions;   // [T] or [batch, T]
+  if (layout != nullptr && layout->positions.defined()) {
+    if (layout->positions.sizes() != at::IntArrayRef({batch, T}))
+      throw Error("BatchLayout positions must be [batch, T]");
+    positions = layout->positions.to(opts_.device, at::kLong);
+  } else {
+    positions = at::arange(ctx.startPos, S, longOpts);
+  }
+  // RoPE angles in float32 from integer positions, as transformers computes them, then cast to the dtype.
+  at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * invFreq_;
+  at::Tensor emb = at::cat({freqs, freqs}, -1);
+  ctx.cos = emb.cos().to(opts_.dtype);
+  ctx.sin = emb.sin().to(opts_.dtype);
+  if (positions.dim() == 2) {   // per-sequence positions broadcast over heads
+    ctx.cos = ctx.cos.unsqueeze(1);
+    ctx.sin = ctx.sin.unsqueeze(1);
+  }
+
+  // Masks work on cache slots (the causal order), so left padding only needs the padding mask.
+  const auto& c = config_;
+  const bool causal = T > 1;
+  const bool window = c.slidingWindow && S > *c.slidingWindow;
+  const bool padded = layout != nullptr && layout->keyPadding.defined();
+  if (causal || window || padded) {
+    at::Tensor qSlot = at::arange(ctx.startPos, S, longOpts).unsqueeze(1);
+    at::Tensor kSlot = at::arange(0, S, longOpts).unsqueeze(0);
+    at::Tensor blocked = kSlot > qSlot;   // [T, S]
+    if (window) blocked = blocked.logical_or(kSlot <= qSlot - *c.slidingWindow);
+    if (padded) {
+      if (layout->keyPadding.sizes() != at::IntArrayRef({batch, S}))
+        throw Error("BatchLayout keyPadding must be [batch, cache length + T]");
+      // [batch, 1, 1, T, S] against scores [batch, kv, groups, T, S]
+      // A padding query still attends to its own slot: a row with every key blocked would be NaN after the
+      // softmax, and NaN values times zero probabilities would leak into real rows in the next layer.
+      at::Tensor pad = layout->keyPadding.to(opts_.device, at::kBool).unsqueeze(1);   // [batch, 1, S]
+      blocked = blocked.unsqueeze(0).logical_or(pad).logical_and((kSlot != qSlot).unsqueeze(0))
+                    .view({batch, 1, 1, T, S});
+    }
+    ctx.blocked = blocked;
+  }
+  return ctx;
+}
+
+at::Tensor LlamaModel::attention(const Layer& L, int64_t index, const at::Tensor& x, const Context& ctx,
+                                 KVCache* cache, const LinearInputObserver& observer) const {
+  const auto& c = config_;
+  const int64_t B = x.size(0), T = x.size(1), D = c.headDim, KV = c.numKvHeads, G = c.kvGroups();
+  if (observer) observer(index, LinearGroup::AttentionInput, x);
+
+  at::Tensor q = L.q.forward(x).view({B, T, c.numHeads, D});
+  at::Tensor k = L.k.forward(x).view({B, T, KV, D});
+  at::Tensor v = L.v.forward(x).view({B, T, KV, D}).transpose(1, 2);
+  if (c.qkNorm) {   // Qwen3 normalises each head before RoPE
+    q = rmsNorm(q, L.qNorm);
+    k = rmsNorm(k, L.kNorm);
+  }
+  q = q.transpose(1, 2);   // [B, heads, T, D]
+  k = k.transpose(1, 2);
+  q = q * ctx.cos + rotateHalf(q) * ctx.sin;
+  k = k * ctx.cos + rotateHalf(k) * ctx.sin;
+
+  at::Tensor keys = k, values = v;
+  if (cache != nullptr) std::tie(keys, values) = cache->append(index, k, v);
+  const int64_t S = keys.size(2);
+
+  // Grouped-query attention without materialising repeated K/V: query head h uses KV head h / G, so fold
+  // the G query heads of each KV head into the row dimension of one matmul.
+  at::Tensor qg = q.reshape({B, KV, G * T, D});
+  at::Tensor scores = at::matmul(qg, keys.transpose(-1, -2)) * (1.0 / std::sqrt(double(D)));   // [B,KV,G*T,S]
+  scores = scores.view({B, KV, G, T, S});
+  if (ctx.blocked.defined()) scores = scores.masked_fill(ctx.blocked, -std::numeric_limits<double>::infinity());
+  at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type()).view({B, KV, G * T, S});
+  at::Tensor out = at::matmul(probs, values).view({B, c.numHeads, T, D}).transpose(1, 2).reshape({B, T, -1});
+  if (observer) observer(index, LinearGroup::AttentionOutput, out);
+  return L.o.forward(out);
+}
+
+at::Tensor LlamaModel::embed(const at::Tensor& ids) const {
+  TORCH_CHECK(ids.dim() == 2, "LlamaModel expects [batch, T] token ids, got ", ids.sizes());
+  return at::embedding(embedding_, ids.to(opts_.device, at::kLong));
+}
+
+at::Tensor LlamaModel::block(int64_t i, const at::Tensor& x, const Context& ctx, KVCache* cache,
+                             const LinearInputObserver& observer) const {
+  const Layer& L = layers_.at(static_cast<size_t>(i));
+  at::Tensor h = x + attention(L, i, rmsNorm(x, L.inputNorm), ctx, cache, observer);
+  at::Tensor m = rmsNorm(h, L.postAttentionNorm);
+  if (observer) observer(i, LinearGroup::MlpInput, m);
+  at::Tensor hidden = at::silu(L.gate.forward(m)) * L.up.forward(m);
+  if (observer) observer(i, LinearGroup::MlpHidden, hidden);
+  return h + L.down.forward(hidden);
+}
+
+at::Tensor LlamaModel::head(const at::Tensor& x) const { return lmHead_.forward(rmsNorm(x, finalNorm_)).to(at::kFloat); }
+
+at::Tensor LlamaModel::forward(const at::Tensor& ids, KVCache* cache, bool lastOnly, const BatchLayout* layout) const {
+  TORCH_CHECK(ids.dim() == 2, "LlamaModel::forward expects [batch, T] token ids, got ", ids.sizes());
+  const int64_t B = ids.size(0), T = ids.size(1);
+  if (cache != nullptr && cache->batch() != B)
+    throw Error("KV cache holds " + std::to_string(cache->batch()) + " sequences, forward got " + std::to_string(B));
+  Context ctx = prepare(B, T, cache, layout);
+  at::Tensor x = embed(ids);
+  for (int64_t i = 0; i < numLayers(); ++i) x = block(i, x, ctx, cache);
+  if (cache != nullptr) cache->advance(T);
+  if (lastOnly) x = x.narrow(1, T - 1, 1);
+  return head(x);
+}
+
+}  // namespace pareto

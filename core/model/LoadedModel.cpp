@@ -1,0 +1,58 @@
+#include "model/LoadedModel.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "model/Safetensors.h"
+#include "util/Error.h"
+#include "util/Json.h"
+
+namespace pareto {
+
+LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(modelDir)) throw InputError(fileMessage(modelDir, "not a model folder (no such directory)"));
+  const fs::path dir(modelDir);
+  if (!fs::exists(dir / "config.json")) throw InputError(fileMessage(modelDir, "no config.json in this folder"));
+
+  LoadedModel m;
+  m.directory = modelDir;
+  m.config = ModelConfig::fromFile((dir / "config.json").string());
+  if (!fs::exists(dir / "tokenizer.json"))
+    throw InputError(fileMessage(modelDir, "no tokenizer.json in this folder (Pareto reads the fast-tokenizer file)"));
+  m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::fromPath((dir / "tokenizer.json").string()));
+  {
+    // The mapping is only needed while weights are copied to the device.
+    Checkpoint ckpt = Checkpoint::open(modelDir);
+    m.model = std::make_unique<LlamaModel>(m.config, ckpt, opts);
+  }
+
+  m.eosTokenIds = m.config.eosTokenIds;
+  const fs::path genConfig = dir / "generation_config.json";
+  if (fs::exists(genConfig)) {
+    nlohmann::json g = readJsonFile(genConfig.string());
+    if (g.is_object() && g.contains("eos_token_id")) {
+      const auto& e = g.at("eos_token_id");
+      std::vector<nlohmann::json> items = e.is_array() ? e.get<std::vector<nlohmann::json>>()
+                                                       : std::vector<nlohmann::json>{e};
+      for (const auto& x : items) {
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= m.config.vocabSize)
+          throw InputError(fileMessage(genConfig.string(), "eos_token_id must be token ids, got " + e.dump()));
+        if (std::find(m.eosTokenIds.begin(), m.eosTokenIds.end(), x.get<int64_t>()) == m.eosTokenIds.end())
+          m.eosTokenIds.push_back(x.get<int64_t>());
+      }
+    }
+  }
+  return m;
+}
+
+std::vector<TokenId> LoadedModel::promptIds(const std::string& prompt, bool addBos) const {
+  std::vector<TokenId> ids;
+  if (addBos && config.bosTokenId) ids.push_back(*config.bosTokenId);
+  std::vector<TokenId> text = tokenizer->encode(prompt, /*addSpecialTokens=*/false);
+  ids.insert(ids.end(), text.begin(), text.end());
+  return ids;
+}
+
+}  // namespace pareto

@@ -1,0 +1,29 @@
+// A model folder made ready to run: config, tokenizer and the model's weights on the chosen device.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/Device.h"
+#include "model/LlamaModel.h"
+#include "tokenizer/Tokenizer.h"
+
+namespace pareto {
+
+struct LoadedModel {
+  std::string directory;
+  ModelConfig config;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<LlamaModel> model;
+  std::vector<TokenId> eosTokenIds;   // config.json and generation_config.json together
+
+  // The ids a prompt is scored or continued from: BOS (when the model has one) followed by the prompt,
+  // without the tokenizer's own template so that BOS is never doubled.
+  std::vector<TokenId> promptIds(const std::string& prompt, bool addBos = true) const;
+};
+
+// Throws InputError naming the folder/file for a missing, unreadable or inconsistent model folder.
+LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts);
+
+}  // namespace pareto

@@ -1,0 +1,102 @@
+#include "model/ModelSummary.h"
+
+#include <filesystem>
+#include <iomanip>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model/ModelConfig.h"
+#include "model/Safetensors.h"
+#include "util/Error.h"
+
+namespace pareto {
+
+ModelSummary summarizeModel(const std::string& modelDir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(modelDir)) throw InputError(fileMessage(modelDir, "not a model folder (no such directory)"));
+  const std::string configPath = (fs::path(modelDir) / "config.json").string();
+  if (!fs::exists(configPath)) throw InputError(fileMessage(modelDir, "no config.json in this folder"));
+  ModelConfig config = ModelConfig::fromFile(configPath);
+  Checkpoint ckpt = Checkpoint::open(modelDir);
+
+  ModelSummary s;
+  s.path = modelDir;
+  s.architecture = config.architecture;
+  s.modelType = config.modelType;
+  s.vocabSize = config.vocabSize;
+  s.hiddenSize = config.hiddenSize;
+  s.intermediateSize = config.intermediateSize;
+  s.numLayers = config.numLayers;
+  s.numHeads = config.numHeads;
+  s.numKvHeads = config.numKvHeads;
+  s.headDim = config.headDim;
+  s.tiedEmbeddings = config.tieWordEmbeddings;
+  for (const auto& f : ckpt.files()) s.files.push_back(fs::path(f).filename().string());
+
+  std::map<std::string, uint64_t> bytesByDtype;
+  for (const TensorEntry* t : ckpt.tensors()) {
+    s.tensors.push_back({t->name, dtypeName(t->dtype), t->shape, t->nbytes});
+    s.parameters += t->numel();
+    s.bytes += t->nbytes;
+    bytesByDtype[dtypeName(t->dtype)] += t->nbytes;
+  }
+  uint64_t best = 0;
+  for (const auto& [name, bytes] : bytesByDtype)
+    if (bytes > best) best = bytes, s.dtype = name;
+  return s;
+}
+
+nlohmann::json toJson(const ModelSummary& s) {
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& t : s.tensors)
+    tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}, {"bytes", t.bytes}});
+  return {{"path", s.path},
+          {"architecture", s.architecture},
+          {"model_type", s.modelType},
+          {"parameters", s.parameters},
+          {"bytes", s.bytes},
+          {"dtype", s.dtype},
+          {"vocab_size", s.vocabSize},
+          {"hidden_size", s.hiddenSize},
+          {"intermediate_size", s.intermediateSize},
+          {"num_layers", s.numLayers},
+          {"num_heads", s.numHeads},
+          {"num_kv_heads", s.numKvHeads},
+          {"head_dim", s.headDim},
+          {"tied_embeddings", s.tiedEmbeddings},
+          {"files", s.files},
+          {"tensors", tensors}};
+}
+
+namespace {
+std::string shapeText(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+}  // namespace
+
+std::string toText(const ModelSummary& s) {
+  std::ostringstream o;
+  o << "model         " << s.path << "\n"
+    << "architecture  " << s.architecture << " (" << s.modelType << ")\n"
+    << "parameters    " << s.parameters << " (" << std::fixed << std::setprecision(2) << s.parameters / 1e6
+    << " M)\n"
+    << "size          " << std::setprecision(2) << s.bytes / 1048576.0 << " MiB in " << s.files.size()
+    << " file(s), mostly " << s.dtype << "\n"
+    << "layers        " << s.numLayers << ", hidden " << s.hiddenSize << ", ffn " << s.intermediateSize
+    << ", heads " << s.numHeads << " / kv heads " << s.numKvHeads << ", head_dim " << s.headDim << "\n"
+    << "vocab         " << s.vocabSize << (s.tiedEmbeddings ? ", output head tied to the embedding" : "") << "\n"
+    << "tensors       " << s.tensors.size() << "\n";
+  size_t width = 0;
+  for (const auto& t : s.tensors) width = std::max(width, t.name.size());
+  for (const auto& t : s.tensors)
+    o << "  " << std::left << std::setw(static_cast<int>(width)) << t.name << "  " << std::setw(5) << t.dtype << " "
+      << shapeText(t.shape) << "\n";
+  std::string text = o.str();
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+}  // namespace pareto

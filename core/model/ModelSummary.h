@@ -1,0 +1,40 @@
+// What `pareto-cli inspect` and the workbench's Model dock show: a model folder's architecture and tensors,
+// read from config.json and the safetensors headers only (no weights are touched, so it is instant).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+namespace pareto {
+
+struct TensorSummary {
+  std::string name;
+  std::string dtype;            // "BF16", ...
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+};
+
+struct ModelSummary {
+  std::string path;
+  std::string architecture;
+  std::string modelType;
+  int64_t parameters = 0;       // sum over stored tensors (a tied lm_head is not counted twice)
+  uint64_t bytes = 0;           // weight bytes on disk
+  std::string dtype;            // the dtype most of the weight bytes have
+  int64_t vocabSize = 0, hiddenSize = 0, intermediateSize = 0, numLayers = 0, numHeads = 0, numKvHeads = 0,
+          headDim = 0;
+  bool tiedEmbeddings = false;
+  std::vector<std::string> files;
+  std::vector<TensorSummary> tensors;   // sorted by name
+};
+
+// Throws InputError naming the folder or file when it is missing, unreadable or inconsistent.
+ModelSummary summarizeModel(const std::string& modelDir);
+
+nlohmann::json toJson(const ModelSummary& summary);
+// Human-readable text, as `pareto-cli inspect` prints it.
+std::string toText(const ModelSummary& summary);
+
+}  // namespace pareto

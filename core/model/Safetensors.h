@@ -1,0 +1,72 @@
+// safetensors checkpoints, memory-mapped. A file is an 8-byte little-endian header length, a JSON header
+// {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}, then the tensor bytes.
+// Everything in the header is validated before any tensor is handed out: files come from strangers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pareto {
+
+class MappedFile;
+
+enum class DType { F32, F16, BF16 };
+
+const char* dtypeName(DType dtype);   // "F32", "F16", "BF16" (safetensors spelling)
+size_t dtypeSize(DType dtype);
+
+struct TensorEntry {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;   // inside the mapped file; valid while the owning file lives
+  size_t nbytes = 0;
+  std::string file;                  // the .safetensors file it lives in
+  int64_t numel() const;
+};
+
+class SafetensorsFile {
+ public:
+  // Maps and validates the file; throws InputError "<file>: ..." (naming the tensor where there is one).
+  explicit SafetensorsFile(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(SafetensorsFile&&) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
+
+  const std::string& path() const;
+  const std::vector<TensorEntry>& tensors() const { return tensors_; }   // in file order
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  std::unique_ptr<MappedFile> file_;
+  std::vector<TensorEntry> tensors_;
+  std::map<std::string, std::string> metadata_;
+  std::string path_;
+};
+
+// All tensors of a model folder: model.safetensors, or the shards named by model.safetensors.index.json.
+class Checkpoint {
+ public:
+  // Throws InputError naming the folder/file when no checkpoint is there or it is inconsistent (a tensor
+  // listed in the index but missing from its shard, a tensor present in two shards, ...).
+  static Checkpoint open(const std::string& modelDir);
+
+  const TensorEntry* find(const std::string& name) const;           // nullptr when absent
+  const TensorEntry& at(const std::string& name) const;             // throws InputError naming the tensor
+  const std::vector<const TensorEntry*>& tensors() const { return ordered_; }   // sorted by name
+  const std::vector<std::string>& files() const { return fileNames_; }
+  const std::string& directory() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::vector<std::string> fileNames_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const TensorEntry*> byName_;
+  std::vector<const TensorEntry*> ordered_;
+};
+
+}  // namespace pareto

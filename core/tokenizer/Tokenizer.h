@@ -1,0 +1,43 @@
+// Hugging Face tokenizer.json, byte-for-byte: the ids Pareto feeds a model must be the ids transformers would.
+// The pipeline (added tokens → normalizer → pre-tokenizer → model → post-processor, and the decoder) mirrors
+// the Rust `tokenizers` library; an unknown component type is refused, never approximated.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pareto {
+
+using TokenId = int64_t;
+
+class Tokenizer {
+ public:
+  // Loads a tokenizer.json file, or <dir>/tokenizer.json when given a model folder.
+  // Throws InputError naming the file and the offending component.
+  static Tokenizer fromPath(const std::string& fileOrModelDir);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // addSpecialTokens applies the post-processor (e.g. BOS); off by default, as in the golden files.
+  std::vector<TokenId> encode(std::string_view text, bool addSpecialTokens = false) const;
+  std::string decode(const std::vector<TokenId>& ids, bool skipSpecialTokens = false) const;
+
+  std::optional<TokenId> tokenToId(std::string_view token) const;
+  std::optional<std::string> idToToken(TokenId id) const;
+  // Size of the vocabulary including added tokens (max id + 1).
+  size_t vocabSize() const;
+  const std::string& sourcePath() const;
+
+ private:
+  struct Impl;
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pareto

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The foundation checks on a CUDA machine (no Qt needed): builds against the LibTorch of the installed PyTorch,
+# runs the golden tests on CUDA in float32 and bfloat16, the perplexity command, and the comparison with
+# transformers on small random models of every supported family.
+#   scripts/gpu-check.sh [OUTDIR]
+# PARETO_SHARED: the shared data (default ../shared); PARETO_DEPS_PREFIX: extra prefix for PCRE2/utf8proc.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-$here/build-gpu/results}"
+mkdir -p "$out"
+export PARETO_SHARED="${PARETO_SHARED:-$here/../shared}"
+torch_prefix="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
+prefix="$torch_prefix${PARETO_DEPS_PREFIX:+;$PARETO_DEPS_PREFIX}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+
+step() { echo; echo "== $*"; }
+step configure+build
+cmake -S "$here" -B "$here/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARETO_GUI=OFF \
+  -DCMAKE_PREFIX_PATH="$prefix" >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+grep "Pareto:" "$out/configure.log"
+cmake --build "$here/build-gpu" -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -B2 -A12 "error" "$out/build.log" | head -80; exit 1; }
+cli="$here/build-gpu/app/cli/pareto-cli"
+status=0
+
+step "ctest (CPU float32 + everything that runs on this machine)"
+(cd "$here/build-gpu" && ctest --output-on-failure -j 8 >"$out/ctest-cpu.log" 2>&1) || status=1
+tail -5 "$out/ctest-cpu.log"
+
+for dt in float32 bfloat16; do
+  step "golden tests on CUDA, $dt"
+  PARETO_TEST_DEVICE=cuda PARETO_TEST_DTYPE=$dt "$here/build-gpu/tests/core/test_golden_model" \
+    >"$out/golden-cuda-$dt.log" 2>&1 || status=1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran|Failure|relative" "$out/golden-cuda-$dt.log" | head -20
+done
+
+step "perplexity command"
+for dev in "cpu float32" "cuda float32" "cuda bfloat16" "cuda float16"; do
+  set -- $dev
+  echo "pareto-cli perplexity --model ref-small --text heldout-prose.txt --max-windows 40 --device $1 --dtype $2 --json"
+  /usr/bin/time -f "  (%e s)" "$cli" perplexity --model "$PARETO_SHARED/models/ref-small" \
+    --text "$PARETO_SHARED/data/heldout-prose.txt" --max-windows 40 --device "$1" --dtype "$2" --json || status=1
+done
+
+step "transformers comparison on random models of each family"
+for dev in cpu cuda; do
+  python3 "$here/tests/gpu/compare_transformers.py" --cli "$cli" --tokenizer "$PARETO_SHARED/models/ref-small" \
+    --device $dev || status=1
+done
+exit $status

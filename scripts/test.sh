@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets Pareto up (scripts/setup.sh) and runs every test with ctest. GPU tests skip without a CUDA device;
+# tests that need the reference models read them from $PARETO_SHARED (default: ../shared beside the checkout).
+# Extra arguments go to setup.sh (e.g. --no-gui).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${PARETO_BUILD_DIR:-$here/build}"
+"$here/scripts/setup.sh" "$@"
+export PARETO_SHARED="${PARETO_SHARED:-$here/../shared}"
+export QT_QPA_PLATFORM=offscreen
+ctest --test-dir "$build_dir" --output-on-failure -j "${PARETO_JOBS:-$(nproc)}"

@@ -1,0 +1,130 @@
+// pareto-cli end to end: exit codes, JSON keys, and the one-line error for bad model folders.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "SharedData.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct RunResult {
+  int exitCode = -1;
+  std::string out, err;
+};
+
+RunResult runCli(const std::string& args) {
+  const std::string errFile = pareto::test::scratchDir("cli-stderr") + "/err.txt";
+  std::string cmd = std::string(PARETO_CLI_PATH) + " " + args + " 2>" + errFile;
+  RunResult r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  int status = ::pclose(pipe);
+  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(errFile);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  return r;
+}
+
+TEST(Cli, HelpListsCommands) {
+  RunResult r = runCli("--help");
+  EXPECT_EQ(r.exitCode, 0);
+  for (const char* c : {"inspect", "perplexity", "score", "generate", "tokenize", "detokenize"})
+    EXPECT_THAT(r.out, HasSubstr(c));
+}
+
+TEST(Cli, MissingModelFolderIsExit2WithOneLine) {
+  RunResult r = runCli("inspect --model /nonexistent/folder");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/folder"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(Cli, InconsistentModelFolderIsExit2) {
+  PARETO_REQUIRE_SHARED();
+  // A real checkpoint whose config.json disagrees with it: the shape check must name the tensor.
+  const std::string dir = pareto::test::scratchDir("cli-bad-model");
+  namespace fs = std::filesystem;
+  const std::string src = pareto::test::sharedPath("models/ref-tiny");
+  fs::create_symlink(fs::absolute(src + "/model.safetensors"), dir + "/model.safetensors");
+  fs::copy_file(src + "/tokenizer.json", dir + "/tokenizer.json");
+  nlohmann::json cfg = nlohmann::json::parse(std::ifstream(src + "/config.json"));
+  cfg["intermediate_size"] = 999;
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  RunResult r = runCli("score --model " + dir + " --prompt hi");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.err, HasSubstr("mlp.gate_proj.weight"));
+  EXPECT_THAT(r.err, HasSubstr("999"));
+}
+
+TEST(Cli, NotJsonConfigIsExit2) {
+  const std::string dir = pareto::test::scratchDir("cli-bad-config");
+  std::ofstream(dir + "/config.json") << "{ this is not json";
+  RunResult r = runCli("inspect --model " + dir);
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_THAT(r.err, HasSubstr("config.json"));
+  EXPECT_THAT(r.err, HasSubstr("invalid JSON"));
+}
+
+TEST(Cli, InspectJson) {
+  PARETO_REQUIRE_SHARED();
+  RunResult r = runCli("inspect --model " + pareto::test::sharedPath("models/ref-tiny") + " --json");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["architecture"], "LlamaForCausalLM");
+  EXPECT_EQ(j["num_layers"], 4);
+  EXPECT_FALSE(j["tensors"].empty());
+}
+
+TEST(Cli, ScoreAndGenerateJson) {
+  PARETO_REQUIRE_SHARED();
+  const std::string model = pareto::test::sharedPath("models/ref-tiny");
+  auto golden = nlohmann::json::parse(std::ifstream(pareto::test::sharedPath("golden/ref-tiny.json")));
+  const auto& p = golden["prompts"][0];
+  RunResult s = runCli("score --model " + model + " --prompt '" + p["text"].get<std::string>() + "' --json");
+  ASSERT_EQ(s.exitCode, 0) << s.err;
+  auto sj = nlohmann::json::parse(s.out);
+  EXPECT_EQ(sj["ids"], p["ids"]);
+  EXPECT_NEAR(sj["nll_sum"].get<double>(), p["nll_sum"].get<double>(), 1e-3 * p["nll_sum"].get<double>());
+  EXPECT_EQ(sj["last_top10"].size(), 10u);
+
+  RunResult g = runCli("generate --model " + model + " --prompt '" + p["text"].get<std::string>() +
+                       "' --max-new-tokens 32 --greedy --json");
+  ASSERT_EQ(g.exitCode, 0) << g.err;
+  auto gj = nlohmann::json::parse(g.out);
+  EXPECT_EQ(gj["ids"], p["greedy32"]);
+  EXPECT_EQ(gj["text"], p["greedy32_text"]);
+}
+
+TEST(Cli, PerplexityJsonKeys) {
+  PARETO_REQUIRE_SHARED();
+  RunResult r = runCli("perplexity --model " + pareto::test::sharedPath("models/ref-tiny") + " --text " +
+                       pareto::test::sharedPath("data/heldout-python.txt") + " --window 128 --max-windows 3 --json");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"ppl", "windows", "tokens", "window"}) EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["windows"], 3);
+  EXPECT_EQ(j["window"], 128);
+  EXPECT_GT(j["ppl"].get<double>(), 1.0);
+}
+
+TEST(Cli, BadOptionsAreExit2) {
+  PARETO_REQUIRE_SHARED();
+  const std::string model = pareto::test::sharedPath("models/ref-tiny");
+  EXPECT_EQ(runCli("perplexity --model " + model + " --text /nonexistent.txt").exitCode, 2);
+  EXPECT_EQ(runCli("score --model " + model + " --prompt x --device tpu").exitCode, 2);
+  EXPECT_EQ(runCli("generate --model " + model + " --prompt x --temperature 0").exitCode, 2);
+  EXPECT_EQ(runCli("generate --model " + model + " --prompt x --greedy --top-k 3").exitCode, 2);
+  EXPECT_EQ(runCli("inspect").exitCode, 2);
+}
+
+}  // namespace

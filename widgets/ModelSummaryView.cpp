@@ -1,0 +1,255 @@
+#include "widgets/ModelSummaryView.h"
+
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QStandardItemModel>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+#include "widgets/DisplayFormat.h"
+
+namespace pareto {
+
+namespace {
+
+const QString kNoValue = QStringLiteral("—");
+
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+QString dtypeDescription(const std::string& dtype) {
+  if (dtype == "BF16") return "BF16 (bfloat16, 2 bytes per weight)";
+  if (dtype == "F16") return "F16 (IEEE half, 2 bytes per weight)";
+  if (dtype == "F32") return "F32 (float32, 4 bytes per weight)";
+  return qs(dtype);
+}
+
+QString kvHeadsDescription(int64_t heads, int64_t kvHeads) {
+  QString text = QString::number(kvHeads);
+  if (kvHeads <= 0 || heads <= 0) return text;
+  if (kvHeads == heads) return text + " (multi-head attention: one per query head)";
+  if (kvHeads == 1) return text + " (multi-query attention: shared by all query heads)";
+  if (heads % kvHeads == 0)
+    return text + QString(" (grouped-query attention: %1 query heads share each)").arg(heads / kvHeads);
+  return text;
+}
+
+int64_t elementCount(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+QStandardItem* cell(const QString& text, const QVariant& sortKey, Qt::Alignment alignment = Qt::AlignLeft) {
+  auto* item = new QStandardItem(text);
+  item->setData(sortKey, Qt::UserRole);
+  item->setTextAlignment(alignment | Qt::AlignVCenter);
+  item->setEditable(false);
+  return item;
+}
+
+}  // namespace
+
+ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
+  auto* modelBox = new QGroupBox(tr("Summary"));
+  form_ = new QFormLayout(modelBox);
+  form_->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+
+  path_ = new QLineEdit;
+  path_->setObjectName("path");
+  path_->setReadOnly(true);
+  path_->setFrame(false);
+  path_->setPlaceholderText(tr("No model loaded"));
+  const QString pathMeaning = tr("The model folder that was read (config.json and its safetensors files).");
+  path_->setToolTip(pathMeaning);
+  auto* pathCaption = new QLabel(tr("Folder:"));
+  pathCaption->setToolTip(pathMeaning);
+  form_->addRow(pathCaption, path_);
+
+  architecture_ =
+      addMetric("architecture", tr("Architecture:"),
+                tr("The model class named in config.json (architectures) and its model_type. It decides "
+                   "how the weights are wired together."));
+  parameters_ =
+      addMetric("parameters", tr("Parameters:"),
+                tr("Number of weights stored in the checkpoint, summed over every tensor. An output head "
+                   "tied to the embedding shares its weights and is counted once."));
+  size_ =
+      addMetric("size", tr("Size:"),
+                tr("Bytes of weight data on disk: the tensors themselves, without file headers or config."));
+  dtype_ = addMetric("dtype", tr("Storage type:"),
+                     tr("The number format holding most of the weight bytes: BF16 (bfloat16), F16 (IEEE half "
+                        "precision) or F32 (single precision)."));
+  layers_ =
+      addMetric("layers", tr("Layers:"),
+                tr("Number of transformer decoder blocks (num_hidden_layers), each an attention and an MLP."));
+  hidden_ =
+      addMetric("hidden", tr("Hidden size:"),
+                tr("Width of the residual stream (hidden_size): the length of the vector each token carries "
+                   "from block to block."));
+  ffn_ =
+      addMetric("ffn", tr("FFN size:"),
+                tr("Inner width of each block's MLP (intermediate_size): gate and up project the hidden vector "
+                   "to this width, down projects it back."));
+  heads_ =
+      addMetric("heads", tr("Attention heads:"), tr("Query heads per attention layer (num_attention_heads)."));
+  kvHeads_ =
+      addMetric("kvHeads", tr("KV heads:"),
+                tr("Key/value heads per attention layer (num_key_value_heads). Fewer than the query heads "
+                   "means grouped-query attention: several query heads share one key/value head, which "
+                   "shrinks the KV cache by that factor."));
+  headDim_ =
+      addMetric("headDim", tr("Head dimension:"),
+                tr("Width of each attention head (head_dim): hidden size / heads unless config.json says "
+                   "otherwise."));
+  vocab_ = addMetric("vocab", tr("Vocabulary:"),
+                     tr("Number of token ids the embedding and the output head cover (vocab_size)."));
+  tied_ =
+      addMetric("tiedEmbeddings", tr("Tied embeddings:"),
+                tr("Whether the output head reuses the input embedding matrix (tie_word_embeddings). When it "
+                   "does, the checkpoint has no separate lm_head.weight."));
+  files_ = addMetric("files", tr("Files:"), tr("The safetensors files the weights were read from."));
+  files_->setWordWrap(true);
+
+  auto* tensorBox = new QGroupBox(tr("Tensors"));
+  auto* tensorLayout = new QVBoxLayout(tensorBox);
+  auto* filterRow = new QHBoxLayout;
+  filter_ = new QLineEdit;
+  filter_->setObjectName("tensorFilter");
+  filter_->setPlaceholderText(tr("Filter by name, e.g. layers.0. or mlp"));
+  filter_->setClearButtonEnabled(true);
+  filter_->setToolTip(tr("Show only the tensors whose name contains this text (case-insensitive)."));
+  tensorCount_ = new QLabel;
+  tensorCount_->setObjectName("tensorCount");
+  tensorCount_->setToolTip(tr("Number of tensors in the checkpoint (and how many the filter shows)."));
+  filterRow->addWidget(filter_, 1);
+  filterRow->addWidget(tensorCount_);
+  tensorLayout->addLayout(filterRow);
+
+  tensors_ = new QStandardItemModel(0, ColumnCount, this);
+  const struct {
+    QString title, meaning;
+  } columns[ColumnCount] = {
+      {tr("Name"), tr("The tensor's name in the checkpoint.")},
+      {tr("Dtype"), tr("How the tensor's numbers are stored: BF16, F16 or F32.")},
+      {tr("Shape"), tr("The tensor's dimensions, outermost first. Sorting uses the element count.")},
+      {tr("Parameters"), tr("Number of elements (weights) in the tensor.")},
+      {tr("Bytes"), tr("Bytes the tensor's data takes on disk.")},
+  };
+  for (int c = 0; c < ColumnCount; ++c) {
+    tensors_->setHeaderData(c, Qt::Horizontal, columns[c].title, Qt::DisplayRole);
+    tensors_->setHeaderData(c, Qt::Horizontal, columns[c].meaning, Qt::ToolTipRole);
+  }
+  sortedTensors_ = new QSortFilterProxyModel(this);
+  sortedTensors_->setSourceModel(tensors_);
+  sortedTensors_->setSortRole(Qt::UserRole);  // numbers sort as numbers, names naturally
+  sortedTensors_->setFilterKeyColumn(NameColumn);
+  sortedTensors_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  connect(filter_, &QLineEdit::textChanged, this, [this](const QString& text) {
+    sortedTensors_->setFilterFixedString(text);
+    updateTensorCount();
+  });
+
+  tensorView_ = new QTreeView;
+  tensorView_->setObjectName("tensorView");
+  tensorView_->setModel(sortedTensors_);
+  tensorView_->setRootIsDecorated(false);
+  tensorView_->setUniformRowHeights(true);  // thousands of rows for large models
+  tensorView_->setAlternatingRowColors(true);
+  tensorView_->setTextElideMode(Qt::ElideMiddle);  // the layer number and the module both matter
+  tensorView_->setSortingEnabled(true);
+  tensorView_->sortByColumn(NameColumn, Qt::AscendingOrder);
+  tensorView_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  tensorView_->header()->setStretchLastSection(false);
+  tensorView_->header()->setSectionResizeMode(NameColumn, QHeaderView::Stretch);
+  for (int c = DtypeColumn; c < ColumnCount; ++c)
+    tensorView_->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
+  tensorLayout->addWidget(tensorView_);
+
+  auto* splitter = new QSplitter(Qt::Vertical);
+  splitter->addWidget(modelBox);
+  splitter->addWidget(tensorBox);
+  splitter->setStretchFactor(0, 0);
+  splitter->setStretchFactor(1, 1);
+  splitter->setChildrenCollapsible(false);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(splitter);
+
+  clear();
+}
+
+QLabel* ModelSummaryView::addMetric(const QString& key, const QString& caption, const QString& meaning) {
+  auto* captionLabel = new QLabel(caption);
+  captionLabel->setToolTip(meaning);
+  auto* value = new QLabel;
+  value->setObjectName(key);
+  value->setToolTip(meaning);
+  value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  form_->addRow(captionLabel, value);
+  return value;
+}
+
+void ModelSummaryView::setSummary(const ModelSummary& s) {
+  path_->setText(qs(s.path));
+  path_->setCursorPosition(0);
+  architecture_->setText(s.modelType.empty() ? qs(s.architecture)
+                                             : QString("%1 (%2)").arg(qs(s.architecture), qs(s.modelType)));
+  parameters_->setText(display::count(s.parameters));
+  size_->setText(display::bytes(s.bytes));
+  dtype_->setText(dtypeDescription(s.dtype));
+  layers_->setText(display::integer(s.numLayers));
+  hidden_->setText(display::integer(s.hiddenSize));
+  ffn_->setText(display::integer(s.intermediateSize));
+  heads_->setText(display::integer(s.numHeads));
+  kvHeads_->setText(kvHeadsDescription(s.numHeads, s.numKvHeads));
+  headDim_->setText(display::integer(s.headDim));
+  vocab_->setText(display::integer(s.vocabSize));
+  tied_->setText(s.tiedEmbeddings ? tr("yes (no separate lm_head.weight)") : tr("no"));
+  QStringList files;
+  for (const auto& f : s.files) files << qs(f);
+  files_->setText(files.isEmpty() ? kNoValue : files.join("\n"));
+
+  // Filled with sorting off: re-sorting after every inserted row is quadratic.
+  tensorView_->setSortingEnabled(false);
+  tensors_->removeRows(0, tensors_->rowCount());
+  for (const auto& t : s.tensors) {
+    const QString name = qs(t.name);
+    const qlonglong numel = elementCount(t.shape);
+    QStandardItem* nameCell = cell(name, display::naturalSortKey(name));
+    nameCell->setToolTip(name);
+    tensors_->appendRow({nameCell, cell(qs(t.dtype), qs(t.dtype)), cell(display::shape(t.shape), numel),
+                         cell(display::integer(numel), numel, Qt::AlignRight),
+                         cell(display::bytes(t.bytes), qulonglong(t.bytes), Qt::AlignRight)});
+  }
+  tensorView_->setSortingEnabled(true);
+  updateTensorCount();
+}
+
+void ModelSummaryView::clear() {
+  path_->clear();
+  for (QLabel* value : {architecture_, parameters_, size_, dtype_, layers_, hidden_, ffn_, heads_, kvHeads_,
+                        headDim_, vocab_, tied_, files_})
+    value->setText(kNoValue);
+  tensors_->removeRows(0, tensors_->rowCount());
+  updateTensorCount();
+}
+
+QAbstractItemModel* ModelSummaryView::tensorTable() const { return sortedTensors_; }
+
+void ModelSummaryView::updateTensorCount() {
+  const int total = tensors_->rowCount();
+  const int shown = sortedTensors_->rowCount();
+  if (total == 0)
+    tensorCount_->setText(tr("no tensors"));
+  else if (shown == total)
+    tensorCount_->setText(tr("%1 tensors").arg(total));
+  else
+    tensorCount_->setText(tr("%1 of %2 tensors").arg(shown).arg(total));
+}
+
+}  // namespace pareto

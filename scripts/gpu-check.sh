@@ -3,7 +3,8 @@
 # runs the golden tests on CUDA in float32 and bfloat16, the perplexity command, and the comparison with
 # transformers on small random models of every supported family.
 #   scripts/gpu-check.sh [OUTDIR]
-# PARETO_SHARED: the shared data (default ../shared); PARETO_DEPS_PREFIX: extra prefix for PCRE2/utf8proc.
+# PARETO_SHARED: the shared data (default ../shared); PARETO_DEPS_PREFIX: extra prefix for PCRE2/utf8proc;
+# PARETO_CMAKE_ARGS: more configure arguments (e.g. -DPARETO_GTEST_SOURCE_DIR=...).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$here/build-gpu/results}"
@@ -16,7 +17,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 step() { echo; echo "== $*"; }
 step configure+build
 cmake -S "$here" -B "$here/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARETO_GUI=OFF \
-  -DCMAKE_PREFIX_PATH="$prefix" >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+  -DCMAKE_PREFIX_PATH="$prefix" ${PARETO_CMAKE_ARGS:-} >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
 grep "Pareto:" "$out/configure.log"
 cmake --build "$here/build-gpu" -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -B2 -A12 "error" "$out/build.log" | head -80; exit 1; }
 cli="$here/build-gpu/app/cli/pareto-cli"
@@ -46,4 +47,15 @@ for dev in cpu cuda; do
   python3 "$here/tests/gpu/compare_transformers.py" --cli "$cli" --tokenizer "$PARETO_SHARED/models/ref-small" \
     --device $dev || status=1
 done
+step "Hessian discrepancy study on CUDA (ref-small, both domains)"
+for domain in prose python; do
+  "$cli" analyze hessian --model "$PARETO_SHARED/models/ref-small" --text "$PARETO_SHARED/data/heldout-$domain.txt" \
+    --prompts "$PARETO_SHARED/data/prompts-$domain.txt" --calib-tokens 8192 --max-new-tokens 256 --device cuda \
+    --json >"$out/hessian-$domain-cuda.json" || status=1
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[2], 'fraction', j['fraction_decode_smaller'], 'median', j['median_ratio'], 'seconds', j['seconds'])" \
+    "$out/hessian-$domain-cuda.json" $domain
+done
+
+step "Hessian accumulation + discrepancy at Llama-3.1-8B width 14336 on CUDA"
+"$here/build-gpu/bench/bench_hessian" --device cuda --width 14336 --tokens 16384 --json "$out/bench-hessian-14336.json" || status=1
 exit $status

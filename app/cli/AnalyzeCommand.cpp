@@ -66,6 +66,7 @@ std::string studyText(const HessianStudyResult& r) {
 void addAnalyzeCommand(CLI::App& app) {
   CLI::App* analyze = app.add_subcommand("analyze", "Analyses of a dense model (see `analyze hessian --help`)");
   analyze->require_subcommand(1);
+  addDriftSubcommand(*analyze);
   struct Args {
     ModelOptions model;
     HessianStudyOptions study;

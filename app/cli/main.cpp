@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   pareto::cli::addGenerateCommand(app);
   pareto::cli::addTokenizeCommands(app);
   pareto::cli::addAnalyzeCommand(app);
+  pareto::cli::addFidelityCommand(app);
+  pareto::cli::addCompressCommand(app);
 
   try {
     app.parse(argc, argv);

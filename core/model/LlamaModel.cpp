@@ -6,7 +6,10 @@
 #include <cstring>
 #include <set>
 
+#include "formats/BitmaskNMWeight.h"
+#include "model/CompressionManifest.h"
 #include "model/Safetensors.h"
+#include "model/TensorIO.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -18,39 +21,61 @@ std::string shapeText(at::IntArrayRef shape) {
   return out + "]";
 }
 
-at::ScalarType torchType(DType d) {
-  switch (d) {
-    case DType::F32: return at::kFloat;
-    case DType::F16: return at::kHalf;
-    case DType::BF16: return at::kBFloat16;
-  }
-  return at::kFloat;
-}
-
 // Reads the tensors the model needs, checking each shape against what config.json implies, and remembers
 // which ones were used so that leftovers (a different architecture's tensors) can be refused.
 class WeightLoader {
  public:
-  WeightLoader(const Checkpoint& ckpt, const RuntimeOptions& opts) : ckpt_(ckpt), opts_(opts) {}
+  WeightLoader(const Checkpoint& ckpt, const RuntimeOptions& opts, const CompressionManifest* manifest)
+      : ckpt_(ckpt), opts_(opts), manifest_(manifest) {}
 
   at::Tensor load(const std::string& name, std::vector<int64_t> expected) {
     const TensorEntry* e = ckpt_.find(name);
+    if (e == nullptr && manifest_ != nullptr) {
+      const std::string module = name.substr(0, name.rfind('.'));
+      if (const ModuleFormat* f = manifest_->find(module); f != nullptr && f->format != "dense")
+        return loadBitmask(module, *f, expected);
+    }
     if (e == nullptr)
       throw InputError(fileMessage(ckpt_.directory(), "tensor " + name + " is missing from the checkpoint"));
     if (e->shape != expected)
       throw InputError(fileMessage(e->file, "tensor " + name + " has shape " + shapeText(e->shape) +
                                                 ", but config.json implies " + shapeText(expected)));
     used_.insert(name);
-    auto cpuOpts = at::TensorOptions().dtype(torchType(e->dtype));
-    at::Tensor src;
+    if (!isFloating(e->dtype))
+      throw InputError(fileMessage(e->file, "tensor " + name + " has integer dtype " + dtypeName(e->dtype) +
+                                                "; a weight must be F32, F16 or BF16"));
+    auto cpuOpts = at::TensorOptions().dtype(scalarType(e->dtype));
     // safetensors only promises byte alignment of tensor data; copy unaligned data before viewing it typed.
-    if (reinterpret_cast<uintptr_t>(e->data) % dtypeSize(e->dtype) == 0) {
-      src = at::from_blob(const_cast<std::byte*>(e->data), e->shape, cpuOpts);
-    } else {
-      src = at::empty(e->shape, cpuOpts);
-      std::memcpy(src.data_ptr(), e->data, e->nbytes);
-    }
+    at::Tensor src = reinterpret_cast<uintptr_t>(e->data) % dtypeSize(e->dtype) == 0
+                         ? at::from_blob(const_cast<std::byte*>(e->data), e->shape, cpuOpts)
+                         : readTensor(*e);
     return src.to(opts_.device, opts_.dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  }
+
+  // A bitmask N:M weight is unpacked to dense here; the runtime's sparse kernels use the packed form directly.
+  at::Tensor loadBitmask(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
+    const TensorEntry& masks = ckpt_.at(bitmaskMasksName(module));
+    const TensorEntry& values = ckpt_.at(bitmaskValuesName(module));
+    used_.insert(masks.name);
+    used_.insert(values.name);
+    if (masks.dtype != DType::I32 || !isFloating(values.dtype) || expected.size() != 2 || masks.shape.size() != 2 ||
+        values.shape.size() != 2 || masks.shape[0] != expected[0] || values.shape[0] != expected[0] ||
+        masks.shape[1] * 32 != expected[1] || values.shape[1] * f.m != expected[1] * f.n)
+      throw InputError(fileMessage(masks.file, "packed weight of " + module + " (" + f.format +
+                                                   ") does not match the shape config.json implies " +
+                                                   shapeText(expected)));
+    BitmaskNMWeight packed;
+    packed.masks = readTensor(masks);
+    packed.values = readTensor(values);
+    packed.n = f.n;
+    packed.m = f.m;
+    packed.rows = expected[0];
+    packed.cols = expected[1];
+    try {
+      return packed.unpack().to(opts_.device, opts_.dtype).contiguous();
+    } catch (const InputError& err) {
+      throw InputError(fileMessage(masks.file, module + ": " + err.what()));
+    }
   }
 
   at::Tensor loadOptional(const std::string& name, std::vector<int64_t> expected, bool wanted) {
@@ -72,6 +97,7 @@ class WeightLoader {
  private:
   const Checkpoint& ckpt_;
   const RuntimeOptions& opts_;
+  const CompressionManifest* manifest_;
   std::set<std::string> used_;
 };
 
@@ -82,12 +108,13 @@ at::Tensor rotateHalf(const at::Tensor& x) {
 
 }  // namespace
 
-LlamaModel::LlamaModel(const ModelConfig& config, const Checkpoint& ckpt, const RuntimeOptions& opts)
+LlamaModel::LlamaModel(const ModelConfig& config, const Checkpoint& ckpt, const RuntimeOptions& opts,
+                       const CompressionManifest* manifest)
     : config_(config), opts_(opts) {
   const auto& c = config_;
   const int64_t H = c.hiddenSize, D = c.headDim, F = c.intermediateSize;
   const int64_t qOut = c.numHeads * D, kvOut = c.numKvHeads * D;
-  WeightLoader w(ckpt, opts_);
+  WeightLoader w(ckpt, opts_, manifest);
 
   embedding_ = w.load("model.embed_tokens.weight", {c.vocabSize, H});
   layers_.reserve(c.numLayers);

@@ -15,6 +15,7 @@
 namespace pareto {
 
 class Checkpoint;
+struct CompressionManifest;
 
 // The four distinct inputs of a block's linears. Linears that share an input (q/k/v, gate/up) are one group,
 // so whatever looks at inputs (Hessians) sees each activation once.
@@ -35,7 +36,9 @@ class LlamaModel {
  public:
   // Copies the checkpoint's weights to opts.device in opts.dtype. Throws InputError naming the tensor and file
   // when a tensor is missing, has the wrong shape, or is not one this architecture uses.
-  LlamaModel(const ModelConfig& config, const Checkpoint& checkpoint, const RuntimeOptions& opts);
+  // A compressed folder's manifest says which modules are stored packed; they are unpacked to dense weights.
+  LlamaModel(const ModelConfig& config, const Checkpoint& checkpoint, const RuntimeOptions& opts,
+             const CompressionManifest* manifest = nullptr);
 
   // ids: [batch, T] integer token ids. Without a cache the sequence starts at position 0; with one it continues
   // at cache->length() and the cache grows by T. Returns float32 logits [batch, T, vocab] on the model's device,

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "model/CompressionManifest.h"
 #include "model/Safetensors.h"
 #include "util/Error.h"
 #include "util/Json.h"
@@ -25,7 +26,8 @@ LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts) {
   {
     // The mapping is only needed while weights are copied to the device.
     Checkpoint ckpt = Checkpoint::open(modelDir);
-    m.model = std::make_unique<LlamaModel>(m.config, ckpt, opts);
+    std::optional<CompressionManifest> manifest = CompressionManifest::readFrom(modelDir);
+    m.model = std::make_unique<LlamaModel>(m.config, ckpt, opts, manifest ? &*manifest : nullptr);
   }
 
   m.eosTokenIds = m.config.eosTokenIds;

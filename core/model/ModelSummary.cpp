@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/CompressionManifest.h"
 #include "model/ModelConfig.h"
 #include "model/Safetensors.h"
 #include "util/Error.h"
@@ -41,6 +42,14 @@ ModelSummary summarizeModel(const std::string& modelDir) {
     s.bytes += t->nbytes;
     bytesByDtype[dtypeName(t->dtype)] += t->nbytes;
   }
+  if (auto manifest = CompressionManifest::readFrom(modelDir)) {
+    s.compressed = true;
+    // Packed tensors are not parameters; the manifest counts the dense model's weights.
+    s.parameters = manifest->document.value("parameters", s.parameters);
+    s.linearBitsPerWeight = manifest->document.value("linear_bits_per_weight", 0.0);
+    for (const auto& [name, f] : manifest->modules)
+      s.modules.push_back({name, f.format, f.bitsPerWeight, f.sparsity, f.method});
+  }
   uint64_t best = 0;
   for (const auto& [name, bytes] : bytesByDtype)
     if (bytes > best) best = bytes, s.dtype = name;
@@ -48,6 +57,10 @@ ModelSummary summarizeModel(const std::string& modelDir) {
 }
 
 nlohmann::json toJson(const ModelSummary& s) {
+  nlohmann::json modules = nlohmann::json::array();
+  for (const auto& m : s.modules)
+    modules.push_back({{"name", m.name}, {"format", m.format}, {"bits_per_weight", m.bitsPerWeight},
+                       {"sparsity", m.sparsity}, {"method", m.method}});
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : s.tensors)
     tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}, {"bytes", t.bytes}});
@@ -66,7 +79,10 @@ nlohmann::json toJson(const ModelSummary& s) {
           {"head_dim", s.headDim},
           {"tied_embeddings", s.tiedEmbeddings},
           {"files", s.files},
-          {"tensors", tensors}};
+          {"tensors", tensors},
+          {"compressed", s.compressed},
+          {"linear_bits_per_weight", s.linearBitsPerWeight},
+          {"modules", modules}};
 }
 
 namespace {
@@ -89,6 +105,16 @@ std::string toText(const ModelSummary& s) {
     << ", heads " << s.numHeads << " / kv heads " << s.numKvHeads << ", head_dim " << s.headDim << "\n"
     << "vocab         " << s.vocabSize << (s.tiedEmbeddings ? ", output head tied to the embedding" : "") << "\n"
     << "tensors       " << s.tensors.size() << "\n";
+  if (s.compressed) {
+    o << "compressed    " << std::setprecision(3) << s.linearBitsPerWeight << " bits per weight over the block linears\n";
+    size_t w = 0;
+    for (const auto& m : s.modules) w = std::max(w, m.name.size());
+    for (const auto& m : s.modules)
+      o << "  " << std::left << std::setw(static_cast<int>(w)) << m.name << "  " << std::setw(12) << m.format
+        << std::right << std::setprecision(3) << std::setw(7) << m.bitsPerWeight << " bpw  " << std::setprecision(1)
+        << std::setw(5) << 100 * m.sparsity << "% zeros" << (m.method.empty() ? "" : "  " + m.method) << "\n";
+    o << "stored tensors:\n";
+  }
   size_t width = 0;
   for (const auto& t : s.tensors) width = std::max(width, t.name.size());
   for (const auto& t : s.tensors)

@@ -16,6 +16,14 @@ struct TensorSummary {
   uint64_t bytes = 0;
 };
 
+struct ModuleFormatSummary {
+  std::string name;
+  std::string format;          // "dense", "bitmask-2:4", ...
+  double bitsPerWeight = 0;
+  double sparsity = 0;
+  std::string method;
+};
+
 struct ModelSummary {
   std::string path;
   std::string architecture;
@@ -28,6 +36,10 @@ struct ModelSummary {
   bool tiedEmbeddings = false;
   std::vector<std::string> files;
   std::vector<TensorSummary> tensors;   // sorted by name
+  // Compressed folders (pareto.json): each block linear's stored format, and the bits per weight over them.
+  bool compressed = false;
+  double linearBitsPerWeight = 0;
+  std::vector<ModuleFormatSummary> modules;
 };
 
 // Throws InputError naming the folder or file when it is missing, unreadable or inconsistent.

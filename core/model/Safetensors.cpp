@@ -24,14 +24,13 @@ namespace {
 // few megabytes even for models with tens of thousands of tensors.
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1024 * 1024;
 
-constexpr const char* kSupportedDtypes = "F32, F16, BF16";
+constexpr const char* kSupportedDtypes = "F32, F16, BF16, and I32, I16, I8, U8 for packed formats";
 
 // dtypes the safetensors format defines that we do not read, so the message can say "unsupported" rather
 // than "unknown" (a quantized or integer checkpoint is a real file, just not one we handle).
 const std::set<std::string>& otherSafetensorsDtypes() {
-  static const std::set<std::string> names = {"F64",     "I64",     "U64",     "I32",  "U32",     "I16",
-                                              "U16",     "I8",      "U8",      "BOOL", "F8_E4M3", "F8_E5M2",
-                                              "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",   "C64"};
+  static const std::set<std::string> names = {"F64",     "I64",     "U64",     "U32",     "U16",     "BOOL",
+                                              "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"};
   return names;
 }
 
@@ -39,6 +38,10 @@ std::optional<DType> parseDtype(const std::string& name) {
   if (name == "F32") return DType::F32;
   if (name == "F16") return DType::F16;
   if (name == "BF16") return DType::BF16;
+  if (name == "I32") return DType::I32;
+  if (name == "I16") return DType::I16;
+  if (name == "I8") return DType::I8;
+  if (name == "U8") return DType::U8;
   return std::nullopt;
 }
 
@@ -219,9 +222,19 @@ const char* dtypeName(DType dtype) {
       return "F16";
     case DType::BF16:
       return "BF16";
+    case DType::I32:
+      return "I32";
+    case DType::I16:
+      return "I16";
+    case DType::I8:
+      return "I8";
+    case DType::U8:
+      return "U8";
   }
   return "?";
 }
+
+bool isFloating(DType dtype) { return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16; }
 
 size_t dtypeSize(DType dtype) {
   switch (dtype) {
@@ -231,6 +244,13 @@ size_t dtypeSize(DType dtype) {
       return 2;
     case DType::BF16:
       return 2;
+    case DType::I32:
+      return 4;
+    case DType::I16:
+      return 2;
+    case DType::I8:
+    case DType::U8:
+      return 1;
   }
   return 0;
 }

@@ -14,9 +14,11 @@ namespace pareto {
 
 class MappedFile;
 
-enum class DType { F32, F16, BF16 };
+// Floating types hold weights; the integer types hold packed formats (bit masks, codes, CSR indices).
+enum class DType { F32, F16, BF16, I32, I16, I8, U8 };
 
-const char* dtypeName(DType dtype);   // "F32", "F16", "BF16" (safetensors spelling)
+const char* dtypeName(DType dtype);   // "F32", "F16", "BF16", "I32", ... (safetensors spelling)
+bool isFloating(DType dtype);
 size_t dtypeSize(DType dtype);
 
 struct TensorEntry {

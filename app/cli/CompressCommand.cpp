@@ -1,0 +1,66 @@
+#include <CLI/CLI.hpp>
+#include <iomanip>
+#include <memory>
+#include <sstream>
+
+#include "CliSupport.h"
+#include "Commands.h"
+#include "compress/CompressJob.h"
+
+namespace pareto::cli {
+
+void addCompressCommand(CLI::App& app) {
+  struct Args {
+    CompressOptions opts;
+    std::string device = "cpu", dtype = "float32";
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "compress",
+      "Compress a model as a recipe says (calibration, pruning, overrides) with the layer-wise sequential pass, "
+      "and write a model folder that every command accepts (weights in safetensors, packed formats as tensors, "
+      "pareto.json manifest). Nothing is left behind on failure or Ctrl-C.");
+  cmd->add_option("--model", args->opts.modelDir, "Dense Hugging Face model folder")->required();
+  cmd->add_option("--recipe", args->opts.recipePath, "Recipe JSON (see resources/recipes/)")->required();
+  cmd->add_option("--out", args->opts.outDir, "Output folder (must not exist unless --overwrite)")->required();
+  cmd->add_flag("--overwrite", args->opts.overwrite, "Replace an existing output folder once the new one is complete");
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Compute dtype during calibration (float32, bfloat16, float16)")
+      ->capture_default_str();
+  cmd->add_option("--batch", args->opts.batch, "Calibration sequences per forward (0: pick for the device)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", args->json, "Print one JSON object (out, modules, bits_per_weight, timings)");
+  cmd->callback([args] {
+    args->opts.runtime = makeRuntimeOptions(args->device, args->dtype);
+    CompressReport r = runCompress(args->opts, terminalProgress(), &interruptToken());
+    nlohmann::json modules = nlohmann::json::array();
+    std::ostringstream text;
+    text << std::fixed;
+    for (const auto& m : r.modules) {
+      modules.push_back({{"name", m.name}, {"method", m.method}, {"pattern", m.pattern}, {"format", m.format},
+                         {"sparsity", m.sparsity}, {"bits_per_weight", m.bitsPerWeight}, {"seconds", m.seconds}});
+      text << std::left << std::setw(36) << m.name << " " << std::setw(10) << m.method << std::setw(6) << m.pattern
+           << std::setw(13) << m.format << std::right << std::setprecision(1) << std::setw(6) << 100 * m.sparsity
+           << "% zeros " << std::setprecision(2) << std::setw(6) << m.bitsPerWeight << " bpw\n";
+    }
+    text << std::setprecision(3) << "wrote " << r.outDir << ": " << r.linearBitsPerWeight
+         << " bits per weight over the block linears, " << r.modelBitsPerWeight << " over the whole model ("
+         << std::setprecision(2) << r.bytes / 1048576.0 << " MiB); calibration " << r.calibrationTokens
+         << " tokens in " << std::setprecision(1) << r.calibrationSeconds << " s, pass " << r.passSeconds
+         << " s, total " << r.totalSeconds << " s";
+    printResult(args->json,
+                {{"out", r.outDir},
+                 {"modules", modules},
+                 {"linear_bits_per_weight", r.linearBitsPerWeight},
+                 {"model_bits_per_weight", r.modelBitsPerWeight},
+                 {"bytes", r.bytes},
+                 {"calibration_tokens", r.calibrationTokens},
+                 {"timings",
+                  {{"calibration_s", r.calibrationSeconds}, {"pass_s", r.passSeconds}, {"write_s", r.writeSeconds},
+                   {"total_s", r.totalSeconds}}}},
+                text.str());
+  });
+}
+
+}  // namespace pareto::cli

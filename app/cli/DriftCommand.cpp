@@ -1,0 +1,136 @@
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iomanip>
+#include <memory>
+#include <sstream>
+
+#include "CliSupport.h"
+#include "Commands.h"
+#include "analysis/ActivationDrift.h"
+#include "calib/CalibrationSet.h"
+#include "eval/DecodeFidelity.h"
+#include "model/LoadedModel.h"
+
+namespace pareto::cli {
+namespace {
+
+struct DriftArgs {
+  std::string dense, model, prompts;
+  std::string device = "cpu", dtype = "float32";
+  int64_t maxPrompts = 32;
+  ActivationDriftOptions drift;
+  bool json = false;
+};
+
+nlohmann::json driftJson(const ActivationDriftResult& r, const DriftArgs& a, const LoadedModel& m) {
+  auto plateaus = [](const DriftCurves& c) {
+    std::vector<double> v;
+    for (const auto& s : c.summary) v.push_back(s.plateau);
+    return v;
+  };
+  auto settling = [](const DriftCurves& c) {
+    std::vector<int64_t> v;
+    for (const auto& s : c.summary) v.push_back(s.stepsTo90);
+    return v;
+  };
+  return {{"layers", r.layers},
+          {"num_hidden_layers", m.model->numLayers()},
+          {"steps", r.steps},
+          {"free", r.free.drift},
+          {"forced", r.forced.drift},
+          {"plateau", {{"free", plateaus(r.free)}, {"forced", plateaus(r.forced)}}},
+          {"steps_to_90", {{"free", settling(r.free)}, {"forced", settling(r.forced)}}},
+          {"counts", {{"free", r.free.counts}, {"forced", r.forced.counts}}},
+          {"prompts", r.prompts},
+          {"settings",
+           {{"dense", a.dense},
+            {"model", a.model},
+            {"prompts", a.prompts},
+            {"max_prompts", a.maxPrompts},
+            {"batch", a.drift.batch},
+            {"device", deviceDescription(m.model->options().device)},
+            {"dtype", dtypeLabel(m.model->options().dtype)}}},
+          {"seconds", r.seconds}};
+}
+
+std::string driftText(const ActivationDriftResult& r, const DriftArgs& a) {
+  std::ostringstream o;
+  o << "activation drift D(l,t) = |h_c - h_d| / |h_d| of " << a.model << " against " << a.dense << "\n";
+  o << std::left << std::setw(22) << "layer input" << std::right << std::setw(14) << "free plateau" << std::setw(9)
+    << "to 90%" << std::setw(16) << "forced plateau" << std::setw(9) << "to 90%" << "\n";
+  int64_t worstFree = 0, worstForced = 0;
+  for (int64_t l = 0; l < r.layers; ++l) {
+    std::string label = std::to_string(l);
+    if (l == 0) label += " (embeddings)";
+    if (l == r.layers - 1) label = "final norm";
+    const auto& f = r.free.summary[static_cast<size_t>(l)];
+    const auto& t = r.forced.summary[static_cast<size_t>(l)];
+    worstFree = std::max(worstFree, f.stepsTo90);
+    worstForced = std::max(worstForced, t.stepsTo90);
+    o << std::left << std::setw(22) << label << std::right << std::fixed << std::setprecision(4) << std::setw(14)
+      << f.plateau << std::setw(9) << f.stepsTo90 << std::setw(16) << t.plateau << std::setw(9) << t.stepsTo90
+      << "\n";
+  }
+  auto reached = [](const DriftCurves& c) {
+    return std::count_if(c.counts.begin(), c.counts.end(), [](int64_t n) { return n > 0; });
+  };
+  o << "plateau: mean D over the last quarter of the steps; to 90%: first decode step t with D >= 0.9 plateau "
+       "(at most "
+    << worstFree << " free, " << worstForced << " forced)\n";
+  o << r.prompts << " prompts, " << r.steps << " steps asked; steps reached: " << reached(r.free) << " free, "
+    << reached(r.forced) << " forced; prompts at the last step: " << r.free.counts.back() << " free, "
+    << r.forced.counts.back() << " forced; " << std::setprecision(1) << r.seconds << " s";
+  return o.str();
+}
+
+}  // namespace
+
+void addDriftSubcommand(CLI::App& analyze) {
+  auto args = std::make_shared<DriftArgs>();
+  CLI::App* cmd = analyze.add_subcommand(
+      "drift", "Activation drift D(l,t) of a compressed model against its dense reference, per layer and decode "
+               "step, free-running and teacher-forced");
+  cmd->footer(
+      "D(l,t) = |h_c - h_d| / |h_d| for the input hidden state of layer l at decode step t, averaged over prompts.\n"
+      "  step t      the forward pass that consumes generated token t (position promptLen + t); the prefill is not "
+      "a step. A prompt whose continuation ends at EOS counts only at the steps it reaches (EOS is never "
+      "consumed); counts gives the prompts averaged at each step\n"
+      "  free        each model consumes its own greedy tokens\n"
+      "  forced      both consume the dense model's tokens (teacher-forced)\n"
+      "  rows        0..L-1: the inputs of blocks 0..L-1 (row 0: the embeddings); row L: the final norm's input\n"
+      "  plateau     mean D over the last quarter of the steps reached\n"
+      "  steps_to_90 first step with D >= 90% of the plateau");
+  cmd->add_option("--dense", args->dense, "The dense reference model folder")->required();
+  cmd->add_option("--model", args->model, "The compressed model folder (same architecture and tokenizer)")
+      ->required();
+  cmd->add_option("--prompts", args->prompts,
+                  "Prompts file, one prompt per line; use prompts the model was not calibrated on")
+      ->required();
+  cmd->add_option("--steps", args->drift.steps, "Decode steps measured (tokens each model generates)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-prompts", args->maxPrompts, "Use the first N prompts of the file (0: all)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--batch", args->drift.batch, "Prompts generated and run together (0: pick for the device)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Compute dtype of both models: float32, bfloat16 or float16 (CUDA)")
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json,
+                "Print one JSON object (layers, steps, free and forced [layer][step] matrices with null where no "
+                "prompt reached a step, plateau, steps_to_90, counts)");
+  cmd->callback([args] {
+    std::vector<std::string> prompts = readPrompts(args->prompts);
+    if (args->maxPrompts > 0 && static_cast<int64_t>(prompts.size()) > args->maxPrompts)
+      prompts.resize(static_cast<size_t>(args->maxPrompts));
+    const RuntimeOptions runtime = makeRuntimeOptions(args->device, args->dtype);
+    LoadedModel dense = loadModel(args->dense, runtime);
+    LoadedModel compressed = loadModel(args->model, runtime);
+    args->drift.eosTokenIds = dense.eosTokenIds;
+    ActivationDriftResult r = activationDrift(*dense.model, *compressed.model,
+                                              comparablePromptIds(dense, compressed, prompts), args->drift,
+                                              terminalProgress(), &interruptToken());
+    printResult(args->json, driftJson(r, *args, dense), driftText(r, *args));
+  });
+}
+
+}  // namespace pareto::cli

@@ -1,0 +1,293 @@
+#include "compress/CompressJob.h"
+
+#include <ATen/ATen.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "calib/DecodeCalibration.h"
+#include "calib/SequentialPass.h"
+#include "calib/TextCalibration.h"
+#include "compress/MagnitudePrune.h"
+#include "compress/SparseGpt.h"
+#include "compress/WandaPrune.h"
+#include "formats/BitmaskNMWeight.h"
+#include "model/CompressionManifest.h"
+#include "model/LoadedModel.h"
+#include "model/Safetensors.h"
+#include "model/TensorIO.h"
+#include "util/Error.h"
+#include "util/Json.h"
+
+#ifndef PARETO_VERSION_STRING
+#define PARETO_VERSION_STRING "0.1.0"
+#endif
+
+namespace pareto {
+namespace fs = std::filesystem;
+namespace {
+
+using clock = std::chrono::steady_clock;
+double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
+
+// What the pass decided for one module, kept until the folder is written.
+struct ModuleOutcome {
+  ModuleReport report;
+  at::Tensor weight;  // the solver's result (SparseGPT also updates the weights it keeps)
+  at::Tensor mask;    // bool, for packing
+  std::optional<SparsityPattern> pattern;
+};
+
+bool packsAsBitmask(const SparsityPattern& p, int64_t columns) { return p.isNM() && columns % 32 == 0; }
+
+CalibrationSet calibrate(const LoadedModel& m, const CalibrationSpec& spec, const ProgressCallback& progress,
+                         const CancelToken* cancel, int64_t batch) {
+  if (spec.source == "text") {
+    TextCalibrationOptions o;
+    o.window = spec.window;
+    o.tokens = spec.tokens;
+    o.seed = spec.seed;
+    return textCalibration(*m.tokenizer, spec.file, o);
+  }
+  DecodeCalibrationOptions o;
+  o.tokens = spec.tokens;
+  o.maxNewTokens = spec.maxNewTokens;
+  o.seed = spec.seed;
+  o.batch = batch;
+  o.eosTokenIds = m.eosTokenIds;
+  o.bosTokenId = m.config.bosTokenId;
+  return decodeCalibration(*m.model, *m.tokenizer, readPrompts(spec.file), o, progress, cancel);
+}
+
+ModuleOutcome pruneModule(const std::string& name, const at::Tensor& weight, const HessianAccumulator* hessian,
+                          const PruneSpec& spec) {
+  const auto t0 = clock::now();
+  ModuleOutcome out;
+  out.pattern = spec.pattern;
+  out.report.name = name;
+  out.report.method = spec.method;
+  out.report.pattern = spec.pattern.label();
+  PruneResult r;
+  if (spec.method == "magnitude") {
+    r = magnitudePrune(weight, spec.pattern, name);
+  } else if (spec.method == "wanda") {
+    r = wandaPrune(weight, wandaInputNorms(hessian->sum()), spec.pattern, name);
+  } else {
+    SparseGptOptions o;
+    o.damp = spec.damp;
+    o.blockSize = spec.block;
+    SparseGptResult s = sparseGptPrune(weight, hessian->sum(), spec.pattern, o, name);
+    r = s.pruned;
+    out.report.dampUsed = s.report.damp;
+    out.report.dampRetries = s.report.dampRetries;
+  }
+  out.weight = r.weight;
+  out.mask = r.mask;
+  out.report.seconds = since(t0);
+  out.report.sparsity = 1.0 - r.mask.to(at::kFloat).mean().item<double>();
+  out.report.format = packsAsBitmask(spec.pattern, weight.size(1))
+                          ? "bitmask-" + std::to_string(spec.pattern.n()) + ":" + std::to_string(spec.pattern.m())
+                          : "dense";
+  out.report.bitsPerWeight = 0;   // known once the folder is written (it depends on the stored dtype)
+  return out;
+}
+
+void copyIfPresent(const fs::path& from, const fs::path& to) {
+  if (fs::exists(from)) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+}
+
+std::string identityHash(const std::string& dir) {
+  std::string bytes = readTextFile((fs::path(dir) / "config.json").string());
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    bytes += readTextFile(index.string());
+  } else {
+    // The header (names, dtypes, shapes, offsets) identifies a single-file checkpoint without hashing gigabytes.
+    std::ifstream in(fs::path(dir) / "model.safetensors", std::ios::binary);
+    unsigned char le[8] = {};
+    in.read(reinterpret_cast<char*>(le), 8);
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= uint64_t(le[i]) << (8 * i);
+    std::string header(static_cast<size_t>(std::min<uint64_t>(n, 100ull << 20)), '\0');
+    in.read(header.data(), static_cast<std::streamsize>(header.size()));
+    bytes += header;
+  }
+  return contentHash(bytes);
+}
+
+}  // namespace
+
+CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& progress, const CancelToken* cancel) {
+  const auto start = clock::now();
+  Recipe recipe = Recipe::fromFile(opts.recipePath);
+  if (opts.outDir.empty()) throw InputError("no output folder given");
+  const fs::path out = fs::absolute(opts.outDir);
+  if (fs::exists(out) && !opts.overwrite)
+    throw InputError(fileMessage(out.string(), "already exists (choose another --out, or --overwrite to replace it)"));
+  if (fs::equivalent(fs::absolute(opts.modelDir), out.parent_path()) || fs::absolute(opts.modelDir) == out)
+    throw InputError(fileMessage(out.string(), "must not be the source model folder"));
+
+  auto report = [&](const std::string& stage, double fraction, const std::string& msg) {
+    if (progress) progress({stage, fraction, msg});
+  };
+  report("load", 0, opts.modelDir);
+  LoadedModel m = loadModel(opts.modelDir, opts.runtime);
+  if (CompressionManifest::readFrom(opts.modelDir))
+    throw InputError(fileMessage(opts.modelDir, "is already a compressed folder; compress the dense source model"));
+
+  CompressReport result;
+  std::map<std::string, ModuleOutcome> outcomes;
+  auto onModule = [&](const std::string& name, const at::Tensor& weight, const HessianAccumulator* h) -> at::Tensor {
+    std::optional<PruneSpec> spec = recipe.pruneFor(name);
+    if (!spec) return {};
+    ModuleOutcome o = pruneModule(name, weight, h, *spec);
+    at::Tensor pruned = o.weight;
+    o.weight = at::Tensor();   // the model holds it from here on
+    outcomes[name] = std::move(o);
+    return pruned;
+  };
+
+  const auto calibStart = clock::now();
+  if (recipe.needsCalibration()) {
+    CalibrationSet data = calibrate(m, *recipe.calibration, progress, cancel, opts.batch);
+    result.calibrationTokens = data.countedTokens();
+    result.calibrationSeconds = since(calibStart);
+    const auto passStart = clock::now();
+    SequentialPassOptions pass;
+    pass.batch = opts.batch;
+    pass.progress = progress;
+    pass.cancel = cancel;
+    runSequentialPass(*m.model, data,
+                      [&](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
+                        return onModule(name, w, &h);
+                      },
+                      pass);
+    result.passSeconds = since(passStart);
+  } else {
+    // Magnitude pruning needs no activations: no calibration, no pass.
+    const auto passStart = clock::now();
+    for (int64_t layer = 0; layer < m.model->numLayers(); ++layer) {
+      if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
+      for (auto& [group, linear] : m.model->layerLinears(layer)) {
+        at::Tensor w = onModule(linear->name(), linear->weight(), nullptr);
+        if (w.defined()) linear->setWeight(w);
+      }
+      report("prune", double(layer + 1) / m.model->numLayers(), "layer " + std::to_string(layer + 1));
+    }
+    result.passSeconds = since(passStart);
+  }
+
+  // Write everything under a temporary name next to the destination, then rename: nothing half-written is ever
+  // visible under the output name.
+  const auto writeStart = clock::now();
+  if (!out.parent_path().empty()) fs::create_directories(out.parent_path());
+  const fs::path tmp = out.parent_path() / ("." + out.filename().string() + ".partial");
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  try {
+    Checkpoint source = Checkpoint::open(opts.modelDir);
+    std::map<std::string, at::Tensor> current;   // compressed modules' weights, from the model
+    for (int64_t layer = 0; layer < m.model->numLayers(); ++layer)
+      for (const auto& [group, linear] : m.model->layerLinears(layer))
+        if (outcomes.count(linear->name())) current[linear->name() + ".weight"] = linear->weight();
+
+    NamedTensors tensors;
+    uint64_t linearBits = 0, linearWeights = 0, totalBytes = 0, totalWeights = 0;
+    nlohmann::json modules = nlohmann::json::object();
+    for (const TensorEntry* e : source.tensors()) {
+      if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
+      totalWeights += static_cast<uint64_t>(e->numel());
+      const std::string module = e->name.size() > 7 && e->name.compare(e->name.size() - 7, 7, ".weight") == 0
+                                     ? e->name.substr(0, e->name.size() - 7)
+                                     : std::string();
+      auto it = current.find(e->name);
+      if (it == current.end()) {
+        tensors.emplace_back(e->name, readTensor(*e));
+        totalBytes += e->nbytes;
+        if (module.find(".layers.") != std::string::npos && e->shape.size() == 2) {
+          linearBits += e->nbytes * 8;
+          linearWeights += static_cast<uint64_t>(e->numel());
+          modules[module] = {{"format", "dense"}, {"bits_per_weight", 8.0 * e->nbytes / e->numel()}, {"sparsity", 0.0}};
+        }
+        continue;
+      }
+      ModuleOutcome& o = outcomes.at(module);
+      // Stored in the source dtype: the pass computes in the runtime dtype, the file keeps the checkpoint's.
+      at::Tensor w = it->second.to(at::kCPU, scalarType(e->dtype)).contiguous();
+      uint64_t bytes = 0;
+      if (o.report.format != "dense") {
+        BitmaskNMWeight packed = BitmaskNMWeight::pack(w, o.mask.to(at::kCPU), o.pattern->n(), o.pattern->m());
+        tensors.emplace_back(bitmaskMasksName(module), packed.masks);
+        tensors.emplace_back(bitmaskValuesName(module), packed.values);
+        bytes = static_cast<uint64_t>(packed.storedBytes());
+      } else {
+        tensors.emplace_back(e->name, w);
+        bytes = e->nbytes;
+      }
+      o.report.bitsPerWeight = 8.0 * bytes / e->numel();
+      totalBytes += bytes;
+      linearBits += bytes * 8;
+      linearWeights += static_cast<uint64_t>(e->numel());
+      modules[module] = {{"format", o.report.format},  {"bits_per_weight", o.report.bitsPerWeight},
+                         {"sparsity", o.report.sparsity}, {"method", o.report.method},
+                         {"pattern", o.report.pattern}, {"seconds", o.report.seconds}};
+      if (o.report.method == "sparsegpt") {
+        modules[module]["damp_used"] = o.report.dampUsed;
+        modules[module]["damp_retries"] = o.report.dampRetries;
+      }
+      result.modules.push_back(o.report);
+    }
+    result.bytes = totalBytes;
+    result.linearBitsPerWeight = linearWeights ? double(linearBits) / linearWeights : 0;
+    result.modelBitsPerWeight = totalWeights ? 8.0 * totalBytes / totalWeights : 0;
+    report("write", 0.5, "model.safetensors");
+    writeSafetensors((tmp / "model.safetensors").string(), tensors, {{"format", "pt"}, {"producer", "pareto"}});
+
+    for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                          "special_tokens_map.json"})
+      copyIfPresent(fs::path(opts.modelDir) / f, tmp / f);
+    result.totalSeconds = since(start);
+    result.writeSeconds = since(writeStart);
+    nlohmann::json manifest = {
+        {"format_version", CompressionManifest::kFormatVersion},
+        {"producer", "pareto " PARETO_VERSION_STRING},
+        {"recipe", recipe.document},
+        {"source", {{"path", fs::absolute(opts.modelDir).string()}, {"content_hash", identityHash(opts.modelDir)},
+                    {"architecture", m.config.architecture}}},
+        {"modules", modules},
+        {"parameters", totalWeights},
+        {"bytes", totalBytes},
+        {"linear_bits_per_weight", result.linearBitsPerWeight},
+        {"model_bits_per_weight", result.modelBitsPerWeight},
+        {"calibration_tokens", result.calibrationTokens},
+        {"device", deviceDescription(opts.runtime.device)},
+        {"dtype", dtypeLabel(opts.runtime.dtype)},
+        {"versions", {{"pareto", PARETO_VERSION_STRING}, {"libtorch", TORCH_VERSION}}},
+        {"timings", {{"calibration_s", result.calibrationSeconds}, {"pass_s", result.passSeconds},
+                     {"write_s", result.writeSeconds}, {"total_s", result.totalSeconds}}}};
+    std::ofstream(tmp / "pareto.json") << manifest.dump(2) << "\n";
+    if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
+
+    if (fs::exists(out)) {
+      const fs::path old = out.parent_path() / ("." + out.filename().string() + ".old");
+      fs::remove_all(old);
+      fs::rename(out, old);
+      fs::rename(tmp, out);
+      fs::remove_all(old);
+    } else {
+      fs::rename(tmp, out);
+    }
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  result.outDir = out.string();
+  report("done", 1.0, out.string());
+  return result;
+}
+
+}  // namespace pareto

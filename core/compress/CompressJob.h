@@ -1,0 +1,50 @@
+// `pareto-cli compress`: load a model, calibrate as the recipe says, run the sequential pass with the recipe's
+// solvers, and write an output folder that every model command can open (config and tokenizer copied, weights
+// in safetensors with packed formats as tensors, pareto.json manifest). The folder is written under a temporary
+// name and renamed at the end, so a failed or cancelled run leaves nothing behind.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compress/Recipe.h"
+#include "model/Device.h"
+#include "util/Progress.h"
+
+namespace pareto {
+
+struct CompressOptions {
+  std::string modelDir;
+  std::string recipePath;
+  std::string outDir;
+  RuntimeOptions runtime;
+  bool overwrite = false;   // replace an existing output folder (only once the new one is complete)
+  int64_t batch = 0;        // calibration sequences per forward; 0 picks
+};
+
+struct ModuleReport {
+  std::string name;
+  std::string method;       // "" when left dense
+  std::string pattern;      // "2:4", "50%"
+  std::string format;       // "dense" or "bitmask-N:M"
+  double sparsity = 0;      // measured fraction of zeros
+  double bitsPerWeight = 0;
+  double seconds = 0;
+  double dampUsed = 0;      // sparsegpt
+  int dampRetries = 0;
+};
+
+struct CompressReport {
+  std::string outDir;
+  std::vector<ModuleReport> modules;
+  double linearBitsPerWeight = 0;   // over the block linears
+  double modelBitsPerWeight = 0;    // every stored byte over every weight of the model
+  uint64_t bytes = 0;               // weight bytes written
+  int64_t calibrationTokens = 0;
+  double calibrationSeconds = 0, passSeconds = 0, writeSeconds = 0, totalSeconds = 0;
+};
+
+CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& progress = {},
+                           const CancelToken* cancel = nullptr);
+
+}  // namespace pareto

@@ -1,0 +1,205 @@
+#include "compress/Recipe.h"
+
+#include <fnmatch.h>
+
+#include <filesystem>
+#include <set>
+
+#include "util/Error.h"
+#include "util/Json.h"
+
+namespace pareto {
+namespace {
+
+using nlohmann::json;
+
+class RecipeReader {
+ public:
+  explicit RecipeReader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw InputError(fileMessage(source_, (path.empty() ? "" : path + ": ") + what));
+  }
+
+  void onlyKeys(const json& obj, const std::string& path, const std::set<std::string>& allowed) const {
+    if (!obj.is_object()) fail(path, "must be an object, got " + obj.dump());
+    for (const auto& [key, value] : obj.items()) {
+      (void)value;
+      if (allowed.count(key) == 0) {
+        std::string list;
+        for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
+        fail(join(path, key), "unknown key (allowed here: " + list + ")");
+      }
+    }
+  }
+
+  static std::string join(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+
+  std::string string(const json& obj, const std::string& path, const char* key, const std::set<std::string>& choices) const {
+    const json& v = obj.at(key);
+    if (!v.is_string()) fail(join(path, key), "must be a string");
+    std::string s = v.get<std::string>();
+    if (!choices.empty() && choices.count(s) == 0) {
+      std::string list;
+      for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+      fail(join(path, key), "\"" + s + "\" is not one of " + list);
+    }
+    return s;
+  }
+
+  int64_t integer(const json& obj, const std::string& path, const char* key, int64_t lo, int64_t hi) const {
+    const json& v = obj.at(key);
+    if (!v.is_number_integer()) fail(join(path, key), "must be an integer, got " + v.dump());
+    int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi)
+      fail(join(path, key), std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return x;
+  }
+
+  double number(const json& obj, const std::string& path, const char* key, double lo, double hi, bool openLo) const {
+    const json& v = obj.at(key);
+    if (!v.is_number()) fail(join(path, key), "must be a number, got " + v.dump());
+    double x = v.get<double>();
+    if ((openLo ? x <= lo : x < lo) || x > hi)
+      fail(join(path, key), v.dump() + " is out of range " + (openLo ? "(" : "[") + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
+    return x;
+  }
+
+  CalibrationSpec calibration(const json& j, const std::string& baseDir) const {
+    const std::string path = "calibration";
+    onlyKeys(j, path, {"source", "text", "prompts", "tokens", "window", "max_new_tokens", "seed"});
+    if (!j.contains("source")) fail(path, "missing \"source\" (\"text\" or \"decode\")");
+    CalibrationSpec c;
+    c.source = string(j, path, "source", {"text", "decode"});
+    const char* fileKey = c.source == "text" ? "text" : "prompts";
+    const char* otherKey = c.source == "text" ? "prompts" : "text";
+    if (!j.contains(fileKey)) fail(path, std::string("source \"") + c.source + "\" needs \"" + fileKey + "\": FILE");
+    if (j.contains(otherKey)) fail(join(path, otherKey), std::string("does not apply to source \"") + c.source + "\"");
+    std::string file = string(j, path, fileKey, {});
+    std::filesystem::path p(file);
+    c.file = p.is_absolute() || baseDir.empty() ? file : (std::filesystem::path(baseDir) / p).string();
+    if (j.contains("tokens")) c.tokens = integer(j, path, "tokens", 1, int64_t{1} << 32);
+    if (j.contains("window")) {
+      if (c.source != "text") fail(join(path, "window"), "applies to text calibration only");
+      c.window = integer(j, path, "window", 2, 1 << 20);
+    }
+    if (j.contains("max_new_tokens")) {
+      if (c.source != "decode") fail(join(path, "max_new_tokens"), "applies to decode calibration only");
+      c.maxNewTokens = integer(j, path, "max_new_tokens", 1, 1 << 20);
+    }
+    if (j.contains("seed")) c.seed = static_cast<uint64_t>(integer(j, path, "seed", 0, INT64_MAX));
+    return c;
+  }
+
+  PruneSpec prune(const json& j, const std::string& path, const PruneSpec* base) const {
+    onlyKeys(j, path, {"method", "pattern", "sparsity", "damp", "block"});
+    PruneSpec p;
+    if (base != nullptr) p = *base;
+    if (j.contains("method"))
+      p.method = string(j, path, "method", {"magnitude", "wanda", "sparsegpt"});
+    else if (base == nullptr)
+      fail(path, "missing \"method\" (magnitude, wanda or sparsegpt)");
+    if (j.contains("pattern") && j.contains("sparsity")) fail(path, "give either \"pattern\" (N:M) or \"sparsity\", not both");
+    try {
+      if (j.contains("pattern")) {
+        const json& v = j.at("pattern");
+        if (!v.is_string()) fail(join(path, "pattern"), "must be a string like \"2:4\"");
+        std::string text = v.get<std::string>();
+        if (text.find(':') == std::string::npos) fail(join(path, "pattern"), "\"" + text + "\" is not N:M (for unstructured use \"sparsity\")");
+        p.pattern = SparsityPattern::parse(text);
+      } else if (j.contains("sparsity")) {
+        p.pattern = SparsityPattern::unstructured(number(j, path, "sparsity", 0.0, 1.0, false));
+      } else if (base == nullptr) {
+        fail(path, "missing \"pattern\" (e.g. \"2:4\") or \"sparsity\" (e.g. 0.5)");
+      }
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      if (msg.rfind(source_, 0) == 0) throw;   // already ours
+      fail(join(path, j.contains("pattern") ? "pattern" : "sparsity"), msg);
+    }
+    if (j.contains("damp")) p.damp = number(j, path, "damp", 0.0, 1.0, true);
+    if (j.contains("block")) p.block = integer(j, path, "block", 1, 1 << 16);
+    return p;
+  }
+
+  std::vector<std::string> globs(const json& j, const std::string& path) const {
+    if (!j.is_array()) fail(path, "must be a list of module name patterns");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (!j[i].is_string() || j[i].get<std::string>().empty())
+        fail(path + "[" + std::to_string(i) + "]", "must be a non-empty string");
+      out.push_back(j[i].get<std::string>());
+    }
+    return out;
+  }
+
+ private:
+  std::string source_;
+};
+
+bool globMatch(const std::string& pattern, const std::string& name) {
+  return ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+
+}  // namespace
+
+Recipe Recipe::fromJson(const json& j, const std::string& baseDir, const std::string& sourceName) {
+  RecipeReader r(sourceName);
+  r.onlyKeys(j, "", {"calibration", "prune", "quantize", "skip", "overrides", "name", "description"});
+  Recipe recipe;
+  recipe.document = j;
+  if (j.contains("quantize") && !j.at("quantize").is_null())
+    r.fail("quantize", "quantization is not available in this version of Pareto yet");
+  if (j.contains("calibration") && !j.at("calibration").is_null())
+    recipe.calibration = r.calibration(j.at("calibration"), baseDir);
+  if (j.contains("prune") && !j.at("prune").is_null()) recipe.prune = r.prune(j.at("prune"), "prune", nullptr);
+  if (j.contains("skip")) recipe.skip = r.globs(j.at("skip"), "skip");
+  if (j.contains("overrides")) {
+    const json& list = j.at("overrides");
+    if (!list.is_array()) r.fail("overrides", "must be a list of {\"match\": GLOB, \"prune\": ...}");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string path = "overrides[" + std::to_string(i) + "]";
+      const json& o = list[i];
+      r.onlyKeys(o, path, {"match", "prune"});
+      if (!o.contains("match") || !o.at("match").is_string() || o.at("match").get<std::string>().empty())
+        r.fail(path, "needs \"match\": a module name pattern such as \"model.layers.0.*\"");
+      if (!o.contains("prune")) r.fail(path, "needs \"prune\": null (leave dense) or a prune block");
+      ModuleOverride mo;
+      mo.match = o.at("match").get<std::string>();
+      if (!o.at("prune").is_null()) {
+        const PruneSpec* base = recipe.prune ? &*recipe.prune : nullptr;
+        mo.prune = r.prune(o.at("prune"), path + ".prune", base);
+      }
+      recipe.overrides.push_back(mo);
+    }
+  }
+  if (!recipe.prune && recipe.overrides.empty()) r.fail("", "nothing to do: the recipe has no \"prune\" block");
+  if (recipe.needsCalibration() && !recipe.calibration)
+    r.fail("", "methods wanda and sparsegpt need a \"calibration\" block");
+  return recipe;
+}
+
+Recipe Recipe::fromFile(const std::string& path) {
+  Recipe r = fromJson(readJsonFile(path), std::filesystem::path(path).parent_path().string(), path);
+  r.path = path;
+  return r;
+}
+
+std::optional<PruneSpec> Recipe::pruneFor(const std::string& module) const {
+  for (const auto& s : skip)
+    if (globMatch(s, module)) return std::nullopt;
+  std::optional<PruneSpec> p = prune;
+  for (const auto& o : overrides)
+    if (globMatch(o.match, module)) p = o.prune;
+  return p;
+}
+
+bool Recipe::needsCalibration() const {
+  if (prune && prune->needsCalibration()) return true;
+  for (const auto& o : overrides)
+    if (o.prune && o.prune->needsCalibration()) return true;
+  return false;
+}
+
+}  // namespace pareto

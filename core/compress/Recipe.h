@@ -1,0 +1,55 @@
+// A compression recipe (DESIGN.md "Compression methods"): which calibration, which pruning, per-module
+// overrides and skips. Parsing is strict: an unknown key or an out-of-range value is refused with a message
+// naming the key path, because a typo in a recipe would otherwise silently give a different model.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compress/SparsityPattern.h"
+
+namespace pareto {
+
+struct CalibrationSpec {
+  std::string source;          // "text" or "decode"
+  std::string file;            // text file or prompts file, resolved against the recipe's folder
+  int64_t tokens = 16384;      // tokens that reach the Hessian
+  int64_t window = 512;        // text: window length
+  int64_t maxNewTokens = 128;  // decode: per prompt
+  uint64_t seed = 0;
+};
+
+struct PruneSpec {
+  std::string method;          // "magnitude", "wanda", "sparsegpt"
+  SparsityPattern pattern = SparsityPattern::nm(2, 4);
+  double damp = 0.01;          // sparsegpt: fraction of the mean Hessian diagonal
+  int64_t block = 128;         // sparsegpt: lazy-update block width
+  bool needsCalibration() const { return method != "magnitude"; }
+};
+
+struct ModuleOverride {
+  std::string match;               // glob over module names, e.g. "model.layers.0.*"
+  std::optional<PruneSpec> prune;  // nullopt: leave matching modules dense
+};
+
+struct Recipe {
+  std::optional<CalibrationSpec> calibration;
+  std::optional<PruneSpec> prune;
+  std::vector<std::string> skip = {"lm_head"};   // globs of modules never touched
+  std::vector<ModuleOverride> overrides;          // later entries win
+  nlohmann::json document;                        // the recipe as written, for the manifest
+  std::string path;                               // where it was read from ("" when built in memory)
+
+  // Throws InputError "<file>: <key path>: ..." for anything invalid.
+  static Recipe fromFile(const std::string& path);
+  static Recipe fromJson(const nlohmann::json& j, const std::string& baseDir, const std::string& sourceName);
+
+  // The pruning that applies to `module` after skips and overrides; nullopt: leave it dense.
+  std::optional<PruneSpec> pruneFor(const std::string& module) const;
+  bool needsCalibration() const;
+};
+
+}  // namespace pareto

@@ -1,0 +1,58 @@
+#include "model/CompressionManifest.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "util/Error.h"
+#include "util/Json.h"
+
+namespace pareto {
+
+std::optional<CompressionManifest> CompressionManifest::readFrom(const std::string& modelDir) {
+  const std::string path = (std::filesystem::path(modelDir) / "pareto.json").string();
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  CompressionManifest m;
+  m.document = readJsonFile(path);
+  auto fail = [&](const std::string& what) { throw InputError(fileMessage(path, what)); };
+  if (!m.document.is_object()) fail("must be a JSON object");
+  if (!m.document.contains("format_version") || !m.document["format_version"].is_number_integer() ||
+      m.document["format_version"].get<int>() > kFormatVersion)
+    fail("format_version missing or newer than this Pareto understands (" + std::to_string(kFormatVersion) + ")");
+  if (!m.document.contains("modules") || !m.document["modules"].is_object()) fail("missing \"modules\" object");
+  for (const auto& [name, entry] : m.document["modules"].items()) {
+    if (!entry.is_object() || !entry.contains("format") || !entry["format"].is_string())
+      fail("module " + name + ": missing \"format\"");
+    ModuleFormat f;
+    f.format = entry["format"].get<std::string>();
+    if (f.format.rfind("bitmask-", 0) == 0) {
+      if (std::sscanf(f.format.c_str(), "bitmask-%d:%d", &f.n, &f.m) != 2 || f.n < 1 || f.m <= f.n || f.m > 32 ||
+          32 % f.m != 0)
+        fail("module " + name + ": bad bitmask format \"" + f.format + "\"");
+    } else if (f.format != "dense") {
+      fail("module " + name + ": format \"" + f.format + "\" is not known to this Pareto");
+    }
+    f.bitsPerWeight = entry.value("bits_per_weight", 0.0);
+    f.sparsity = entry.value("sparsity", 0.0);
+    f.method = entry.value("method", std::string());
+    m.modules[name] = f;
+  }
+  return m;
+}
+
+const ModuleFormat* CompressionManifest::find(const std::string& module) const {
+  auto it = modules.find(module);
+  return it == modules.end() ? nullptr : &it->second;
+}
+
+std::string contentHash(const std::string& bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace pareto

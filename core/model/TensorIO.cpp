@@ -1,0 +1,116 @@
+#include "model/TensorIO.h"
+
+#include <ATen/ATen.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "util/Error.h"
+
+namespace pareto {
+
+c10::ScalarType scalarType(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return at::kFloat;
+    case DType::F16: return at::kHalf;
+    case DType::BF16: return at::kBFloat16;
+    case DType::I32: return at::kInt;
+    case DType::I16: return at::kShort;
+    case DType::I8: return at::kChar;
+    case DType::U8: return at::kByte;
+  }
+  return at::kFloat;
+}
+
+DType safetensorsDtype(c10::ScalarType type, const std::string& tensorName) {
+  switch (type) {
+    case at::kFloat: return DType::F32;
+    case at::kHalf: return DType::F16;
+    case at::kBFloat16: return DType::BF16;
+    case at::kInt: return DType::I32;
+    case at::kShort: return DType::I16;
+    case at::kChar: return DType::I8;
+    case at::kByte: return DType::U8;
+    default:
+      throw Error("tensor " + tensorName + ": dtype " + std::string(c10::toString(type)) +
+                  " cannot be written to safetensors by Pareto");
+  }
+}
+
+at::Tensor readTensor(const TensorEntry& e) {
+  at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(scalarType(e.dtype)));
+  if (e.nbytes > 0) std::memcpy(t.data_ptr(), e.data, e.nbytes);
+  return t;
+}
+
+namespace {
+
+class File {
+ public:
+  explicit File(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
+    if (f_ == nullptr) throw Error(fileMessage(path, std::string("cannot create: ") + std::strerror(errno)));
+  }
+  ~File() {
+    if (f_ != nullptr) std::fclose(f_);
+  }
+  void write(const void* data, size_t n) {
+    if (n > 0 && std::fwrite(data, 1, n, f_) != n)
+      throw Error(fileMessage(path_, std::string("write failed: ") + std::strerror(errno)));
+  }
+  // Data must be on disk before the rename makes the file visible under its final name.
+  void close() {
+    bool ok = std::fflush(f_) == 0 && ::fsync(fileno(f_)) == 0;
+    int err = errno;
+    ok = (std::fclose(f_) == 0) && ok;
+    f_ = nullptr;
+    if (!ok) throw Error(fileMessage(path_, std::string("write failed: ") + std::strerror(err)));
+  }
+
+ private:
+  std::string path_;
+  FILE* f_;
+};
+
+}  // namespace
+
+void writeSafetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<at::Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    if (header.contains(name)) throw Error(fileMessage(path, "tensor " + name + " written twice"));
+    at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+    header[name] = {{"dtype", dtypeName(safetensorsDtype(t.scalar_type(), name))},
+                    {"shape", t.sizes().vec()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    data.push_back(t);
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');   // aligned data lets readers map tensors without copying
+  const std::string partial = path + ".partial";
+  try {
+    File f(partial);
+    uint64_t len = text.size();
+    unsigned char le[8];
+    for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(len >> (8 * i));
+    f.write(le, 8);
+    f.write(text.data(), text.size());
+    for (const auto& t : data) f.write(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+    f.close();
+    std::filesystem::rename(partial, path);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(partial, ec);
+    throw;
+  }
+}
+
+}  // namespace pareto

@@ -1,0 +1,173 @@
+// The compress job end to end on ref-tiny: output folder contents, loading it back, equality with the same
+// weights applied in memory, and nothing left behind on failure or cancel.
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "SharedData.h"
+#include "calib/SequentialPass.h"
+#include "calib/TextCalibration.h"
+#include "compress/CompressJob.h"
+#include "compress/MagnitudePrune.h"
+#include "compress/SparseGpt.h"
+#include "eval/Perplexity.h"
+#include "model/LoadedModel.h"
+#include "model/ModelSummary.h"
+#include "model/Safetensors.h"
+#include "util/Error.h"
+#include "util/Json.h"
+
+namespace pareto {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class CompressJob : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PARETO_REQUIRE_SHARED();
+    dir_ = test::scratchDir("compress-job");
+    model_ = test::sharedPath("models/ref-tiny");
+  }
+  std::string writeRecipe(const std::string& name, const std::string& json) {
+    std::ofstream(dir_ + "/" + name) << json;
+    return dir_ + "/" + name;
+  }
+  std::string textRecipe(const std::string& method, const std::string& patternKey) {
+    return writeRecipe(method + ".json", R"({"calibration": {"source": "text", "text": ")" +
+                                             test::sharedPath("data/heldout-prose.txt") +
+                                             R"(", "tokens": 512, "window": 128},
+                                              "prune": {"method": ")" + method + "\", " + patternKey + "}}");
+  }
+  CompressOptions options(const std::string& recipe, const std::string& out) {
+    CompressOptions o;
+    o.modelDir = model_;
+    o.recipePath = recipe;
+    o.outDir = dir_ + "/" + out;
+    return o;
+  }
+  double perplexity(const LoadedModel& m) {
+    static const std::vector<TokenId> ids =
+        m.tokenizer->encode(readTextFile(test::sharedPath("data/heldout-python.txt")));
+    PerplexityOptions o;
+    o.window = 128;
+    o.maxWindows = 6;
+    return computePerplexity(*m.model, ids, o).ppl;
+  }
+  // The model's weights as the output folder stores them (bf16, the checkpoint's dtype).
+  static void roundToCheckpointDtype(LoadedModel& m) {
+    for (int64_t l = 0; l < m.model->numLayers(); ++l)
+      for (auto& [g, lin] : m.model->layerLinears(l)) lin->setWeight(lin->weight().to(at::kBFloat16).to(at::kFloat));
+  }
+  std::string dir_, model_;
+};
+
+TEST_F(CompressJob, Magnitude24WritesPackedWeightsThatLoadBackExactly) {
+  CompressReport r = runCompress(options(writeRecipe("m.json", R"({"prune": {"method": "magnitude", "pattern": "2:4"}})"), "out"));
+  const std::string out = dir_ + "/out";
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors", "pareto.json"})
+    EXPECT_TRUE(fs::exists(out + "/" + f)) << f;
+  EXPECT_FALSE(fs::exists(dir_ + "/.out.partial"));
+  EXPECT_EQ(r.modules.size(), 7u * 4u);
+  for (const auto& m : r.modules) {
+    EXPECT_EQ(m.format, "bitmask-2:4") << m.name;
+    EXPECT_NEAR(m.sparsity, 0.5, 1e-9) << m.name;
+    EXPECT_DOUBLE_EQ(m.bitsPerWeight, 9.0) << m.name;   // bf16 halves + one mask bit per weight
+  }
+  Checkpoint ckpt = Checkpoint::open(out);
+  EXPECT_NE(ckpt.find("model.layers.0.mlp.up_proj.weight.bitmask"), nullptr);
+  EXPECT_EQ(ckpt.find("model.layers.0.mlp.up_proj.weight"), nullptr);
+
+  LoadedModel compressed = loadModel(out, RuntimeOptions{});
+  LoadedModel inMemory = loadModel(model_, RuntimeOptions{});
+  for (int64_t l = 0; l < inMemory.model->numLayers(); ++l)
+    for (auto& [g, lin] : inMemory.model->layerLinears(l))
+      lin->setWeight(magnitudePrune(lin->weight(), SparsityPattern::nm(2, 4)).weight);
+  EXPECT_DOUBLE_EQ(perplexity(compressed), perplexity(inMemory));
+
+  ModelSummary s = summarizeModel(out);
+  EXPECT_TRUE(s.compressed);
+  EXPECT_NEAR(s.linearBitsPerWeight, 9.0, 1e-9);
+  EXPECT_EQ(s.parameters, summarizeModel(model_).parameters);
+  EXPECT_THAT(toText(s), HasSubstr("bitmask-2:4"));
+}
+
+TEST_F(CompressJob, SparseGptOutputEqualsTheSamePassInMemory) {
+  const std::string recipe = textRecipe("sparsegpt", R"("pattern": "2:4")");
+  runCompress(options(recipe, "sgpt"));
+  LoadedModel compressed = loadModel(dir_ + "/sgpt", RuntimeOptions{});
+
+  LoadedModel inMemory = loadModel(model_, RuntimeOptions{});
+  Recipe r = Recipe::fromFile(recipe);
+  TextCalibrationOptions t;
+  t.tokens = 512;
+  t.window = 128;
+  CalibrationSet data = textCalibration(*inMemory.tokenizer, r.calibration->file, t);
+  runSequentialPass(*inMemory.model, data, [](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
+    return sparseGptPrune(w, h.sum(), SparsityPattern::nm(2, 4), {}, name).pruned.weight;
+  });
+  roundToCheckpointDtype(inMemory);
+  const double a = perplexity(compressed), b = perplexity(inMemory);
+  EXPECT_NEAR(a, b, 1e-6 * b);
+  const double dense = perplexity(loadModel(model_, RuntimeOptions{}));
+  EXPECT_GT(a, dense);   // pruning half the weights costs something
+}
+
+TEST_F(CompressJob, UnstructuredIsStoredDenseWithZeros) {
+  CompressReport r = runCompress(options(textRecipe("wanda", R"("sparsity": 0.5)"), "wanda"));
+  for (const auto& m : r.modules) {
+    EXPECT_EQ(m.format, "dense");
+    EXPECT_NEAR(m.sparsity, 0.5, 0.01) << m.name;
+  }
+  EXPECT_NO_THROW(loadModel(dir_ + "/wanda", RuntimeOptions{}));
+}
+
+TEST_F(CompressJob, ExistingOutputIsKeptUnlessOverwrite) {
+  const std::string recipe = writeRecipe("m.json", R"({"prune": {"method": "magnitude", "sparsity": 0.3}})");
+  runCompress(options(recipe, "o"));
+  try {
+    runCompress(options(recipe, "o"));
+    FAIL() << "expected an error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("already exists"));
+  }
+  CompressOptions o = options(recipe, "o");
+  o.overwrite = true;
+  EXPECT_NO_THROW(runCompress(o));
+  EXPECT_TRUE(fs::exists(dir_ + "/o/pareto.json"));
+  EXPECT_FALSE(fs::exists(dir_ + "/.o.old"));
+}
+
+TEST_F(CompressJob, FailureAndCancelLeaveNothingBehind) {
+  // A recipe whose calibration text does not exist fails after the model is loaded.
+  const std::string bad = writeRecipe("bad.json", R"({"calibration": {"source": "text", "text": "missing.txt"},
+                                                       "prune": {"method": "wanda", "sparsity": 0.5}})");
+  EXPECT_THROW(runCompress(options(bad, "failed")), InputError);
+  EXPECT_FALSE(fs::exists(dir_ + "/failed"));
+  EXPECT_FALSE(fs::exists(dir_ + "/.failed.partial"));
+
+  CancelToken cancel;
+  int calls = 0;
+  auto progress = [&](const ProgressUpdate&) {
+    if (++calls == 2) cancel.cancel();
+  };
+  EXPECT_THROW(runCompress(options(textRecipe("sparsegpt", R"("pattern": "2:4")"), "cancelled"), progress, &cancel),
+               Cancelled);
+  EXPECT_FALSE(fs::exists(dir_ + "/cancelled"));
+  EXPECT_FALSE(fs::exists(dir_ + "/.cancelled.partial"));
+}
+
+TEST_F(CompressJob, RefusesToCompressACompressedFolder) {
+  const std::string recipe = writeRecipe("m.json", R"({"prune": {"method": "magnitude", "pattern": "2:4"}})");
+  runCompress(options(recipe, "once"));
+  CompressOptions again = options(recipe, "twice");
+  again.modelDir = dir_ + "/once";
+  EXPECT_THROW(runCompress(again), InputError);
+}
+
+}  // namespace
+}  // namespace pareto

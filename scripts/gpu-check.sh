@@ -25,7 +25,8 @@ status=0
 
 step "ctest (CPU float32 + everything that runs on this machine)"
 # Tokenizer tests need ../shared/tokenizers, which GPU runs may not carry; they are CPU-only code.
-(cd "$here/build-gpu" && ctest --output-on-failure -j 8 ${PARETO_CTEST_ARGS:-} >"$out/ctest-cpu.log" 2>&1) || status=1
+# Two threads per test: 8 tests at once on 16 cores without oversubscribing them.
+(cd "$here/build-gpu" && OMP_NUM_THREADS=2 ctest --output-on-failure -j 8 ${PARETO_CTEST_ARGS:-} >"$out/ctest-cpu.log" 2>&1) || status=1
 tail -5 "$out/ctest-cpu.log"
 
 for dt in float32 bfloat16; do
@@ -33,6 +34,12 @@ for dt in float32 bfloat16; do
   PARETO_TEST_DEVICE=cuda PARETO_TEST_DTYPE=$dt "$here/build-gpu/tests/core/test_golden_model" \
     >"$out/golden-cuda-$dt.log" 2>&1 || status=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests ran|Failure|relative" "$out/golden-cuda-$dt.log" | head -20
+done
+
+step "calibration, sequential pass and compress job on CUDA (float32)"
+for t in test_calibration test_compress_job; do
+  PARETO_TEST_DEVICE=cuda "$here/build-gpu/tests/core/$t" >"$out/$t-cuda.log" 2>&1 || status=1
+  grep -E "^\[  (PASSED|FAILED) |Failure" "$out/$t-cuda.log" | head -10
 done
 
 step "perplexity command"
@@ -48,6 +55,15 @@ for dev in cpu cuda; do
   python3 "$here/tests/gpu/compare_transformers.py" --cli "$cli" --tokenizer "$PARETO_SHARED/models/ref-small" \
     --device $dev || status=1
 done
+step "compress on CUDA (SparseGPT 2:4, decode calibration) and evaluate"
+rm -rf "$here/build-gpu/sgpt24"
+"$cli" compress --model "$PARETO_SHARED/models/ref-small" --recipe "$here/resources/recipes/sparsegpt-2of4-decode.json" \
+  --out "$here/build-gpu/sgpt24" --device cuda --json >"$out/compress-cuda.json" || status=1
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('bpw', j['linear_bits_per_weight'], 'timings', j['timings'])" "$out/compress-cuda.json"
+"$cli" perplexity --model "$here/build-gpu/sgpt24" --text "$PARETO_SHARED/data/heldout-prose.txt" --max-windows 40 --device cuda --json || status=1
+"$cli" fidelity --dense "$PARETO_SHARED/models/ref-small" --model "$here/build-gpu/sgpt24" \
+  --prompts "$PARETO_SHARED/data/prompts-python.txt" --max-new-tokens 64 --device cuda --json || status=1
+
 step "Hessian discrepancy study on CUDA (ref-small, both domains)"
 for domain in prose python; do
   "$cli" analyze hessian --model "$PARETO_SHARED/models/ref-small" --text "$PARETO_SHARED/data/heldout-$domain.txt" \

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "SharedData.h"
+#include "TestRuntime.h"
 #include "calib/DecodeCalibration.h"
 #include "calib/SequentialPass.h"
 #include "calib/TextCalibration.h"
@@ -19,7 +20,7 @@ class Calibration : public ::testing::Test {
  protected:
   void SetUp() override {
     PARETO_REQUIRE_SHARED();
-    m_ = std::make_unique<LoadedModel>(loadModel(test::sharedPath("models/ref-tiny"), RuntimeOptions{}));
+    m_ = std::make_unique<LoadedModel>(loadModel(test::sharedPath("models/ref-tiny"), test::testRuntime()));
   }
   DecodeCalibrationOptions decodeOptions(int64_t tokens, int64_t maxNew) const {
     DecodeCalibrationOptions o;
@@ -85,7 +86,7 @@ TEST_F(Calibration, DecodeHessianEqualsRecordedDecodeSteps) {
 
   std::map<LinearGroup, HessianAccumulator> recorded;
   for (const auto& [group, linear] : model.layerLinears(0))
-    if (!recorded.count(group)) recorded.emplace(group, HessianAccumulator(linear->inFeatures(), at::kCPU));
+    if (!recorded.count(group)) recorded.emplace(group, HessianAccumulator(linear->inFeatures(), model.options().device));
   for (const auto& s : set.sequences) {
     const int64_t promptLen = std::find(s.weights.begin(), s.weights.end(), 1.0f) - s.weights.begin();
     KVCache cache = model.makeCache(1, static_cast<int64_t>(s.ids.size()));
@@ -164,7 +165,7 @@ TEST_F(Calibration, SequentialPassInstallsWeightsAndFeedsLaterBlocks) {
   at::Tensor after = logitsOf(*m_->model, probe);
   EXPECT_GT(((after - before).norm() / before.norm()).item<double>(), 1e-3);
 
-  LoadedModel fresh = loadModel(test::sharedPath("models/ref-tiny"), RuntimeOptions{});
+  LoadedModel fresh = loadModel(test::sharedPath("models/ref-tiny"), test::testRuntime());
   std::map<std::string, double> denseTraces;
   runSequentialPass(*fresh.model, set, [&](const std::string& name, const at::Tensor&, const HessianAccumulator& h) {
     denseTraces[name] = h.sum().trace().item<double>();

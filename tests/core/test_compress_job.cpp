@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "SharedData.h"
+#include "TestRuntime.h"
 #include "calib/SequentialPass.h"
 #include "calib/TextCalibration.h"
 #include "compress/CompressJob.h"
@@ -48,6 +49,7 @@ class CompressJob : public ::testing::Test {
     o.modelDir = model_;
     o.recipePath = recipe;
     o.outDir = dir_ + "/" + out;
+    o.runtime = test::testRuntime();
     return o;
   }
   double perplexity(const LoadedModel& m) {
@@ -61,7 +63,8 @@ class CompressJob : public ::testing::Test {
   // The model's weights as the output folder stores them (bf16, the checkpoint's dtype).
   static void roundToCheckpointDtype(LoadedModel& m) {
     for (int64_t l = 0; l < m.model->numLayers(); ++l)
-      for (auto& [g, lin] : m.model->layerLinears(l)) lin->setWeight(lin->weight().to(at::kBFloat16).to(at::kFloat));
+      for (auto& [g, lin] : m.model->layerLinears(l))
+        lin->setWeight(lin->weight().to(at::kBFloat16).to(lin->weight().scalar_type()));
   }
   std::string dir_, model_;
 };
@@ -82,8 +85,8 @@ TEST_F(CompressJob, Magnitude24WritesPackedWeightsThatLoadBackExactly) {
   EXPECT_NE(ckpt.find("model.layers.0.mlp.up_proj.weight.bitmask"), nullptr);
   EXPECT_EQ(ckpt.find("model.layers.0.mlp.up_proj.weight"), nullptr);
 
-  LoadedModel compressed = loadModel(out, RuntimeOptions{});
-  LoadedModel inMemory = loadModel(model_, RuntimeOptions{});
+  LoadedModel compressed = loadModel(out, test::testRuntime());
+  LoadedModel inMemory = loadModel(model_, test::testRuntime());
   for (int64_t l = 0; l < inMemory.model->numLayers(); ++l)
     for (auto& [g, lin] : inMemory.model->layerLinears(l))
       lin->setWeight(magnitudePrune(lin->weight(), SparsityPattern::nm(2, 4)).weight);
@@ -99,9 +102,9 @@ TEST_F(CompressJob, Magnitude24WritesPackedWeightsThatLoadBackExactly) {
 TEST_F(CompressJob, SparseGptOutputEqualsTheSamePassInMemory) {
   const std::string recipe = textRecipe("sparsegpt", R"("pattern": "2:4")");
   runCompress(options(recipe, "sgpt"));
-  LoadedModel compressed = loadModel(dir_ + "/sgpt", RuntimeOptions{});
+  LoadedModel compressed = loadModel(dir_ + "/sgpt", test::testRuntime());
 
-  LoadedModel inMemory = loadModel(model_, RuntimeOptions{});
+  LoadedModel inMemory = loadModel(model_, test::testRuntime());
   Recipe r = Recipe::fromFile(recipe);
   TextCalibrationOptions t;
   t.tokens = 512;
@@ -113,7 +116,7 @@ TEST_F(CompressJob, SparseGptOutputEqualsTheSamePassInMemory) {
   roundToCheckpointDtype(inMemory);
   const double a = perplexity(compressed), b = perplexity(inMemory);
   EXPECT_NEAR(a, b, 1e-6 * b);
-  const double dense = perplexity(loadModel(model_, RuntimeOptions{}));
+  const double dense = perplexity(loadModel(model_, test::testRuntime()));
   EXPECT_GT(a, dense);   // pruning half the weights costs something
 }
 
@@ -123,7 +126,7 @@ TEST_F(CompressJob, UnstructuredIsStoredDenseWithZeros) {
     EXPECT_EQ(m.format, "dense");
     EXPECT_NEAR(m.sparsity, 0.5, 0.01) << m.name;
   }
-  EXPECT_NO_THROW(loadModel(dir_ + "/wanda", RuntimeOptions{}));
+  EXPECT_NO_THROW(loadModel(dir_ + "/wanda", test::testRuntime()));
 }
 
 TEST_F(CompressJob, ExistingOutputIsKeptUnlessOverwrite) {

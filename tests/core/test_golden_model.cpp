@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "SharedData.h"
+#include "TestRuntime.h"
 #include "eval/Perplexity.h"
 #include "eval/Score.h"
 #include "model/Generation.h"
@@ -17,14 +18,8 @@
 namespace pareto {
 namespace {
 
-// PARETO_TEST_DEVICE / PARETO_TEST_DTYPE let the same checks run on CUDA on the GPU machine.
-RuntimeOptions testRuntime() {
-  const char* dev = std::getenv("PARETO_TEST_DEVICE");
-  const char* dt = std::getenv("PARETO_TEST_DTYPE");
-  return makeRuntimeOptions(dev ? dev : "cpu", dt ? dt : "float32");
-}
-
-bool reducedPrecision() { return testRuntime().dtype != at::kFloat; }
+using test::reducedPrecision;
+using test::testRuntime;
 
 class GoldenModel : public ::testing::TestWithParam<std::string> {
  protected:

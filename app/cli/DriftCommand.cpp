@@ -7,7 +7,7 @@
 #include "CliSupport.h"
 #include "Commands.h"
 #include "analysis/ActivationDrift.h"
-#include "calib/CalibrationSet.h"
+#include "ComparisonOptions.h"
 #include "eval/DecodeFidelity.h"
 #include "model/LoadedModel.h"
 
@@ -15,9 +15,7 @@ namespace pareto::cli {
 namespace {
 
 struct DriftArgs {
-  std::string dense, model, prompts;
-  std::string device = "cpu", dtype = "float32";
-  int64_t maxPrompts = 32;
+  ComparisonOptions compare;
   ActivationDriftOptions drift;
   bool json = false;
 };
@@ -33,6 +31,8 @@ nlohmann::json driftJson(const ActivationDriftResult& r, const DriftArgs& a, con
     for (const auto& s : c.summary) v.push_back(s.stepsTo90);
     return v;
   };
+  nlohmann::json settings = a.compare.settings(m);
+  settings["batch"] = a.drift.batch;
   return {{"layers", r.layers},
           {"num_hidden_layers", m.model->numLayers()},
           {"steps", r.steps},
@@ -42,20 +42,13 @@ nlohmann::json driftJson(const ActivationDriftResult& r, const DriftArgs& a, con
           {"steps_to_90", {{"free", settling(r.free)}, {"forced", settling(r.forced)}}},
           {"counts", {{"free", r.free.counts}, {"forced", r.forced.counts}}},
           {"prompts", r.prompts},
-          {"settings",
-           {{"dense", a.dense},
-            {"model", a.model},
-            {"prompts", a.prompts},
-            {"max_prompts", a.maxPrompts},
-            {"batch", a.drift.batch},
-            {"device", deviceDescription(m.model->options().device)},
-            {"dtype", dtypeLabel(m.model->options().dtype)}}},
+          {"settings", settings},
           {"seconds", r.seconds}};
 }
 
 std::string driftText(const ActivationDriftResult& r, const DriftArgs& a) {
   std::ostringstream o;
-  o << "activation drift D(l,t) = |h_c - h_d| / |h_d| of " << a.model << " against " << a.dense << "\n";
+  o << "activation drift D(l,t) = |h_c - h_d| / |h_d| of " << a.compare.model << " against " << a.compare.dense << "\n";
   o << std::left << std::setw(22) << "layer input" << std::right << std::setw(14) << "free plateau" << std::setw(9)
     << "to 90%" << std::setw(16) << "forced plateau" << std::setw(9) << "to 90%" << "\n";
   int64_t worstFree = 0, worstForced = 0;
@@ -100,34 +93,20 @@ void addDriftSubcommand(CLI::App& analyze) {
       "  rows        0..L-1: the inputs of blocks 0..L-1 (row 0: the embeddings); row L: the final norm's input\n"
       "  plateau     mean D over the last quarter of the steps reached\n"
       "  steps_to_90 first step with D >= 90% of the plateau");
-  cmd->add_option("--dense", args->dense, "The dense reference model folder")->required();
-  cmd->add_option("--model", args->model, "The compressed model folder (same architecture and tokenizer)")
-      ->required();
-  cmd->add_option("--prompts", args->prompts,
-                  "Prompts file, one prompt per line; use prompts the model was not calibrated on")
-      ->required();
+  args->compare.add(cmd);
   cmd->add_option("--steps", args->drift.steps, "Decode steps measured (tokens each model generates)")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--max-prompts", args->maxPrompts, "Use the first N prompts of the file (0: all)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--batch", args->drift.batch, "Prompts generated and run together (0: pick for the device)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "Compute dtype of both models: float32, bfloat16 or float16 (CUDA)")
-      ->capture_default_str();
   cmd->add_flag("--json", args->json,
                 "Print one JSON object (layers, steps, free and forced [layer][step] matrices with null where no "
                 "prompt reached a step, plateau, steps_to_90, counts)");
   cmd->callback([args] {
-    std::vector<std::string> prompts = readPrompts(args->prompts);
-    if (args->maxPrompts > 0 && static_cast<int64_t>(prompts.size()) > args->maxPrompts)
-      prompts.resize(static_cast<size_t>(args->maxPrompts));
-    const RuntimeOptions runtime = makeRuntimeOptions(args->device, args->dtype);
-    LoadedModel dense = loadModel(args->dense, runtime);
-    LoadedModel compressed = loadModel(args->model, runtime);
+    ComparisonOptions::Loaded l = args->compare.load();
+    const LoadedModel& dense = l.dense;
     args->drift.eosTokenIds = dense.eosTokenIds;
-    ActivationDriftResult r = activationDrift(*dense.model, *compressed.model,
-                                              comparablePromptIds(dense, compressed, prompts), args->drift,
+    ActivationDriftResult r = activationDrift(*dense.model, *l.compressed.model,
+                                              l.promptIds, args->drift,
                                               terminalProgress(), &interruptToken());
     printResult(args->json, driftJson(r, *args, dense), driftText(r, *args));
   });

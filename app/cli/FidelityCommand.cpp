@@ -6,7 +6,7 @@
 
 #include "CliSupport.h"
 #include "Commands.h"
-#include "calib/CalibrationSet.h"
+#include "ComparisonOptions.h"
 #include "eval/DecodeFidelity.h"
 #include "model/LoadedModel.h"
 
@@ -14,14 +14,15 @@ namespace pareto::cli {
 namespace {
 
 struct FidelityArgs {
-  std::string dense, model, prompts;
-  std::string device = "cpu", dtype = "float32";
-  int64_t maxPrompts = 32;
+  ComparisonOptions compare;
   DecodeFidelityOptions fidelity;
   bool json = false;
 };
 
 nlohmann::json fidelityJson(const FidelityResult& r, const FidelityArgs& a, const LoadedModel& m) {
+  nlohmann::json settings = a.compare.settings(m);
+  settings["max_new_tokens"] = a.fidelity.maxNewTokens;
+  settings["batch"] = a.fidelity.batch;
   return {{"decode_nll", r.decodeNll},
           {"dense_nll", r.denseNll},
           {"top1_agreement", r.top1Agreement},
@@ -32,22 +33,14 @@ nlohmann::json fidelityJson(const FidelityResult& r, const FidelityArgs& a, cons
           {"full_match_fraction", r.fullMatchFraction},
           {"prompts", r.prompts},
           {"continuation_tokens", r.continuationTokens},
-          {"settings",
-           {{"dense", a.dense},
-            {"model", a.model},
-            {"prompts", a.prompts},
-            {"max_new_tokens", a.fidelity.maxNewTokens},
-            {"max_prompts", a.maxPrompts},
-            {"batch", a.fidelity.batch},
-            {"device", deviceDescription(m.model->options().device)},
-            {"dtype", dtypeLabel(m.model->options().dtype)}}},
+          {"settings", settings},
           {"seconds", r.seconds}};
 }
 
 std::string fidelityText(const FidelityResult& r, const FidelityArgs& a) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(4);
-  o << "decode fidelity of " << a.model << " against " << a.dense << "\n";
+  o << "decode fidelity of " << a.compare.model << " against " << a.compare.dense << "\n";
   o << std::left << std::setw(26) << "" << std::right << std::setw(12) << "compressed" << std::setw(12) << "dense"
     << "\n";
   o << std::left << std::setw(26) << "decode NLL (nats/token)" << std::right << std::setw(12) << r.decodeNll
@@ -82,32 +75,18 @@ void addFidelityCommand(CLI::App& app) {
       "token\n"
       "  shared_prefix    leading tokens the compressed model's own greedy continuation shares with the dense one "
       "(mean over prompts; also median, min, max and full_match_fraction: prompts reproduced in full)");
-  cmd->add_option("--dense", args->dense, "The dense reference model folder")->required();
-  cmd->add_option("--model", args->model, "The compressed model folder (same architecture and tokenizer)")
-      ->required();
-  cmd->add_option("--prompts", args->prompts,
-                  "Prompts file, one prompt per line; use prompts the model was not calibrated on")
-      ->required();
+  args->compare.add(cmd);
   cmd->add_option("--max-new-tokens", args->fidelity.maxNewTokens, "Tokens the dense model generates per prompt")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--max-prompts", args->maxPrompts, "Use the first N prompts of the file (0: all)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--batch", args->fidelity.batch, "Prompts generated and scored together (0: pick for the device)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "Compute dtype of both models: float32, bfloat16 or float16 (CUDA)")
-      ->capture_default_str();
   cmd->add_flag("--json", args->json,
                 "Print one JSON object (decode_nll, dense_nll, top1_agreement, shared_prefix, ...)");
   cmd->callback([args] {
-    std::vector<std::string> prompts = readPrompts(args->prompts);
-    if (args->maxPrompts > 0 && static_cast<int64_t>(prompts.size()) > args->maxPrompts)
-      prompts.resize(static_cast<size_t>(args->maxPrompts));
-    const RuntimeOptions runtime = makeRuntimeOptions(args->device, args->dtype);
-    LoadedModel dense = loadModel(args->dense, runtime);
-    LoadedModel compressed = loadModel(args->model, runtime);
+    ComparisonOptions::Loaded l = args->compare.load();
+    const LoadedModel& dense = l.dense;
     args->fidelity.eosTokenIds = dense.eosTokenIds;
-    FidelityResult r = decodeFidelity(*dense.model, *compressed.model, comparablePromptIds(dense, compressed, prompts),
+    FidelityResult r = decodeFidelity(*dense.model, *l.compressed.model, l.promptIds,
                                       args->fidelity, terminalProgress(), &interruptToken());
     printResult(args->json, fidelityJson(r, *args, dense), fidelityText(r, *args));
   });

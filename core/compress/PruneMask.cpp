@@ -30,8 +30,15 @@ at::Tensor keepMaskFromScores(const at::Tensor& scores, const SparsityPattern& p
     return keepAllButSmallest(scores.reshape({rows, cols / m, m}), m - pattern.n()).view({rows, cols});
   }
   if (scope == UnstructuredScope::PerRow) return keepAllButSmallest(scores, removedCount(pattern.sparsity(), cols));
-  return keepAllButSmallest(scores.reshape({1, rows * cols}), removedCount(pattern.sparsity(), rows * cols))
-      .view({rows, cols});
+  // One slice of the whole tensor: a full sort rather than topk, whose CPU kernel in LibTorch 2.11 crashed
+  // (SIGSEGV) on a single slice of ~10^5 elements with k ~ 3·10^4 on the GPU machine.
+  const int64_t count = removedCount(pattern.sparsity(), rows * cols);
+  at::Tensor keep = at::ones({rows * cols}, scores.options().dtype(at::kBool));
+  if (count > 0) {
+    const at::Tensor order = std::get<1>(scores.reshape({rows * cols}).sort(/*dim=*/0, /*descending=*/false));
+    keep.index_fill_(0, order.narrow(0, 0, count), false);
+  }
+  return keep.view({rows, cols});
 }
 
 }  // namespace pareto

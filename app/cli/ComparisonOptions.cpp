@@ -1,0 +1,38 @@
+#include "ComparisonOptions.h"
+
+#include "calib/CalibrationSet.h"
+#include "eval/DecodeFidelity.h"
+
+namespace pareto::cli {
+
+void ComparisonOptions::add(CLI::App* cmd) {
+  cmd->add_option("--dense", dense, "The dense reference model folder")->required();
+  cmd->add_option("--model", model, "The compressed model folder (same architecture and tokenizer)")->required();
+  cmd->add_option("--prompts", prompts, "Prompts file, one prompt per line; use prompts the model was not calibrated on")
+      ->required();
+  cmd->add_option("--max-prompts", maxPrompts, "Use the first N prompts of the file (0: all)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", dtype, "Compute dtype of both models: float32, bfloat16 or float16 (CUDA)")
+      ->capture_default_str();
+}
+
+ComparisonOptions::Loaded ComparisonOptions::load() const {
+  std::vector<std::string> lines = readPrompts(prompts);
+  if (maxPrompts > 0 && static_cast<int64_t>(lines.size()) > maxPrompts) lines.resize(static_cast<size_t>(maxPrompts));
+  const RuntimeOptions runtime = makeRuntimeOptions(device, dtype);
+  Loaded l{loadModel(dense, runtime), loadModel(model, runtime), {}};
+  l.promptIds = comparablePromptIds(l.dense, l.compressed, lines);
+  return l;
+}
+
+nlohmann::json ComparisonOptions::settings(const LoadedModel& d) const {
+  return {{"dense", dense},
+          {"model", model},
+          {"prompts", prompts},
+          {"max_prompts", maxPrompts},
+          {"device", deviceDescription(d.model->options().device)},
+          {"dtype", dtypeLabel(d.model->options().dtype)}};
+}
+
+}  // namespace pareto::cli

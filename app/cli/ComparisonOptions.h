@@ -1,0 +1,30 @@
+// Options shared by the commands that compare a compressed model with its dense reference on prompts
+// (fidelity, analyze drift): the two folders, the prompts, the device and dtype.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/LoadedModel.h"
+
+namespace pareto::cli {
+
+struct ComparisonOptions {
+  std::string dense, model, prompts;
+  std::string device = "cpu", dtype = "float32";
+  int64_t maxPrompts = 32;
+
+  void add(CLI::App* cmd);
+
+  struct Loaded {
+    LoadedModel dense, compressed;
+    std::vector<std::vector<TokenId>> promptIds;   // BOS + prompt, the same ids for both tokenizers
+  };
+  // Reads the prompts (the first maxPrompts), loads both models on the device; throws InputError.
+  Loaded load() const;
+  nlohmann::json settings(const LoadedModel& dense) const;
+};
+
+}  // namespace pareto::cli

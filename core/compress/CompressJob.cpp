@@ -41,6 +41,15 @@ struct ModuleOutcome {
   std::optional<SparsityPattern> pattern;
 };
 
+// The throwing std::filesystem::remove_all(path) must not be called: the PyTorch wheel's libtorch.so exports its
+// own copy of that symbol, which the dynamic linker binds in preference to libstdc++'s and which crashed
+// (SIGSEGV) on the GPU machine. The error_code overload is not exported there.
+void removeTree(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  if (ec) throw Error(fileMessage(p.string(), "cannot remove: " + ec.message()));
+}
+
 bool packsAsBitmask(const SparsityPattern& p, int64_t columns) { return p.isNM() && columns % 32 == 0; }
 
 CalibrationSet calibrate(const LoadedModel& m, const CalibrationSpec& spec, const ProgressCallback& progress,
@@ -185,7 +194,7 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
   const auto writeStart = clock::now();
   if (!out.parent_path().empty()) fs::create_directories(out.parent_path());
   const fs::path tmp = out.parent_path() / ("." + out.filename().string() + ".partial");
-  fs::remove_all(tmp);
+  removeTree(tmp);
   fs::create_directories(tmp);
   try {
     Checkpoint source = Checkpoint::open(opts.modelDir);
@@ -273,10 +282,10 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
 
     if (fs::exists(out)) {
       const fs::path old = out.parent_path() / ("." + out.filename().string() + ".old");
-      fs::remove_all(old);
+      removeTree(old);
       fs::rename(out, old);
       fs::rename(tmp, out);
-      fs::remove_all(old);
+      removeTree(old);
     } else {
       fs::rename(tmp, out);
     }

@@ -128,3 +128,33 @@ TEST(Cli, BadOptionsAreExit2) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cli, CompressThenEvaluateTheOutputFolder) {
+  PARETO_REQUIRE_SHARED();
+  const std::string dir = pareto::test::scratchDir("cli-compress");
+  const std::string model = pareto::test::sharedPath("models/ref-tiny");
+  std::ofstream(dir + "/r.json") << R"({"prune": {"method": "magnitude", "pattern": "2:4"}})";
+  RunResult c = runCli("compress --model " + model + " --recipe " + dir + "/r.json --out " + dir + "/out --json");
+  ASSERT_EQ(c.exitCode, 0) << c.err;
+  auto cj = nlohmann::json::parse(c.out);
+  EXPECT_DOUBLE_EQ(cj["linear_bits_per_weight"].get<double>(), 9.0);
+  RunResult i = runCli("inspect --model " + dir + "/out --json");
+  ASSERT_EQ(i.exitCode, 0) << i.err;
+  EXPECT_TRUE(nlohmann::json::parse(i.out)["compressed"].get<bool>());
+  RunResult f = runCli("fidelity --dense " + model + " --model " + dir + "/out --prompts " +
+                       pareto::test::sharedPath("data/prompts-prose.txt") + " --max-prompts 3 --max-new-tokens 8 --json");
+  ASSERT_EQ(f.exitCode, 0) << f.err;
+  auto fj = nlohmann::json::parse(f.out);
+  EXPECT_LT(fj["top1_agreement"].get<double>(), 1.0);
+  RunResult again = runCli("compress --model " + model + " --recipe " + dir + "/r.json --out " + dir + "/out");
+  EXPECT_EQ(again.exitCode, 2);
+  EXPECT_THAT(again.err, HasSubstr("already exists"));
+  std::ofstream(dir + "/bad.json") << R"({"prune": {"method": "magnitude", "patern": "2:4"}})";
+  RunResult bad = runCli("compress --model " + model + " --recipe " + dir + "/bad.json --out " + dir + "/out2");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_THAT(bad.err, HasSubstr("prune.patern: unknown key"));
+}
+
+}  // namespace

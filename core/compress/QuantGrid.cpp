@@ -1,0 +1,159 @@
+#include "compress/QuantGrid.h"
+
+#include <ATen/ATen.h>
+
+#include <sstream>
+
+#include "util/Error.h"
+
+namespace pareto {
+namespace {
+
+constexpr double kHalfMax = 65504.0;
+
+// The smallest fp16 value >= s, for positive s, in s's dtype. Positive finite halves are ordered like their bit
+// patterns, so the next one up is the pattern plus one.
+at::Tensor roundUpToHalf(const at::Tensor& s) {
+  const at::Tensor half = s.to(at::kHalf).contiguous();
+  const at::Tensor back = half.to(s.scalar_type());
+  const at::Tensor next = (half.view(at::kShort) + 1).view(at::kHalf).to(s.scalar_type());
+  return at::where(back < s, next, back);
+}
+
+}  // namespace
+
+QuantSpec QuantSpec::tensor(int bits, bool symmetric) {
+  QuantSpec spec;
+  spec.bits = bits;
+  spec.symmetric = symmetric;
+  spec.granularity = Granularity::Tensor;
+  spec.groupSize = 0;
+  return spec;
+}
+
+QuantSpec QuantSpec::channel(int bits, bool symmetric) {
+  QuantSpec spec = tensor(bits, symmetric);
+  spec.granularity = Granularity::Channel;
+  return spec;
+}
+
+QuantSpec QuantSpec::group(int bits, int64_t groupSize, bool symmetric) {
+  QuantSpec spec = tensor(bits, symmetric);
+  spec.granularity = Granularity::Group;
+  spec.groupSize = groupSize;
+  return spec;
+}
+
+std::string QuantSpec::label() const {
+  std::string text = "int" + std::to_string(bits) + (symmetric ? " sym " : " asym ");
+  switch (granularity) {
+    case Granularity::Tensor: return text + "tensor";
+    case Granularity::Channel: return text + "channel";
+    case Granularity::Group: return text + "g" + std::to_string(groupSize);
+  }
+  return text;
+}
+
+void QuantSpec::validate(const std::string& who) const {
+  if (bits < 2 || bits > 8)
+    throw InputError(who + ": quantization bits must be in 2..8, got " + std::to_string(bits));
+  if (granularity == Granularity::Group && groupSize < 1)
+    throw InputError(who + ": quantization group size must be positive, got " + std::to_string(groupSize));
+}
+
+int64_t QuantSpec::groupsPerRow(int64_t columns, const std::string& who) const {
+  validate(who);
+  if (granularity != Granularity::Group) return 1;
+  if (columns % groupSize != 0)
+    throw InputError(who + ": " + std::to_string(columns) + " input columns are not a multiple of the group size " +
+                     std::to_string(groupSize) + " (" + label() + ")");
+  return columns / groupSize;
+}
+
+int64_t QuantSpec::columnsPerGroup(int64_t columns) const {
+  return granularity == Granularity::Group ? groupSize : columns;
+}
+
+int64_t QuantSpec::qmin() const { return symmetric ? -((int64_t(1) << (bits - 1)) - 1) : 0; }
+
+int64_t QuantSpec::qmax() const {
+  return symmetric ? (int64_t(1) << (bits - 1)) - 1 : (int64_t(1) << bits) - 1;
+}
+
+QuantGrid findQuantGrid(const at::Tensor& x, const QuantSpec& spec, const std::string& who) {
+  const double levels = double(spec.qmax());  // 2^(b−1) − 1 steps either side of 0, or 2^b − 1 across
+  at::Tensor scale, low;
+  if (spec.symmetric) {
+    scale = x.abs().amax(1, /*keepdim=*/true) / levels;
+  } else {
+    low = x.amin(1, /*keepdim=*/true).clamp_max(0);
+    const at::Tensor high = x.amax(1, /*keepdim=*/true).clamp_min(0);
+    scale = (high - low) / levels;
+  }
+  scale = roundUpToHalf(scale.masked_fill(scale == 0, 1));
+  if (!(scale <= kHalfMax).all().item<bool>())
+    throw InputError(who + ": " + spec.label() + " scale exceeds the fp16 range (|w| up to " +
+                     std::to_string(x.abs().max().item<double>()) + ")");
+  QuantGrid grid;
+  grid.scale = scale;
+  grid.zero = spec.symmetric ? at::zeros_like(scale) : at::round(-low / scale).clamp(0, double(spec.qmax()));
+  return grid;
+}
+
+at::Tensor quantizeToCodes(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& zero,
+                           const QuantSpec& spec) {
+  return at::clamp(at::round(x / scale) + zero, double(spec.qmin()), double(spec.qmax()));
+}
+
+at::Tensor dequantizeCodes(const at::Tensor& codes, const at::Tensor& scale, const at::Tensor& zero) {
+  return (codes - zero) * scale;
+}
+
+std::string quantSubject(const std::string& moduleName) {
+  return moduleName.empty() ? std::string("weight") : "module '" + moduleName + "'";
+}
+
+void checkQuantWeight(const at::Tensor& weight, const QuantSpec& spec, const std::string& moduleName) {
+  const std::string who = quantSubject(moduleName);
+  spec.validate(who);
+  if (!weight.defined()) throw InputError(who + ": weight is undefined");
+  if (weight.dim() != 2) {
+    std::ostringstream shape;
+    shape << weight.sizes();
+    throw InputError(who + ": weight must be 2-D [out, in], got shape " + shape.str());
+  }
+  if (!at::isFloatingType(weight.scalar_type()))
+    throw InputError(who + ": weight must be floating point, got " + std::string(c10::toString(weight.scalar_type())));
+  if (weight.numel() == 0) throw InputError(who + ": weight is empty");
+  spec.groupsPerRow(weight.size(1), who);
+  if (!at::isfinite(weight).all().item<bool>()) throw InputError(who + ": weight contains NaN or infinity");
+}
+
+QuantResult rtnQuantize(const at::Tensor& weight, const QuantSpec& spec, const std::string& moduleName) {
+  checkQuantWeight(weight, spec, moduleName);
+  const std::string who = quantSubject(moduleName);
+  const at::ScalarType work = weight.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const at::Tensor w = weight.to(work).contiguous();
+  const int64_t rows = w.size(0), cols = w.size(1);
+
+  // [gridRows, gridsPerRow, columnsPerGrid]: one grid per (row, group).
+  int64_t gridRows = rows, gridsPerRow = spec.groupsPerRow(cols, who), perGrid = spec.columnsPerGroup(cols);
+  if (spec.granularity == QuantSpec::Granularity::Tensor) {
+    gridRows = 1;
+    perGrid = rows * cols;
+  }
+  const at::Tensor x = w.reshape({gridRows, gridsPerRow, perGrid});
+  const QuantGrid grid = findQuantGrid(x.reshape({gridRows * gridsPerRow, perGrid}), spec, who);
+  const at::Tensor scale = grid.scale.reshape({gridRows, gridsPerRow, 1});
+  const at::Tensor zero = grid.zero.reshape({gridRows, gridsPerRow, 1});
+  const at::Tensor codes = quantizeToCodes(x, scale, zero, spec);
+
+  QuantResult result;
+  result.dequantized = dequantizeCodes(codes, scale, zero).reshape({rows, cols}).to(weight.scalar_type());
+  result.codes = codes.reshape({rows, cols}).to(spec.symmetric ? at::kChar : at::kByte);
+  result.scales = scale.reshape({gridRows, gridsPerRow}).to(at::kFloat);
+  if (!spec.symmetric) result.zeros = zero.reshape({gridRows, gridsPerRow}).to(at::kByte);
+  return result;
+}
+
+}  // namespace pareto

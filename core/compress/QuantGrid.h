@@ -1,0 +1,82 @@
+// Uniform quantization grids and round-to-nearest (RTN).
+//
+// A grid maps a weight w to an integer code q and back to ŵ = (q − z) · s:
+//   symmetric (absmax):  s = max|w| / (2^(b−1) − 1),  z = 0,
+//                        q = clamp(round(w / s), −(2^(b−1) − 1), 2^(b−1) − 1)       (int8 codes)
+//   asymmetric (min-max): lo = min(min w, 0), hi = max(max w, 0), s = (hi − lo) / (2^b − 1),
+//                        z = round(−lo / s) ∈ [0, 2^b − 1], q = clamp(round(w / s) + z, 0, 2^b − 1)  (uint8 codes)
+// The asymmetric range always contains 0 (as in IST-DASLab's gptq `Quantizer`), so that the zero point is itself a
+// code and 0 is represented exactly. One grid covers the whole tensor, one output row (channel), or one group of g
+// consecutive input columns of one row.
+//
+// Scales are stored as fp16 (see formats/QuantGroupWeight.h), so every scale computed here is rounded UP to the
+// next fp16 value before it is used: the dequantized weight a solver returns is then exactly what the packed form
+// unpacks to, and rounding up (not to nearest) keeps the whole range [lo, hi] on the grid, so |w − ŵ| ≤ s/2 for
+// every w in the range. A group whose range is empty (all zero) gets s = 1 and codes 0 (ŵ = 0).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <cstdint>
+#include <string>
+
+namespace pareto {
+
+struct QuantSpec {
+  enum class Granularity { Tensor, Channel, Group };
+
+  int bits = 4;                                   // 2..8
+  bool symmetric = true;                          // absmax (int8 codes) or min-max with a zero point (uint8 codes)
+  Granularity granularity = Granularity::Group;
+  int64_t groupSize = 128;                        // input columns per group; only for Granularity::Group
+
+  static QuantSpec tensor(int bits, bool symmetric = true);
+  static QuantSpec channel(int bits, bool symmetric = true);
+  static QuantSpec group(int bits, int64_t groupSize, bool symmetric = true);
+
+  // "int4 sym g128", "int3 asym channel", "int8 sym tensor".
+  std::string label() const;
+  // Throws InputError (naming `who`, e.g. "module 'q_proj'") for bits outside 2..8 or a group size < 1.
+  void validate(const std::string& who = "quantization") const;
+  // validate() plus: for groups, `columns` must be a multiple of groupSize. Returns the number of grids per row
+  // (1 for tensor and channel).
+  int64_t groupsPerRow(int64_t columns, const std::string& who = "quantization") const;
+  // Input columns per grid: groupSize for groups, `columns` otherwise.
+  int64_t columnsPerGroup(int64_t columns) const;
+
+  int64_t qmin() const;  // −(2^(b−1) − 1) symmetric, 0 asymmetric
+  int64_t qmax() const;  // 2^(b−1) − 1 symmetric, 2^b − 1 asymmetric
+};
+
+struct QuantResult {
+  at::Tensor dequantized;  // [out, in], the weight's dtype and device: (codes − zeros) · scales
+  at::Tensor codes;        // [out, in] int8 (symmetric) or uint8 (asymmetric)
+  at::Tensor scales;       // float32 [out, groups] (group), [out, 1] (channel), [1, 1] (tensor); fp16-exact
+  at::Tensor zeros;        // asymmetric only: uint8, the shape of scales; undefined for symmetric
+};
+
+// The grid of each row of x over its last dimension: x float [r, k] → scale and zero float [r, 1] (zero is all 0
+// for symmetric grids). Scales are fp16-representable (rounded up), never 0. Throws InputError if a scale does not
+// fit fp16 (|w| beyond ~8e6 at 4 bits).
+struct QuantGrid {
+  at::Tensor scale;
+  at::Tensor zero;
+};
+QuantGrid findQuantGrid(const at::Tensor& x, const QuantSpec& spec, const std::string& who = "quantization");
+
+// Float codes of x on a grid (scale and zero broadcast against x), in [qmin, qmax].
+at::Tensor quantizeToCodes(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& zero,
+                           const QuantSpec& spec);
+// (codes − zero) · scale, in the codes' floating dtype. The formats' unpack computes exactly this.
+at::Tensor dequantizeCodes(const at::Tensor& codes, const at::Tensor& scale, const at::Tensor& zero);
+
+// "module 'name'" or "weight" when no name is given.
+std::string quantSubject(const std::string& moduleName);
+
+// Throws InputError unless weight is a defined 2-D floating tensor of finite values whose columns fit the spec.
+void checkQuantWeight(const at::Tensor& weight, const QuantSpec& spec, const std::string& moduleName);
+
+// Round to nearest on the spec's grids, computed from the weight itself. Any device; the work is float32 (float64
+// for a float64 weight). Throws InputError naming the module for bad input.
+QuantResult rtnQuantize(const at::Tensor& weight, const QuantSpec& spec, const std::string& moduleName = {});
+
+}  // namespace pareto

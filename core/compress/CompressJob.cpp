@@ -20,6 +20,7 @@
 #include "model/Safetensors.h"
 #include "model/TensorIO.h"
 #include "util/Error.h"
+#include "util/FileSystem.h"
 #include "util/Json.h"
 
 #ifndef PARETO_VERSION_STRING
@@ -40,15 +41,6 @@ struct ModuleOutcome {
   at::Tensor mask;    // bool, for packing
   std::optional<SparsityPattern> pattern;
 };
-
-// The throwing std::filesystem::remove_all(path) must not be called: the PyTorch wheel's libtorch.so exports its
-// own copy of that symbol, which the dynamic linker binds in preference to libstdc++'s and which crashed
-// (SIGSEGV) on the GPU machine. The error_code overload is not exported there.
-void removeTree(const fs::path& p) {
-  std::error_code ec;
-  fs::remove_all(p, ec);
-  if (ec) throw Error(fileMessage(p.string(), "cannot remove: " + ec.message()));
-}
 
 bool packsAsBitmask(const SparsityPattern& p, int64_t columns) { return p.isNM() && columns % 32 == 0; }
 
@@ -194,7 +186,7 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
   const auto writeStart = clock::now();
   if (!out.parent_path().empty()) fs::create_directories(out.parent_path());
   const fs::path tmp = out.parent_path() / ("." + out.filename().string() + ".partial");
-  removeTree(tmp);
+  removeTree(tmp.string());
   fs::create_directories(tmp);
   try {
     Checkpoint source = Checkpoint::open(opts.modelDir);
@@ -282,16 +274,19 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
 
     if (fs::exists(out)) {
       const fs::path old = out.parent_path() / ("." + out.filename().string() + ".old");
-      removeTree(old);
+      removeTree(old.string());
       fs::rename(out, old);
       fs::rename(tmp, out);
-      removeTree(old);
+      removeTree(old.string());
     } else {
       fs::rename(tmp, out);
     }
   } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
+    try {
+      removeTree(tmp.string());
+    } catch (const Error&) {
+      // the original failure matters more than a leftover temporary folder
+    }
     throw;
   }
   result.outDir = out.string();

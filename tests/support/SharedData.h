@@ -10,6 +10,8 @@
 
 #include <unistd.h>
 
+#include "util/FileSystem.h"
+
 namespace pareto::test {
 
 inline std::string sharedDir() {
@@ -26,8 +28,7 @@ inline std::string sharedPath(const std::string& rel) { return sharedDir() + "/"
 inline std::string scratchDir(const std::string& name) {
   std::filesystem::path p = std::filesystem::path(PARETO_BINARY_DIR) / "test-scratch" /
                             (name + "-" + std::to_string(::getpid()));
-  std::error_code ec;   // not the throwing overload: libtorch.so of the PyTorch wheels exports a broken copy
-  std::filesystem::remove_all(p, ec);
+  pareto::removeTree(p.string());   // not std::filesystem::remove_all: see util/FileSystem.h
   std::filesystem::create_directories(p);
   return p.string();
 }

@@ -11,10 +11,15 @@
 #include "calib/DecodeCalibration.h"
 #include "calib/SequentialPass.h"
 #include "calib/TextCalibration.h"
+#include "compress/Gptq.h"
 #include "compress/MagnitudePrune.h"
+#include "compress/QuantGrid.h"
 #include "compress/SparseGpt.h"
+#include "compress/Spqr.h"
 #include "compress/WandaPrune.h"
 #include "formats/BitmaskNMWeight.h"
+#include "formats/QuantGroupWeight.h"
+#include "formats/SpqrWeight.h"
 #include "model/CompressionManifest.h"
 #include "model/LoadedModel.h"
 #include "model/Safetensors.h"
@@ -37,9 +42,12 @@ double since(clock::time_point t0) { return std::chrono::duration<double>(clock:
 // What the pass decided for one module, kept until the folder is written.
 struct ModuleOutcome {
   ModuleReport report;
-  at::Tensor weight;  // the solver's result (SparseGPT also updates the weights it keeps)
-  at::Tensor mask;    // bool, for packing
+  at::Tensor weight;  // the solvers' result (SparseGPT also updates the weights it keeps)
+  at::Tensor mask;    // bool, for packing; undefined when not pruned
   std::optional<SparsityPattern> pattern;
+  std::optional<QuantizeSpec> quant;
+  QuantResult codes;  // quantized modules: of the whole weight, or of the bitmask's kept values
+  std::optional<SpqrResult> spqr;
 };
 
 bool packsAsBitmask(const SparsityPattern& p, int64_t columns) { return p.isNM() && columns % 32 == 0; }
@@ -61,6 +69,26 @@ CalibrationSet calibrate(const LoadedModel& m, const CalibrationSpec& spec, cons
   o.eosTokenIds = m.eosTokenIds;
   o.bosTokenId = m.config.bosTokenId;
   return decodeCalibration(*m.model, *m.tokenizer, readPrompts(spec.file), o, progress, cancel);
+}
+
+// The code that dequantizes to exactly 0 in every position (0 for symmetric grids, the zero point otherwise).
+at::Tensor zeroCodes(const QuantResult& q, int64_t colsPerGroup) {
+  if (!q.zeros.defined()) return at::zeros_like(q.codes);
+  return q.zeros.repeat_interleave(colsPerGroup, 1).expand_as(q.codes).to(q.codes.scalar_type());
+}
+
+QuantResult quantizeWeight(const std::string& name, const at::Tensor& weight, const HessianAccumulator* hessian,
+                           const QuantizeSpec& spec) {
+  if (spec.method == "rtn") return rtnQuantize(weight, spec.grid, name);
+  if (spec.method == "gptq") {
+    GptqOptions o;
+    o.damp = spec.damp;
+    o.blockSize = spec.block;
+    o.actOrder = spec.actOrder;
+    o.staticGroups = spec.staticGroups;
+    return gptqQuantize(weight, hessian->sum(), spec.grid, o, name).quant;
+  }
+  throw InputError(name + ": quantization method \"" + spec.method + "\" is not available in this version of Pareto");
 }
 
 ModuleOutcome pruneModule(const std::string& name, const at::Tensor& weight, const HessianAccumulator* hessian,
@@ -93,6 +121,61 @@ ModuleOutcome pruneModule(const std::string& name, const at::Tensor& weight, con
                           ? "bitmask-" + std::to_string(spec.pattern.n()) + ":" + std::to_string(spec.pattern.m())
                           : "dense";
   out.report.bitsPerWeight = 0;   // known once the folder is written (it depends on the stored dtype)
+  return out;
+}
+
+ModuleOutcome compressModule(const std::string& name, const at::Tensor& weight, const HessianAccumulator* hessian,
+                             const std::optional<PruneSpec>& prune, const std::optional<QuantizeSpec>& quant) {
+  const auto t0 = clock::now();
+  ModuleOutcome out = prune ? pruneModule(name, weight, hessian, *prune) : ModuleOutcome{};
+  out.report.name = name;
+  if (!prune) {
+    out.weight = weight;
+    out.report.format = "dense";
+  }
+  if (quant) {
+    out.quant = quant;
+    out.report.method += (out.report.method.empty() ? "" : "+") + quant->method;
+    out.report.pattern += (out.report.pattern.empty() ? "" : " ") + quant->grid.label();
+    if (out.report.format.rfind("bitmask-", 0) == 0) {
+      // Prune then quantize the survivors: the grid runs over the kept values in column order, which is what
+      // the bitmask + int kernel reads.
+      if (quant->method != "rtn")
+        throw InputError(name + ": after N:M pruning only rtn quantization of the kept values is supported yet");
+      BitmaskNMWeight packed = BitmaskNMWeight::pack(out.weight, out.mask, out.pattern->n(), out.pattern->m());
+      out.codes = rtnQuantize(packed.values, quant->grid, name);
+      packed.values = out.codes.dequantized;
+      out.weight = packed.unpack();
+      out.report.format += "+int" + std::to_string(quant->grid.bits);
+    } else if (quant->method == "spqr") {
+      if (out.mask.defined()) throw InputError(name + ": spqr after pruning is not supported yet");
+      SpqrOptions o;
+      o.bits = quant->grid.bits;
+      o.groupSize = quant->grid.groupSize;
+      o.scaleBits = quant->scaleBits;
+      o.outlierRatio = quant->outlierRatio;
+      o.outlierThreshold = quant->outlierThreshold;
+      o.damp = quant->damp;
+      o.blockSize = quant->block;
+      out.spqr = spqrQuantize(out.weight, hessian->sum(), o, name);
+      out.weight = out.spqr->dequantized;
+      out.report.format = "spqr" + std::to_string(quant->grid.bits);
+    } else {
+      out.codes = quantizeWeight(name, out.weight, hessian, *quant);
+      if (out.mask.defined()) {
+        // Unstructured zeros stay zeros: their code is the one that dequantizes to 0.
+        const at::Tensor zero = zeroCodes(out.codes, quant->grid.columnsPerGroup(weight.size(1)));
+        out.codes.codes = at::where(out.mask, out.codes.codes, zero);
+        out.codes.dequantized = out.codes.dequantized * out.mask.to(out.codes.dequantized.scalar_type());
+      }
+      out.weight = out.codes.dequantized;
+      out.report.format = "int" + std::to_string(quant->grid.bits);
+    }
+  }
+  out.report.seconds = since(t0);
+  // Pruned: the fraction removed; quantized only: the weights that landed on a zero code.
+  const at::Tensor nonzero = out.mask.defined() ? out.mask : (out.weight != 0);
+  out.report.sparsity = 1.0 - nonzero.to(at::kFloat).mean().item<double>();
   return out;
 }
 
@@ -142,9 +225,10 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
   CompressReport result;
   std::map<std::string, ModuleOutcome> outcomes;
   auto onModule = [&](const std::string& name, const at::Tensor& weight, const HessianAccumulator* h) -> at::Tensor {
-    std::optional<PruneSpec> spec = recipe.pruneFor(name);
-    if (!spec) return {};
-    ModuleOutcome o = pruneModule(name, weight, h, *spec);
+    std::optional<PruneSpec> prune = recipe.pruneFor(name);
+    std::optional<QuantizeSpec> quant = recipe.quantizeFor(name);
+    if (!prune && !quant) return {};
+    ModuleOutcome o = compressModule(name, weight, h, prune, quant);
     at::Tensor pruned = o.weight;
     o.weight = at::Tensor();   // the model holds it from here on
     outcomes[name] = std::move(o);
@@ -219,11 +303,39 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
       // Stored in the source dtype: the pass computes in the runtime dtype, the file keeps the checkpoint's.
       at::Tensor w = it->second.to(at::kCPU, scalarType(e->dtype)).contiguous();
       uint64_t bytes = 0;
-      if (o.report.format != "dense") {
+      nlohmann::json quantInfo;
+      auto writeQuant = [&](const QuantResult& q) {
+        QuantGroupWeight packed = QuantGroupWeight::pack(q, o.quant->grid);
+        tensors.emplace_back(quantCodesName(module), packed.codes.to(at::kCPU));
+        tensors.emplace_back(quantScalesName(module), packed.scales.to(at::kCPU));
+        if (packed.zeros.defined()) tensors.emplace_back(quantZerosName(module), packed.zeros.to(at::kCPU));
+        quantInfo = {{"bits", packed.bits}, {"symmetric", packed.symmetric}, {"group_size", packed.groupSize}};
+        return static_cast<uint64_t>(packed.storedBytes());
+      };
+      if (o.report.format.rfind("bitmask-", 0) == 0) {
         BitmaskNMWeight packed = BitmaskNMWeight::pack(w, o.mask.to(at::kCPU), o.pattern->n(), o.pattern->m());
         tensors.emplace_back(bitmaskMasksName(module), packed.masks);
-        tensors.emplace_back(bitmaskValuesName(module), packed.values);
+        bytes = static_cast<uint64_t>(packed.masks.numel() * packed.masks.element_size());
+        if (o.quant) {
+          bytes += writeQuant(o.codes);
+        } else {
+          tensors.emplace_back(bitmaskValuesName(module), packed.values);
+          bytes += static_cast<uint64_t>(packed.values.numel() * packed.values.element_size());
+        }
+      } else if (o.spqr) {
+        SpqrWeight packed = SpqrWeight::pack(*o.spqr);
+        const std::vector<std::pair<const char*, at::Tensor>> parts = {
+            {"codes", packed.codes},           {"scale_codes", packed.scaleCodes},
+            {"zero_codes", packed.zeroCodes},  {"scale_base", packed.scaleBase},
+            {"scale_step", packed.scaleStep},  {"zero_base", packed.zeroBase},
+            {"zero_step", packed.zeroStep},    {"outlier_rows", packed.outlierRowOffsets},
+            {"outlier_columns", packed.outlierColumns}, {"outlier_values", packed.outlierValues}};
+        for (const auto& [part, t] : parts) tensors.emplace_back(spqrTensorName(module, part), t.to(at::kCPU));
+        quantInfo = {{"bits", packed.bits}, {"scale_bits", packed.scaleBits}, {"group_size", packed.groupSize},
+                     {"scale_group", packed.scaleGroup}};
         bytes = static_cast<uint64_t>(packed.storedBytes());
+      } else if (o.quant) {
+        bytes = writeQuant(o.codes);
       } else {
         tensors.emplace_back(e->name, w);
         bytes = e->nbytes;
@@ -235,6 +347,7 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
       modules[module] = {{"format", o.report.format},  {"bits_per_weight", o.report.bitsPerWeight},
                          {"sparsity", o.report.sparsity}, {"method", o.report.method},
                          {"pattern", o.report.pattern}, {"seconds", o.report.seconds}};
+      if (!quantInfo.is_null()) modules[module][o.spqr ? "spqr" : "quant"] = quantInfo;
       if (o.report.method == "sparsegpt") {
         modules[module]["damp_used"] = o.report.dampUsed;
         modules[module]["damp_retries"] = o.report.dampRetries;

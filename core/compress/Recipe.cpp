@@ -123,6 +123,55 @@ class RecipeReader {
     return p;
   }
 
+  QuantizeSpec quantize(const json& j, const std::string& path, const QuantizeSpec* base) const {
+    onlyKeys(j, path, {"method", "bits", "granularity", "group_size", "symmetric", "act_order", "static_groups", "damp",
+                       "block", "scale_bits", "outlier_ratio", "outlier_threshold"});
+    QuantizeSpec q;
+    if (base != nullptr) q = *base;
+    if (j.contains("method"))
+      q.method = string(j, path, "method", {"rtn", "gptq", "spqr"});
+    else if (base == nullptr)
+      fail(path, "missing \"method\" (rtn, gptq or spqr)");
+    if (q.method == "spqr" && base == nullptr) q.grid = QuantSpec::group(3, 16, false);
+    if (j.contains("bits")) q.grid.bits = static_cast<int>(integer(j, path, "bits", 2, 8));
+    if (j.contains("symmetric")) {
+      if (!j.at("symmetric").is_boolean()) fail(join(path, "symmetric"), "must be true or false");
+      q.grid.symmetric = j.at("symmetric").get<bool>();
+    }
+    if (j.contains("granularity")) {
+      const std::string g = string(j, path, "granularity", {"tensor", "channel", "group"});
+      q.grid.granularity = g == "tensor" ? QuantSpec::Granularity::Tensor
+                           : g == "channel" ? QuantSpec::Granularity::Channel
+                                            : QuantSpec::Granularity::Group;
+    }
+    if (j.contains("group_size")) {
+      q.grid.groupSize = integer(j, path, "group_size", 1, 1 << 20);
+      if (!j.contains("granularity")) q.grid.granularity = QuantSpec::Granularity::Group;
+    }
+    for (const char* flag : {"act_order", "static_groups"}) {
+      if (!j.contains(flag)) continue;
+      if (!j.at(flag).is_boolean()) fail(join(path, flag), "must be true or false");
+      if (q.method != "gptq") fail(join(path, flag), "applies to gptq only");
+      (std::string(flag) == "act_order" ? q.actOrder : q.staticGroups) = j.at(flag).get<bool>();
+    }
+    if (j.contains("damp")) q.damp = number(j, path, "damp", 0.0, 1.0, true);
+    if (j.contains("block")) q.block = integer(j, path, "block", 1, 1 << 16);
+    for (const char* key : {"scale_bits", "outlier_ratio", "outlier_threshold"})
+      if (j.contains(key) && q.method != "spqr") fail(join(path, key), "applies to spqr only");
+    if (j.contains("scale_bits")) q.scaleBits = static_cast<int>(integer(j, path, "scale_bits", 2, 8));
+    if (j.contains("outlier_ratio") && j.contains("outlier_threshold"))
+      fail(path, "give either \"outlier_ratio\" or \"outlier_threshold\", not both");
+    if (j.contains("outlier_ratio")) q.outlierRatio = number(j, path, "outlier_ratio", 0.0, 0.5, false);
+    if (j.contains("outlier_threshold")) q.outlierThreshold = number(j, path, "outlier_threshold", 0.0, 1e30, true);
+    if (q.method == "spqr" && q.outlierRatio < 0 && q.outlierThreshold < 0) q.outlierRatio = 0.01;
+    try {
+      q.grid.validate(path);
+    } catch (const InputError& e) {
+      fail("", e.what());
+    }
+    return q;
+  }
+
   std::vector<std::string> globs(const json& j, const std::string& path) const {
     if (!j.is_array()) fail(path, "must be a list of module name patterns");
     std::vector<std::string> out;
@@ -150,7 +199,7 @@ Recipe Recipe::fromJson(const json& j, const std::string& baseDir, const std::st
   Recipe recipe;
   recipe.document = j;
   if (j.contains("quantize") && !j.at("quantize").is_null())
-    r.fail("quantize", "quantization is not available in this version of Pareto yet");
+    recipe.quantize = r.quantize(j.at("quantize"), "quantize", nullptr);
   if (j.contains("calibration") && !j.at("calibration").is_null())
     recipe.calibration = r.calibration(j.at("calibration"), baseDir);
   if (j.contains("prune") && !j.at("prune").is_null()) recipe.prune = r.prune(j.at("prune"), "prune", nullptr);
@@ -161,22 +210,34 @@ Recipe Recipe::fromJson(const json& j, const std::string& baseDir, const std::st
     for (size_t i = 0; i < list.size(); ++i) {
       const std::string path = "overrides[" + std::to_string(i) + "]";
       const json& o = list[i];
-      r.onlyKeys(o, path, {"match", "prune"});
+      r.onlyKeys(o, path, {"match", "prune", "quantize"});
       if (!o.contains("match") || !o.at("match").is_string() || o.at("match").get<std::string>().empty())
         r.fail(path, "needs \"match\": a module name pattern such as \"model.layers.0.*\"");
-      if (!o.contains("prune")) r.fail(path, "needs \"prune\": null (leave dense) or a prune block");
+      if (!o.contains("prune") && !o.contains("quantize"))
+        r.fail(path, "needs \"prune\" and/or \"quantize\": null (leave as is) or a block");
       ModuleOverride mo;
       mo.match = o.at("match").get<std::string>();
-      if (!o.at("prune").is_null()) {
-        const PruneSpec* base = recipe.prune ? &*recipe.prune : nullptr;
-        mo.prune = r.prune(o.at("prune"), path + ".prune", base);
+      if (o.contains("prune")) {
+        mo.overridesPrune = true;
+        if (!o.at("prune").is_null()) {
+          const PruneSpec* base = recipe.prune ? &*recipe.prune : nullptr;
+          mo.prune = r.prune(o.at("prune"), path + ".prune", base);
+        }
+      }
+      if (o.contains("quantize")) {
+        mo.overridesQuantize = true;
+        if (!o.at("quantize").is_null()) {
+          const QuantizeSpec* base = recipe.quantize ? &*recipe.quantize : nullptr;
+          mo.quantize = r.quantize(o.at("quantize"), path + ".quantize", base);
+        }
       }
       recipe.overrides.push_back(mo);
     }
   }
-  if (!recipe.prune && recipe.overrides.empty()) r.fail("", "nothing to do: the recipe has no \"prune\" block");
+  if (!recipe.prune && !recipe.quantize && recipe.overrides.empty())
+    r.fail("", "nothing to do: the recipe has neither a \"prune\" nor a \"quantize\" block");
   if (recipe.needsCalibration() && !recipe.calibration)
-    r.fail("", "methods wanda and sparsegpt need a \"calibration\" block");
+    r.fail("", "methods wanda, sparsegpt, gptq and spqr need a \"calibration\" block");
   return recipe;
 }
 
@@ -191,14 +252,24 @@ std::optional<PruneSpec> Recipe::pruneFor(const std::string& module) const {
     if (globMatch(s, module)) return std::nullopt;
   std::optional<PruneSpec> p = prune;
   for (const auto& o : overrides)
-    if (globMatch(o.match, module)) p = o.prune;
+    if (o.overridesPrune && globMatch(o.match, module)) p = o.prune;
   return p;
+}
+
+std::optional<QuantizeSpec> Recipe::quantizeFor(const std::string& module) const {
+  for (const auto& s : skip)
+    if (globMatch(s, module)) return std::nullopt;
+  std::optional<QuantizeSpec> q = quantize;
+  for (const auto& o : overrides)
+    if (o.overridesQuantize && globMatch(o.match, module)) q = o.quantize;
+  return q;
 }
 
 bool Recipe::needsCalibration() const {
   if (prune && prune->needsCalibration()) return true;
+  if (quantize && quantize->needsCalibration()) return true;
   for (const auto& o : overrides)
-    if (o.prune && o.prune->needsCalibration()) return true;
+    if ((o.prune && o.prune->needsCalibration()) || (o.quantize && o.quantize->needsCalibration())) return true;
   return false;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compress/QuantGrid.h"
 #include "compress/SparsityPattern.h"
 
 namespace pareto {
@@ -30,14 +31,31 @@ struct PruneSpec {
   bool needsCalibration() const { return method != "magnitude"; }
 };
 
+struct QuantizeSpec {
+  std::string method;          // "rtn", "gptq", "spqr"
+  QuantSpec grid = QuantSpec::group(4, 128);
+  bool actOrder = false;       // gptq
+  bool staticGroups = false;   // gptq
+  double damp = 0.01;          // gptq, spqr
+  int64_t block = 128;         // gptq, spqr
+  int scaleBits = 3;           // spqr: bits of the quantized group scales and zeros
+  double outlierRatio = -1;    // spqr: fraction of weights kept in fp16 (−1: unset)
+  double outlierThreshold = -1;// spqr: saliency threshold (−1: unset)
+  bool needsCalibration() const { return method != "rtn"; }
+};
+
 struct ModuleOverride {
   std::string match;               // glob over module names, e.g. "model.layers.0.*"
   std::optional<PruneSpec> prune;  // nullopt: leave matching modules dense
+  bool overridesPrune = false;
+  std::optional<QuantizeSpec> quantize;
+  bool overridesQuantize = false;
 };
 
 struct Recipe {
   std::optional<CalibrationSpec> calibration;
   std::optional<PruneSpec> prune;
+  std::optional<QuantizeSpec> quantize;           // applied after pruning, to the surviving weights
   std::vector<std::string> skip = {"lm_head"};   // globs of modules never touched
   std::vector<ModuleOverride> overrides;          // later entries win
   nlohmann::json document;                        // the recipe as written, for the manifest
@@ -49,6 +67,7 @@ struct Recipe {
 
   // The pruning that applies to `module` after skips and overrides; nullopt: leave it dense.
   std::optional<PruneSpec> pruneFor(const std::string& module) const;
+  std::optional<QuantizeSpec> quantizeFor(const std::string& module) const;
   bool needsCalibration() const;
 };
 

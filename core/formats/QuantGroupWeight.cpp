@@ -1,5 +1,7 @@
 #include "formats/QuantGroupWeight.h"
 
+#include "formats/BitPacking.h"
+
 #include <ATen/ATen.h>
 
 #include <sstream>
@@ -27,9 +29,22 @@ int64_t codeMax(int bits, bool symmetric) {
 }
 
 void checkPackable(int bits, bool symmetric) {
-  if (bits != 4 && bits != 8)
-    throw InputError(formatName(bits, symmetric) + ": " + std::to_string(bits) +
-                     "-bit codes are not packable yet (only 4 and 8)");
+  if (bits < 2 || bits > 8)
+    throw InputError(formatName(bits, symmetric) + ": " + std::to_string(bits) + "-bit codes are not packable (2..8)");
+}
+
+// Bytes per row of packed codes: nibbles for 4 bits, bytes for 8, a little-endian bit stream otherwise.
+int64_t packedCodeCols(int bits, int64_t cols) { return bits == 8 ? cols : cols * bits / 8; }
+bool packsWholeBytes(int bits, int64_t cols) { return bits == 8 || (bits == 4 && cols % 2 == 0) || cols % 8 == 0; }
+
+// Rows of whole 8-code words keep every row byte-aligned in the shared stream, so [rows, cols·b/8] views it.
+at::Tensor packBitStream(const at::Tensor& u, int bits) {
+  return packCodeBits(u, bits).view({u.size(0), u.size(1) * bits / 8});
+}
+
+at::Tensor unpackBitStream(const at::Tensor& bytes, int bits, int64_t cols) {
+  return unpackCodeBits(bytes.reshape({-1}).contiguous(), bits, bytes.size(0) * cols).view({bytes.size(0), cols})
+      .to(at::kLong);
 }
 
 }  // namespace
@@ -44,8 +59,9 @@ QuantGroupWeight QuantGroupWeight::pack(const QuantResult& result, const QuantSp
   if (!codes.defined() || codes.dim() != 2 || codes.scalar_type() != codeType || codes.numel() == 0)
     throw InputError(what + "codes must be a non-empty 2-D " + c10::toString(codeType) + " tensor [rows, cols]");
   const int64_t rows = codes.size(0), cols = codes.size(1);
-  if (bits == 4 && cols % 2 != 0)
-    throw InputError(what + std::to_string(cols) + " columns are odd; 4-bit codes are packed two per byte");
+  if (!packsWholeBytes(bits, cols))
+    throw InputError(what + std::to_string(cols) + " columns of " + std::to_string(bits) +
+                     "-bit codes do not fill whole bytes");
   const at::Tensor& scales = result.scales;
   if (!scales.defined() || scales.dim() != 2 || !at::isFloatingType(scales.scalar_type()))
     throw InputError(what + "scales must be a 2-D floating tensor");
@@ -97,8 +113,11 @@ QuantGroupWeight QuantGroupWeight::pack(const QuantResult& result, const QuantSp
   if (bits == 4) {
     const at::Tensor nibbles = (symmetric ? wide + 8 : wide).reshape({rows, cols / 2, 2});
     packed.codes = (nibbles.select(2, 0) + nibbles.select(2, 1) * 16).to(at::kByte).contiguous();
-  } else {
+  } else if (bits == 8) {
     packed.codes = codes.contiguous().clone();
+  } else {
+    // Symmetric codes are biased by 2^(b−1) into [1, 2^b − 1], as the nibbles are by 8.
+    packed.codes = packBitStream(symmetric ? wide + (int64_t(1) << (bits - 1)) : wide, bits);
   }
   return packed;
 }
@@ -107,9 +126,11 @@ void QuantGroupWeight::checkConsistent() const {
   checkPackable(bits, symmetric);
   const std::string what = formatName(bits, symmetric) + ": ";
   if (rows < 1 || cols < 1) throw InputError(what + "empty shape");
-  if (bits == 4 && cols % 2 != 0) throw InputError(what + "odd column count " + std::to_string(cols));
-  const int64_t codeCols = bits == 4 ? cols / 2 : cols;
-  const at::ScalarType codeType = bits == 4 || !symmetric ? at::kByte : at::kChar;
+  if (!packsWholeBytes(bits, cols))
+    throw InputError(what + std::to_string(cols) + " columns do not fill whole bytes of " + std::to_string(bits) +
+                     "-bit codes");
+  const int64_t codeCols = packedCodeCols(bits, cols);
+  const at::ScalarType codeType = bits != 8 || !symmetric ? at::kByte : at::kChar;
   if (!codes.defined() || codes.scalar_type() != codeType || codes.dim() != 2 || codes.size(0) != rows ||
       codes.size(1) != codeCols)
     throw InputError(what + "codes must be " + c10::toString(codeType) + " [" + std::to_string(rows) + ", " +
@@ -129,6 +150,10 @@ void QuantGroupWeight::checkConsistent() const {
 at::Tensor QuantGroupWeight::unpackCodes() const {
   checkConsistent();
   if (bits == 8) return codes;
+  if (bits != 4) {
+    const at::Tensor u = unpackBitStream(codes, bits, cols);
+    return symmetric ? (u - (int64_t(1) << (bits - 1))).to(at::kChar) : u.to(at::kByte);
+  }
   const at::Tensor bytes = codes.to(at::kShort);
   const at::Tensor low = at::remainder(bytes, 16), high = at::div(bytes, 16, "floor");
   const at::Tensor nibbles = at::stack({low, high}, 2).reshape({rows, cols});

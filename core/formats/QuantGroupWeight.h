@@ -31,7 +31,7 @@ struct QuantGroupWeight {
   at::Tensor codes;   // see above
   at::Tensor scales;  // fp16 [rows or 1, groups]
   at::Tensor zeros;   // uint8 [rows or 1, groups], asymmetric only
-  int bits = 0;       // 4 or 8
+  int bits = 0;       // 2..8
   bool symmetric = true;
   int64_t groupSize = 0;  // input columns per scale: g for groups, cols for per-channel and per-tensor
   int64_t rows = 0;

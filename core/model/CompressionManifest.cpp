@@ -24,11 +24,39 @@ std::optional<CompressionManifest> CompressionManifest::readFrom(const std::stri
       fail("module " + name + ": missing \"format\"");
     ModuleFormat f;
     f.format = entry["format"].get<std::string>();
-    if (f.format.rfind("bitmask-", 0) == 0) {
-      if (std::sscanf(f.format.c_str(), "bitmask-%d:%d", &f.n, &f.m) != 2 || f.n < 1 || f.m <= f.n || f.m > 32 ||
-          32 % f.m != 0)
+    std::string rest = f.format;
+    if (rest.rfind("bitmask-", 0) == 0) {
+      int used = 0;
+      if (std::sscanf(rest.c_str(), "bitmask-%d:%d%n", &f.n, &f.m, &used) != 2 || f.n < 1 || f.m <= f.n ||
+          f.m > 32 || 32 % f.m != 0)
         fail("module " + name + ": bad bitmask format \"" + f.format + "\"");
-    } else if (f.format != "dense") {
+      rest = rest.substr(static_cast<size_t>(used));
+      if (rest.rfind("+", 0) == 0) rest = rest.substr(1);
+    }
+    if (rest.rfind("spqr", 0) == 0) {
+      const auto& q = entry.value("spqr", nlohmann::json());
+      for (const char* k : {"bits", "scale_bits", "group_size", "scale_group"})
+        if (!q.is_object() || !q.contains(k) || !q[k].is_number_integer())
+          fail("module " + name + ": format \"" + f.format + "\" needs spqr." + k);
+      f.bits = q["bits"].get<int>();
+      f.scaleBits = q["scale_bits"].get<int>();
+      f.groupSize = q["group_size"].get<int64_t>();
+      f.scaleGroup = q["scale_group"].get<int64_t>();
+      if (f.isBitmask() || f.bits < 1 || f.bits > 8 || f.scaleBits < 1 || f.scaleBits > 8 || f.groupSize < 1 ||
+          f.scaleGroup < 1 || rest != "spqr" + std::to_string(f.bits))
+        fail("module " + name + ": bad spqr format \"" + f.format + "\"");
+    } else if (rest.rfind("int", 0) == 0) {
+      const auto& q = entry.value("quant", nlohmann::json());
+      if (!q.is_object() || !q.contains("bits") || !q.contains("symmetric") || !q.contains("group_size") ||
+          !q["bits"].is_number_integer() || !q["symmetric"].is_boolean() || !q["group_size"].is_number_integer())
+        fail("module " + name + ": quantized format \"" + f.format + "\" needs quant.bits, quant.symmetric and "
+             "quant.group_size");
+      f.bits = q["bits"].get<int>();
+      f.symmetric = q["symmetric"].get<bool>();
+      f.groupSize = q["group_size"].get<int64_t>();
+      if (f.bits < 2 || f.bits > 8 || f.groupSize < 1 || rest != "int" + std::to_string(f.bits))
+        fail("module " + name + ": bad quantized format \"" + f.format + "\"");
+    } else if (!rest.empty() && f.format != "dense") {
       fail("module " + name + ": format \"" + f.format + "\" is not known to this Pareto");
     }
     f.bitsPerWeight = entry.value("bits_per_weight", 0.0);

@@ -7,6 +7,8 @@
 #include <set>
 
 #include "formats/BitmaskNMWeight.h"
+#include "formats/QuantGroupWeight.h"
+#include "formats/SpqrWeight.h"
 #include "model/CompressionManifest.h"
 #include "model/Safetensors.h"
 #include "model/TensorIO.h"
@@ -33,7 +35,11 @@ class WeightLoader {
     if (e == nullptr && manifest_ != nullptr) {
       const std::string module = name.substr(0, name.rfind('.'));
       if (const ModuleFormat* f = manifest_->find(module); f != nullptr && f->format != "dense")
-        return loadBitmask(module, *f, expected);
+        return (f->isSpqr()        ? loadSpqr(module, *f, expected)
+                : f->isQuantized() ? loadQuantized(module, *f, expected)
+                                   : loadBitmask(module, *f, expected))
+            .to(opts_.device, opts_.dtype)
+            .contiguous();
     }
     if (e == nullptr)
       throw InputError(fileMessage(ckpt_.directory(), "tensor " + name + " is missing from the checkpoint"));
@@ -72,9 +78,77 @@ class WeightLoader {
     packed.rows = expected[0];
     packed.cols = expected[1];
     try {
-      return packed.unpack().to(opts_.device, opts_.dtype).contiguous();
+      return packed.unpack();
     } catch (const InputError& err) {
       throw InputError(fileMessage(masks.file, module + ": " + err.what()));
+    }
+  }
+
+  at::Tensor loadSpqr(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
+    auto part = [&](const char* name) {
+      const TensorEntry& e = ckpt_.at(spqrTensorName(module, name));
+      used_.insert(e.name);
+      return readTensor(e);
+    };
+    SpqrWeight w;
+    w.codes = part("codes");
+    w.scaleCodes = part("scale_codes");
+    w.zeroCodes = part("zero_codes");
+    w.scaleBase = part("scale_base");
+    w.scaleStep = part("scale_step");
+    w.zeroBase = part("zero_base");
+    w.zeroStep = part("zero_step");
+    w.outlierRowOffsets = part("outlier_rows");
+    w.outlierColumns = part("outlier_columns");
+    w.outlierValues = part("outlier_values");
+    w.bits = f.bits;
+    w.scaleBits = f.scaleBits;
+    w.groupSize = f.groupSize;
+    w.scaleGroup = f.scaleGroup;
+    w.rows = expected.at(0);
+    w.cols = expected.at(1);
+    try {
+      return w.unpack();
+    } catch (const InputError& err) {
+      throw InputError(fileMessage(ckpt_.directory(), module + " (" + f.format + "): " + err.what()));
+    }
+  }
+
+  // Quantized codes (of the whole weight, or of a bitmask's kept values) are dequantized here for now.
+  at::Tensor loadQuantized(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
+    const TensorEntry& codes = ckpt_.at(quantCodesName(module));
+    const TensorEntry& scales = ckpt_.at(quantScalesName(module));
+    used_.insert(codes.name);
+    used_.insert(scales.name);
+    QuantGroupWeight q;
+    q.codes = readTensor(codes);
+    q.scales = readTensor(scales);
+    if (!f.symmetric) {
+      const TensorEntry& zeros = ckpt_.at(quantZerosName(module));
+      used_.insert(zeros.name);
+      q.zeros = readTensor(zeros);
+    }
+    q.bits = f.bits;
+    q.symmetric = f.symmetric;
+    q.groupSize = f.groupSize;
+    q.rows = expected.at(0);
+    q.cols = f.isBitmask() ? expected.at(1) * f.n / f.m : expected.at(1);
+    try {
+      if (!f.isBitmask()) return q.unpack();
+      const TensorEntry& masks = ckpt_.at(bitmaskMasksName(module));
+      used_.insert(masks.name);
+      if (masks.dtype != DType::I32 || masks.shape != std::vector<int64_t>{expected[0], expected[1] / 32})
+        throw InputError("bit masks do not match the shape config.json implies " + shapeText(expected));
+      BitmaskNMWeight packed;
+      packed.masks = readTensor(masks);
+      packed.values = q.unpack();
+      packed.n = f.n;
+      packed.m = f.m;
+      packed.rows = expected[0];
+      packed.cols = expected[1];
+      return packed.unpack();
+    } catch (const InputError& err) {
+      throw InputError(fileMessage(codes.file, module + " (" + f.format + "): " + err.what()));
     }
   }
 

@@ -3,3 +3,4 @@ pareto_add_test(test_compress_prune SOURCES test_compress_prune.cpp LIBS pareto_
 pareto_add_test(test_compress_sparsegpt SOURCES test_compress_sparsegpt.cpp LIBS pareto_compress)
 pareto_add_test(test_compress_bitmask SOURCES test_compress_bitmask.cpp LIBS pareto_compress)
 pareto_add_test(test_compress_quant SOURCES test_compress_quant.cpp LIBS pareto_compress)
+pareto_add_test(test_compress_spqr SOURCES test_compress_spqr.cpp LIBS pareto_compress)

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -13,6 +15,7 @@
 #include "calib/TextCalibration.h"
 #include "compress/CompressJob.h"
 #include "compress/MagnitudePrune.h"
+#include "compress/QuantGrid.h"
 #include "compress/SparseGpt.h"
 #include "eval/Perplexity.h"
 #include "model/LoadedModel.h"
@@ -170,6 +173,59 @@ TEST_F(CompressJob, RefusesToCompressACompressedFolder) {
   CompressOptions again = options(recipe, "twice");
   again.modelDir = dir_ + "/once";
   EXPECT_THROW(runCompress(again), InputError);
+}
+
+// Quantized folders store codes (not weights): loading them back gives exactly the weights the pass installed.
+TEST_F(CompressJob, QuantizedFormatsLoadBackExactlyAndCountTheirBytes) {
+  const std::string text = test::sharedPath("data/heldout-prose.txt");
+  struct Case {
+    std::string name, recipe, format;
+    double bitsPerWeight;   // over the block linears of ref-tiny
+  };
+  const std::vector<Case> cases = {
+      {"rtn4", R"({"quantize": {"method": "rtn", "bits": 4, "group_size": 64}})", "int4", 4.25},
+      {"rtn3asym", R"({"quantize": {"method": "rtn", "bits": 3, "granularity": "channel", "symmetric": false}})", "int3", -1},
+      {"gptq4", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
+                    "quantize": {"method": "gptq", "bits": 4, "group_size": 64}})", "int4", 4.25},
+      {"spqr3", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
+                    "quantize": {"method": "spqr", "bits": 3, "outlier_ratio": 0.01}})", "spqr3", -1},
+      {"s24int4", R"({"prune": {"method": "magnitude", "pattern": "2:4"},
+                      "quantize": {"method": "rtn", "bits": 4, "group_size": 32}})", "bitmask-2:4+int4",
+       0.5 * (4 + 16.0 / 32) + 1}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    CompressReport r = runCompress(options(writeRecipe(c.name + ".json", c.recipe), c.name));
+    uint64_t storedBits = 0, weights = 0;
+    for (const auto& m : r.modules) {
+      EXPECT_EQ(m.format, c.format) << m.name;
+      if (c.bitsPerWeight > 0) EXPECT_NEAR(m.bitsPerWeight, c.bitsPerWeight, 1e-9) << m.name;
+    }
+    // Every module's bits per weight is what its tensors in the file hold.
+    Checkpoint ckpt = Checkpoint::open(dir_ + "/" + c.name);
+    LoadedModel loaded = loadModel(dir_ + "/" + c.name, test::testRuntime());
+    for (int64_t l = 0; l < loaded.model->numLayers(); ++l) {
+      for (const auto& [g, lin] : loaded.model->layerLinears(l)) {
+        uint64_t bytes = 0;
+        for (const TensorEntry* e : ckpt.tensors())
+          if (e->name.rfind(lin->name() + ".weight.", 0) == 0) bytes += e->nbytes;
+        const auto it = std::find_if(r.modules.begin(), r.modules.end(),
+                                     [&](const ModuleReport& m) { return m.name == lin->name(); });
+        ASSERT_NE(it, r.modules.end());
+        EXPECT_NEAR(it->bitsPerWeight, 8.0 * bytes / lin->weight().numel(), 1e-9) << lin->name();
+        storedBits += bytes * 8;
+        weights += static_cast<uint64_t>(lin->weight().numel());
+      }
+    }
+    EXPECT_NEAR(r.linearBitsPerWeight, double(storedBits) / weights, 1e-9);
+    EXPECT_TRUE(std::isfinite(perplexity(loaded)));
+  }
+  // RTN needs no calibration: the in-memory result must equal the folder exactly.
+  LoadedModel folder = loadModel(dir_ + "/rtn4", test::testRuntime());
+  LoadedModel inMemory = loadModel(model_, test::testRuntime());
+  for (int64_t l = 0; l < inMemory.model->numLayers(); ++l)
+    for (auto& [g, lin] : inMemory.model->layerLinears(l))
+      lin->setWeight(rtnQuantize(lin->weight(), QuantSpec::group(4, 64), lin->name()).dequantized);
+  EXPECT_DOUBLE_EQ(perplexity(folder), perplexity(inMemory));
 }
 
 }  // namespace

@@ -366,7 +366,7 @@ TEST(Gptq, LeavesItsInputsAloneAndRejectsBadInput) {
 
 TEST(QuantGroupWeight, RoundTripsExactlyToTheSolversWeight) {
   const Problem p = correlatedProblem(32, 256, 512, 17);
-  for (int bits : {4, 8}) {
+  for (int bits : {2, 3, 4, 5, 8}) {
     for (bool symmetric : {true, false}) {
       std::vector<QuantSpec> specs = {QuantSpec::group(bits, 32, symmetric), QuantSpec::group(bits, 64, symmetric),
                                       QuantSpec::group(bits, 128, symmetric), QuantSpec::channel(bits, symmetric),
@@ -390,6 +390,21 @@ TEST(QuantGroupWeight, RoundTripsExactlyToTheSolversWeight) {
                    4.125);
 }
 
+TEST(QuantGroupWeight, ThreeBitCodesAreALittleEndianBitStream) {
+  QuantResult r;
+  r.codes = at::tensor({-3, 3, 0, 1, 2, -1, -2, 0}, at::kChar).reshape({1, 8});   // biased: 1 7 4 5 6 3 2 4
+  r.scales = at::ones({1, 1});
+  const QuantGroupWeight packed = QuantGroupWeight::pack(r, QuantSpec::channel(3));
+  ASSERT_EQ(packed.codes.sizes(), at::IntArrayRef({1, 3}));   // 8 codes × 3 bits = 3 bytes
+  // stream bits: 1=100 7=111 4=001 5=101 6=011 3=110 2=010 4=001 (LSB first per code)
+  uint32_t stream = 0;
+  const int biased[8] = {1, 7, 4, 5, 6, 3, 2, 4};
+  for (int c = 0; c < 8; ++c) stream |= uint32_t(biased[c]) << (3 * c);
+  for (int b = 0; b < 3; ++b) EXPECT_EQ(packed.codes[0][b].item<int>(), int((stream >> (8 * b)) & 0xFF)) << b;
+  EXPECT_TRUE(at::equal(packed.unpackCodes(), r.codes));
+  EXPECT_EQ(packed.storedBytes(), 3 + 2);
+}
+
 TEST(QuantGroupWeight, PacksTwoNibblesPerByteLowNibbleEvenColumn) {
   QuantResult r;
   r.codes = at::tensor({-7, 7, 0, 1}, at::kChar).reshape({1, 4});
@@ -404,8 +419,9 @@ TEST(QuantGroupWeight, PacksTwoNibblesPerByteLowNibbleEvenColumn) {
 
 TEST(QuantGroupWeight, RejectsWhatItCannotPack) {
   const at::Tensor w = at::randn({8, 64});
-  EXPECT_THAT([&] { QuantGroupWeight::pack(rtnQuantize(w, QuantSpec::channel(3)), QuantSpec::channel(3)); },
-              testing::ThrowsMessage<InputError>(HasSubstr("not packable yet")));
+  QuantResult threeBits = rtnQuantize(at::randn({8, 60}), QuantSpec::channel(3));   // 180 bits: not whole bytes
+  EXPECT_THAT([&] { QuantGroupWeight::pack(threeBits, QuantSpec::channel(3)); },
+              testing::ThrowsMessage<InputError>(HasSubstr("do not fill whole bytes")));
   const QuantSpec spec = QuantSpec::group(4, 32);
   QuantResult r = rtnQuantize(w, spec);
   EXPECT_THROW(QuantGroupWeight::pack(r, QuantSpec::group(4, 16)), InputError);  // scales do not match

@@ -110,6 +110,44 @@ TEST(Recipe, RefusesWithTheKeyPath) {
   EXPECT_THAT(errorOf(json::array()), HasSubstr("must be an object"));
 }
 
+TEST(Recipe, QuantizeBlock) {
+  json j = designExample();
+  j["quantize"] = json::parse(R"({"method": "gptq", "bits": 3, "group_size": 64, "act_order": true,
+                                 "static_groups": true})");
+  j["overrides"] = json::parse(R"([{"match": "*.down_proj", "quantize": {"bits": 8}},
+                                  {"match": "*.o_proj", "quantize": null}])");
+  Recipe r = Recipe::fromJson(j, "", "recipe.json");
+  auto q = r.quantizeFor("model.layers.1.self_attn.q_proj");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->method, "gptq");
+  EXPECT_EQ(q->grid.label(), "int3 sym g64");
+  EXPECT_TRUE(q->actOrder);
+  EXPECT_EQ(r.quantizeFor("model.layers.1.mlp.down_proj")->grid.bits, 8);
+  EXPECT_FALSE(r.quantizeFor("model.layers.1.self_attn.o_proj"));
+  EXPECT_TRUE(r.pruneFor("model.layers.1.self_attn.o_proj"));   // a quantize override leaves pruning alone
+  Recipe spqr = Recipe::fromJson(json::parse(R"({"calibration": {"source": "text", "text": "t.txt"},
+                                                 "quantize": {"method": "spqr"}})"), "", "r.json");
+  EXPECT_EQ(spqr.quantize->grid.bits, 3);
+  EXPECT_EQ(spqr.quantize->grid.groupSize, 16);
+  EXPECT_DOUBLE_EQ(spqr.quantize->outlierRatio, 0.01);
+  EXPECT_FALSE(Recipe::fromJson(json::parse(R"({"quantize": {"method": "rtn", "bits": 8, "granularity": "channel"}})"),
+                                "", "r.json").needsCalibration());
+
+  j = designExample();
+  j["quantize"] = json::parse(R"({"method": "rtn", "bits": 9})");
+  EXPECT_THAT(errorOf(j), HasSubstr("quantize.bits: 9 is out of range"));
+  j["quantize"] = json::parse(R"({"method": "rtn", "act_order": true})");
+  EXPECT_THAT(errorOf(j), HasSubstr("quantize.act_order: applies to gptq only"));
+  j["quantize"] = json::parse(R"({"method": "rtn", "outlier_ratio": 0.01})");
+  EXPECT_THAT(errorOf(j), HasSubstr("quantize.outlier_ratio: applies to spqr only"));
+  j["quantize"] = json::parse(R"({"method": "spqr", "outlier_ratio": 0.01, "outlier_threshold": 2})");
+  EXPECT_THAT(errorOf(j), HasSubstr("not both"));
+  j["quantize"] = json::parse(R"({"method": "awq"})");
+  EXPECT_THAT(errorOf(j), HasSubstr("quantize.method: \"awq\" is not one of"));
+  j["quantize"] = json::parse(R"({"method": "rtn", "granularity": "row"})");
+  EXPECT_THAT(errorOf(j), HasSubstr("quantize.granularity"));
+}
+
 TEST(Recipe, FromFileResolvesPathsAgainstItsFolder) {
   const std::string dir = test::scratchDir("recipe");
   std::ofstream(dir + "/r.json") << designExample().dump();
@@ -121,10 +159,12 @@ TEST(Recipe, FromFileResolvesPathsAgainstItsFolder) {
 }
 
 TEST(Recipe, ShippedRecipesParse) {
-  for (const char* name : {"sparsegpt-2of4-text", "sparsegpt-2of4-decode", "wanda-50", "magnitude-2of4"}) {
+  for (const char* name : {"sparsegpt-2of4-text", "sparsegpt-2of4-decode", "wanda-50", "magnitude-2of4", "int8-channel",
+                           "int4-g128-rtn", "int4-tensor-rtn", "gptq-4bit-g128", "gptq-3bit-g128", "spqr-3bit",
+                           "sparsegpt-2of4-int4"}) {
     SCOPED_TRACE(name);
     Recipe r = Recipe::fromFile(std::string(PARETO_SOURCE_DIR) + "/resources/recipes/" + name + ".json");
-    EXPECT_TRUE(r.prune.has_value());
+    EXPECT_TRUE(r.prune.has_value() || r.quantize.has_value());
   }
 }
 

@@ -1,0 +1,273 @@
+#include "compress/Spqr.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <tuple>
+
+#include "compress/QuantGrid.h"
+#include "formats/SpqrWeight.h"
+#include "util/Error.h"
+
+namespace pareto {
+namespace {
+
+constexpr double kMinScale = 5.9604644775390625e-08;  // 2^-24, the smallest positive fp16
+
+std::string decimal(double value) {
+  std::ostringstream out;
+  out.precision(6);
+  out << value;
+  return out.str();
+}
+
+// Half-precision neighbours of float32 values: the smallest fp16 >= x (up) and the largest fp16 <= x (down).
+at::Tensor halfUp(const at::Tensor& x) {
+  const at::Tensor h = x.to(at::kHalf).contiguous();
+  const at::Tensor back = h.to(at::kFloat);
+  const at::Tensor bits = h.view(at::kShort).to(at::kInt);
+  // Positive: the next pattern up; negative: the pattern one down (smaller magnitude); ±0: the smallest subnormal.
+  const at::Tensor nextBits = at::where(back > 0, bits + 1, at::where(back < 0, bits - 1, at::ones_like(bits)));
+  const at::Tensor next = nextBits.to(at::kShort).view(at::kHalf).to(at::kFloat);
+  return at::where(back < x, next, back);
+}
+at::Tensor halfDown(const at::Tensor& x) { return -halfUp(-x); }
+
+struct StatGrid {
+  at::Tensor codes;        // float [rows] in [0, 2^bits − 1]
+  at::Tensor base, step;   // float32, fp16-exact, [rows / scaleGroup]
+  at::Tensor value;        // float32 [rows]: base + code · step
+};
+
+// Second level: one min-max grid of `bits` bits per `scaleGroup` consecutive entries of x (float32 [rows]).
+StatGrid quantizeStat(const at::Tensor& x, int bits, int64_t scaleGroup, const std::string& who, const char* name) {
+  const double maxq = double((int64_t(1) << bits) - 1);
+  const at::Tensor blocks = x.reshape({-1, scaleGroup});
+  StatGrid grid;
+  grid.base = halfDown(blocks.amin(1, /*keepdim=*/true));
+  const at::Tensor range = blocks.amax(1, /*keepdim=*/true) - grid.base;
+  grid.step = halfUp(at::where(range > 0, range / maxq, at::ones_like(range)));
+  if (!at::isfinite(grid.base).all().item<bool>() || !at::isfinite(grid.step).all().item<bool>())
+    throw InputError(who + ": SpQR " + name + " exceed the fp16 range");
+  const at::Tensor codes = at::clamp(at::round((blocks - grid.base) / grid.step), 0.0, maxq);
+  grid.value = spqrDequantizeStat(codes, grid.base, grid.step).reshape({-1});
+  grid.codes = codes.reshape({-1});
+  grid.base = grid.base.reshape({-1});
+  grid.step = grid.step.reshape({-1});
+  return grid;
+}
+
+void checkHessian(const at::Tensor& hessian, int64_t columns, const std::string& who) {
+  if (!hessian.defined()) throw InputError(who + ": Hessian is undefined");
+  if (hessian.dim() != 2 || hessian.size(0) != columns || hessian.size(1) != columns) {
+    std::ostringstream shape;
+    shape << hessian.sizes();
+    throw InputError(who + ": Hessian of shape " + shape.str() + " does not match " + std::to_string(columns) +
+                     " input columns");
+  }
+  if (!at::isFloatingType(hessian.scalar_type()))
+    throw InputError(who + ": Hessian must be floating point, got " + std::string(c10::toString(hessian.scalar_type())));
+  if (!at::isfinite(hessian).all().item<bool>()) throw InputError(who + ": Hessian contains NaN or infinity");
+}
+
+// diag((H + λI)⁻¹) and the upper Cholesky factor of (H + λI)⁻¹, growing λ tenfold while a factorisation fails.
+std::pair<at::Tensor, at::Tensor> dampedInverse(at::Tensor& hessian, const SpqrOptions& options,
+                                                const std::string& who, SpqrReport& report) {
+  const double meanDiagonal = hessian.diagonal().mean().item<double>();
+  double applied = 0;
+  for (int attempt = 0; attempt <= options.maxDampRetries; ++attempt) {
+    const double damp = options.damp * std::pow(10.0, attempt);
+    const double lambda = damp * meanDiagonal;
+    hessian.diagonal().add_(lambda - applied);
+    applied = lambda;
+    report.damp = damp;
+    report.lambda = lambda;
+    report.dampRetries = attempt;
+    at::Tensor lower, info;
+    std::tie(lower, info) = at::linalg_cholesky_ex(hessian);
+    if (info.item<int>() != 0) continue;
+    const at::Tensor inverse = at::cholesky_inverse(lower);
+    at::Tensor upper;
+    std::tie(upper, info) = at::linalg_cholesky_ex(inverse, /*upper=*/true);
+    if (info.item<int>() != 0 || !at::isfinite(upper).all().item<bool>()) continue;
+    return {inverse.diagonal().clone(), upper};
+  }
+  throw Error(who + ": SpQR Hessian is not positive definite even with damping " + decimal(report.damp) +
+              " of mean(diag H) = " + decimal(meanDiagonal));
+}
+
+}  // namespace
+
+void SpqrOptions::validate(const std::string& who) const {
+  if (bits < 2 || bits > 8) throw InputError(who + ": SpQR bits must be in 2..8, got " + std::to_string(bits));
+  if (groupSize < 1) throw InputError(who + ": SpQR group size must be positive, got " + std::to_string(groupSize));
+  if (scaleBits < 2 || scaleBits > 8)
+    throw InputError(who + ": SpQR scale bits must be in 2..8, got " + std::to_string(scaleBits));
+  if (scaleGroup < 1)
+    throw InputError(who + ": SpQR scale group must be positive, got " + std::to_string(scaleGroup));
+  const bool ratio = outlierRatio >= 0, threshold = outlierThreshold >= 0;
+  if (ratio == threshold)
+    throw InputError(who + ": SpQR needs exactly one of outlier ratio and outlier threshold, got " +
+                     (ratio ? std::string("both") : std::string("neither")));
+  if (ratio && !(outlierRatio <= 1))
+    throw InputError(who + ": SpQR outlier ratio must be in [0, 1], got " + decimal(outlierRatio));
+  if (threshold && !std::isfinite(outlierThreshold))
+    throw InputError(who + ": SpQR outlier threshold must be finite, got " + decimal(outlierThreshold));
+  if (!std::isfinite(damp) || damp <= 0)
+    throw InputError(who + ": SpQR damp must be a positive fraction of mean(diag H), got " + decimal(damp));
+  if (blockSize < 1) throw InputError(who + ": SpQR block size must be positive, got " + std::to_string(blockSize));
+  if (maxDampRetries < 0)
+    throw InputError(who + ": SpQR damping retries must be >= 0, got " + std::to_string(maxDampRetries));
+}
+
+double SpqrResult::bitsPerWeight() const {
+  if (!codes.defined() || codes.numel() == 0) return 0;
+  const int64_t rows = codes.size(0), cols = codes.size(1);
+  return double(spqrStoredBits(rows, cols, bits, groupSize, scaleBits, scaleGroup, report.outliers)) /
+         double(rows * cols);
+}
+
+SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, const SpqrOptions& options,
+                        const std::string& moduleName) {
+  const std::string who = quantSubject(moduleName);
+  options.validate(who);
+  checkQuantWeight(weight, QuantSpec::group(options.bits, options.groupSize, /*symmetric=*/false), moduleName);
+  const int64_t rows = weight.size(0), columns = weight.size(1);
+  checkHessian(hessian, columns, who);
+  if (rows % options.scaleGroup != 0)
+    throw InputError(who + ": " + std::to_string(rows) + " output rows are not a multiple of the SpQR scale group " +
+                     std::to_string(options.scaleGroup));
+  const int64_t groupSize = options.groupSize, groups = columns / groupSize;
+  const int64_t scaleGroup = options.scaleGroup;
+  const double maxq = double((int64_t(1) << options.bits) - 1);
+
+  SpqrResult result;
+  SpqrReport& report = result.report;
+  const at::ScalarType work = weight.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor w = weight.to(weight.device(), work, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  at::Tensor h = hessian.to(weight.device(), work, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  const at::Tensor dead = h.diagonal() == 0;
+  report.deadInputs = dead.sum().item<int64_t>();
+  h.diagonal().masked_fill_(dead, 1);
+  w.masked_fill_(dead.unsqueeze(0), 0);
+
+  at::Tensor hinvDiagonal, hinv;
+  std::tie(hinvDiagonal, hinv) = dampedInverse(h, options, who, report);
+  h = at::Tensor();
+
+  // Outliers by saliency w² / [H⁻¹]_jj on the (dead-zeroed) original weights.
+  const at::Tensor saliency = w.square() / hinvDiagonal.unsqueeze(0);
+  at::Tensor outlier;
+  if (options.outlierRatio >= 0) {
+    const int64_t count = std::llround(options.outlierRatio * double(rows * columns));
+    outlier = at::zeros({rows * columns}, w.options().dtype(at::kBool));
+    if (count > 0) outlier.index_fill_(0, std::get<1>(saliency.reshape({-1}).topk(count)), true);
+    outlier = outlier.reshape({rows, columns});
+  } else {
+    outlier = saliency > options.outlierThreshold;
+  }
+  report.outliers = outlier.sum().item<int64_t>();
+
+  const auto floatOptions = w.options().dtype(at::kFloat);
+  at::Tensor scales = at::ones({rows, groups}, floatOptions), zeros = at::zeros({rows, groups}, floatOptions);
+  at::Tensor scaleCodes = at::zeros({rows, groups}, floatOptions), zeroCodes = at::zeros({rows, groups}, floatOptions);
+  const int64_t blocks = rows / scaleGroup;
+  at::Tensor scaleBase = at::zeros({blocks, groups}, floatOptions), scaleStep = at::ones({blocks, groups}, floatOptions);
+  at::Tensor zeroBase = at::zeros({blocks, groups}, floatOptions), zeroStep = at::ones({blocks, groups}, floatOptions);
+  const double inf = std::numeric_limits<double>::infinity();
+
+  at::Tensor codes = at::empty({rows, columns}, w.options());
+  at::Tensor losses = at::zeros({rows}, w.options());
+  for (int64_t i1 = 0; i1 < columns; i1 += options.blockSize) {
+    const int64_t count = std::min(options.blockSize, columns - i1), i2 = i1 + count;
+    at::Tensor block = w.narrow(1, i1, count).clone();
+    at::Tensor quantized = at::zeros_like(block);
+    at::Tensor errors = at::zeros_like(block);
+    const at::Tensor hinvBlock = hinv.narrow(0, i1, count).narrow(1, i1, count);
+
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t column = i1 + i;
+      const int64_t group = column / groupSize;
+      if (column % groupSize == 0) {
+        // The group's grid from its current, error-updated weights, outliers excluded.
+        const int64_t inBlock = std::min(groupSize, count - i);
+        at::Tensor current = block.narrow(1, i, inBlock);
+        if (inBlock < groupSize) {
+          const int64_t beyond = groupSize - inBlock;
+          at::Tensor later = w.narrow(1, i2, beyond);
+          if (i > 0)
+            later = later - at::matmul(errors.narrow(1, 0, i), hinv.narrow(0, i1, i).narrow(1, i2, beyond));
+          current = at::cat({current, later}, 1);
+        }
+        const at::Tensor mask = outlier.narrow(1, column, groupSize);
+        const at::Tensor none = mask.all(1);
+        const at::Tensor lo = current.masked_fill(mask, inf).amin(1).masked_fill(none, 0).to(at::kFloat);
+        const at::Tensor hi = current.masked_fill(mask, -inf).amax(1).masked_fill(none, 0).to(at::kFloat);
+        at::Tensor s = (hi - lo) / maxq;
+        const at::Tensor degenerate = s <= 0;
+        at::Tensor fallback = s.reshape({blocks, scaleGroup}).amax(1, /*keepdim=*/true);
+        fallback = at::where(fallback > 0, fallback, at::ones_like(fallback)).expand({blocks, scaleGroup});
+        s = at::where(degenerate, fallback.reshape({rows}), s).clamp_min(kMinScale);
+        const at::Tensor z = -lo / s;
+        const StatGrid sGrid = quantizeStat(s, options.scaleBits, scaleGroup, who, "scales");
+        const StatGrid zGrid = quantizeStat(z, options.scaleBits, scaleGroup, who, "zero points");
+        scales.select(1, group).copy_(sGrid.value);
+        zeros.select(1, group).copy_(zGrid.value);
+        scaleCodes.select(1, group).copy_(sGrid.codes);
+        zeroCodes.select(1, group).copy_(zGrid.codes);
+        scaleBase.select(1, group).copy_(sGrid.base);
+        scaleStep.select(1, group).copy_(sGrid.step);
+        zeroBase.select(1, group).copy_(zGrid.base);
+        zeroStep.select(1, group).copy_(zGrid.step);
+      }
+      const at::Tensor scale = scales.select(1, group), zero = zeros.select(1, group);
+      const at::Tensor values = block.select(1, i);
+      const at::Tensor q = at::clamp(at::round(values / scale.to(work) + zero.to(work)), 0.0, maxq);
+      const at::Tensor isOutlier = outlier.select(1, column);
+      const at::Tensor exact = values.to(at::kHalf).to(work);
+      const at::Tensor dq = at::where(isOutlier, exact, spqrDequantizeWeight(q, scale, zero).to(work));
+      codes.select(1, column).copy_(q);
+      quantized.select(1, i).copy_(dq);
+      const at::Tensor d = hinvBlock.select(0, i).select(0, i);
+      const at::Tensor error = (values - dq) / d;
+      losses.add_(error.square());
+      block.narrow(1, i, count - i).addr_(error, hinvBlock.select(0, i).narrow(0, i, count - i), 1, -1);
+      errors.select(1, i).copy_(error);
+    }
+    w.narrow(1, i1, count).copy_(quantized);
+    if (i2 < columns)
+      w.narrow(1, i2, columns - i2).addmm_(errors, hinv.narrow(0, i1, count).narrow(1, i2, columns - i2), 1, -1);
+  }
+  if (!at::isfinite(w).all().item<bool>())
+    throw Error(who + ": SpQR produced NaN or infinite weights (damping " + decimal(report.damp) +
+                "); the Hessian is likely degenerate or an outlier exceeds the fp16 range");
+  report.loss = losses.sum().item<double>() / 2;
+
+  result.dequantized = w.to(weight.scalar_type());
+  result.codes = codes.to(at::kByte);
+  result.scaleCodes = scaleCodes.to(at::kByte);
+  result.zeroCodes = zeroCodes.to(at::kByte);
+  result.scaleBase = scaleBase.to(at::kHalf);
+  result.scaleStep = scaleStep.to(at::kHalf);
+  result.zeroBase = zeroBase.to(at::kHalf);
+  result.zeroStep = zeroStep.to(at::kHalf);
+  result.scales = scales;
+  result.zeros = zeros;
+
+  // CSR of the outliers, row-major (nonzero returns indices in row-major order).
+  const at::Tensor positions = at::nonzero(outlier);  // [nnz, 2]
+  const at::Tensor perRow = outlier.sum(1);
+  result.outlierRowOffsets = at::cat({at::zeros({1}, perRow.options()), perRow.cumsum(0)}).to(at::kInt);
+  result.outlierColumns = positions.select(1, 1).to(columns <= 32767 ? at::kShort : at::kInt).contiguous();
+  result.outlierValues = w.masked_select(outlier).to(at::kHalf);
+  result.bits = options.bits;
+  result.scaleBits = options.scaleBits;
+  result.groupSize = groupSize;
+  result.scaleGroup = scaleGroup;
+  return result;
+}
+
+}  // namespace pareto

@@ -1,5 +1,7 @@
 #include "compress/Gptq.h"
 
+#include "compress/DampedHessian.h"
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -30,46 +32,6 @@ void checkOptions(const GptqOptions& options, const QuantSpec& spec, const std::
   if (options.actOrder && spec.granularity == QuantSpec::Granularity::Group && !options.staticGroups)
     throw InputError(who + ": GPTQ act-order with groups (" + spec.label() +
                      ") needs static groups; dynamic groups with act-order are not supported");
-}
-
-void checkHessian(const at::Tensor& hessian, int64_t columns, const std::string& who) {
-  if (!hessian.defined()) throw InputError(who + ": Hessian is undefined");
-  if (hessian.dim() != 2 || hessian.size(0) != columns || hessian.size(1) != columns) {
-    std::ostringstream shape;
-    shape << hessian.sizes();
-    throw InputError(who + ": Hessian of shape " + shape.str() + " does not match " + std::to_string(columns) +
-                     " input columns");
-  }
-  if (!at::isFloatingType(hessian.scalar_type()))
-    throw InputError(who + ": Hessian must be floating point, got " + std::string(c10::toString(hessian.scalar_type())));
-  if (!at::isfinite(hessian).all().item<bool>()) throw InputError(who + ": Hessian contains NaN or infinity");
-}
-
-// The upper Cholesky factor U of (H + λI)⁻¹, growing λ tenfold while a factorisation fails (as SparseGPT does).
-at::Tensor dampedInverseCholesky(at::Tensor& hessian, const GptqOptions& options, const std::string& who,
-                                 GptqReport& report) {
-  const double meanDiagonal = hessian.diagonal().mean().item<double>();
-  double applied = 0;
-  for (int attempt = 0; attempt <= options.maxDampRetries; ++attempt) {
-    const double damp = options.damp * std::pow(10.0, attempt);
-    const double lambda = damp * meanDiagonal;
-    hessian.diagonal().add_(lambda - applied);
-    applied = lambda;
-    report.damp = damp;
-    report.lambda = lambda;
-    report.dampRetries = attempt;
-
-    at::Tensor lower, info;
-    std::tie(lower, info) = at::linalg_cholesky_ex(hessian);
-    if (info.item<int>() != 0) continue;
-    at::Tensor upper;
-    std::tie(upper, info) = at::linalg_cholesky_ex(at::cholesky_inverse(lower), /*upper=*/true);
-    if (info.item<int>() != 0 || !at::isfinite(upper).all().item<bool>()) continue;
-    return upper;
-  }
-  throw Error(who + ": GPTQ Hessian is not positive definite even with damping " + decimal(report.damp) +
-              " of mean(diag H) = " + decimal(meanDiagonal) + " (after " + std::to_string(options.maxDampRetries) +
-              " tenfold increases)");
 }
 
 }  // namespace
@@ -121,7 +83,11 @@ GptqResult gptqQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
     h = h.index_select(0, result.permutation).index_select(1, result.permutation);
   }
 
-  const at::Tensor hinv = dampedInverseCholesky(h, options, who, report);
+  const DampedInverse damped = dampedInverse(h, options.damp, options.maxDampRetries, who, "GPTQ");
+  report.damp = damped.damping.damp;
+  report.lambda = damped.damping.lambda;
+  report.dampRetries = damped.damping.retries;
+  const at::Tensor& hinv = damped.upper;
   h = at::Tensor();  // free the damped H before the sweep
 
   at::Tensor codes = at::empty({rows, columns}, w.options());

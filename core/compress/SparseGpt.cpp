@@ -1,5 +1,7 @@
 #include "compress/SparseGpt.h"
 
+#include "compress/DampedHessian.h"
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -36,48 +38,6 @@ void checkOptions(const SparseGptOptions& options, const SparsityPattern& patter
     throw InputError(who + ": SparseGPT damping retries must be >= 0, got " + std::to_string(options.maxDampRetries));
 }
 
-void checkHessian(const at::Tensor& hessian, int64_t columns, const std::string& who) {
-  if (!hessian.defined()) throw InputError(who + ": Hessian is undefined");
-  if (hessian.dim() != 2 || hessian.size(0) != columns || hessian.size(1) != columns) {
-    std::ostringstream shape;
-    shape << hessian.sizes();
-    throw InputError(who + ": Hessian of shape " + shape.str() + " does not match " + std::to_string(columns) +
-                     " input columns");
-  }
-  if (!at::isFloatingType(hessian.scalar_type()))
-    throw InputError(who + ": Hessian must be floating point, got " + std::string(c10::toString(hessian.scalar_type())));
-  if (!at::isfinite(hessian).all().item<bool>()) throw InputError(who + ": Hessian contains NaN or infinity");
-}
-
-// The upper Cholesky factor U of (H + λI)⁻¹, growing λ tenfold while a factorisation fails. Its rows give, for
-// every column i, the OBS update over the columns after i with the earlier ones already fixed; Uᵢᵢ² is the
-// matching [H⁻¹]ᵢᵢ. `hessian` is damped in place.
-at::Tensor dampedInverseCholesky(at::Tensor& hessian, const SparseGptOptions& options, const std::string& who,
-                                 SparseGptReport& report) {
-  const double meanDiagonal = hessian.diagonal().mean().item<double>();
-  double applied = 0;
-  for (int attempt = 0; attempt <= options.maxDampRetries; ++attempt) {
-    const double damp = options.damp * std::pow(10.0, attempt);
-    const double lambda = damp * meanDiagonal;
-    hessian.diagonal().add_(lambda - applied);
-    applied = lambda;
-    report.damp = damp;
-    report.lambda = lambda;
-    report.dampRetries = attempt;
-
-    at::Tensor lower, info;
-    std::tie(lower, info) = at::linalg_cholesky_ex(hessian);
-    if (info.item<int>() != 0) continue;
-    at::Tensor upper;
-    std::tie(upper, info) = at::linalg_cholesky_ex(at::cholesky_inverse(lower), /*upper=*/true);
-    if (info.item<int>() != 0 || !at::isfinite(upper).all().item<bool>()) continue;
-    return upper;
-  }
-  throw Error(who + ": SparseGPT Hessian is not positive definite even with damping " + decimal(report.damp) +
-              " of mean(diag H) = " + decimal(meanDiagonal) + " (after " + std::to_string(options.maxDampRetries) +
-              " tenfold increases)");
-}
-
 }  // namespace
 
 SparseGptResult sparseGptPrune(const at::Tensor& weight, const at::Tensor& hessian, const SparsityPattern& pattern,
@@ -101,7 +61,11 @@ SparseGptResult sparseGptPrune(const at::Tensor& weight, const at::Tensor& hessi
   h.diagonal().masked_fill_(dead, 1);
   w.masked_fill_(dead.unsqueeze(0), 0);
 
-  const at::Tensor hinv = dampedInverseCholesky(h, options, who, report);
+  const DampedInverse damped = dampedInverse(h, options.damp, options.maxDampRetries, who, "SparseGPT");
+  report.damp = damped.damping.damp;
+  report.lambda = damped.damping.lambda;
+  report.dampRetries = damped.damping.retries;
+  const at::Tensor& hinv = damped.upper;
   h = at::Tensor();  // the damped H is no longer needed; free it before the sweep
 
   at::Tensor keep = at::ones({rows, columns}, w.options().dtype(at::kBool));

@@ -1,5 +1,7 @@
 #include "compress/Spqr.h"
 
+#include "compress/DampedHessian.h"
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -60,45 +62,6 @@ StatGrid quantizeStat(const at::Tensor& x, int bits, int64_t scaleGroup, const s
   return grid;
 }
 
-void checkHessian(const at::Tensor& hessian, int64_t columns, const std::string& who) {
-  if (!hessian.defined()) throw InputError(who + ": Hessian is undefined");
-  if (hessian.dim() != 2 || hessian.size(0) != columns || hessian.size(1) != columns) {
-    std::ostringstream shape;
-    shape << hessian.sizes();
-    throw InputError(who + ": Hessian of shape " + shape.str() + " does not match " + std::to_string(columns) +
-                     " input columns");
-  }
-  if (!at::isFloatingType(hessian.scalar_type()))
-    throw InputError(who + ": Hessian must be floating point, got " + std::string(c10::toString(hessian.scalar_type())));
-  if (!at::isfinite(hessian).all().item<bool>()) throw InputError(who + ": Hessian contains NaN or infinity");
-}
-
-// diag((H + λI)⁻¹) and the upper Cholesky factor of (H + λI)⁻¹, growing λ tenfold while a factorisation fails.
-std::pair<at::Tensor, at::Tensor> dampedInverse(at::Tensor& hessian, const SpqrOptions& options,
-                                                const std::string& who, SpqrReport& report) {
-  const double meanDiagonal = hessian.diagonal().mean().item<double>();
-  double applied = 0;
-  for (int attempt = 0; attempt <= options.maxDampRetries; ++attempt) {
-    const double damp = options.damp * std::pow(10.0, attempt);
-    const double lambda = damp * meanDiagonal;
-    hessian.diagonal().add_(lambda - applied);
-    applied = lambda;
-    report.damp = damp;
-    report.lambda = lambda;
-    report.dampRetries = attempt;
-    at::Tensor lower, info;
-    std::tie(lower, info) = at::linalg_cholesky_ex(hessian);
-    if (info.item<int>() != 0) continue;
-    const at::Tensor inverse = at::cholesky_inverse(lower);
-    at::Tensor upper;
-    std::tie(upper, info) = at::linalg_cholesky_ex(inverse, /*upper=*/true);
-    if (info.item<int>() != 0 || !at::isfinite(upper).all().item<bool>()) continue;
-    return {inverse.diagonal().clone(), upper};
-  }
-  throw Error(who + ": SpQR Hessian is not positive definite even with damping " + decimal(report.damp) +
-              " of mean(diag H) = " + decimal(meanDiagonal));
-}
-
 }  // namespace
 
 void SpqrOptions::validate(const std::string& who) const {
@@ -155,7 +118,12 @@ SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
   w.masked_fill_(dead.unsqueeze(0), 0);
 
   at::Tensor hinvDiagonal, hinv;
-  std::tie(hinvDiagonal, hinv) = dampedInverse(h, options, who, report);
+  const DampedInverse damped = dampedInverse(h, options.damp, options.maxDampRetries, who, "SpQR");
+  report.damp = damped.damping.damp;
+  report.lambda = damped.damping.lambda;
+  report.dampRetries = damped.damping.retries;
+  hinvDiagonal = damped.inverse.diagonal().clone();
+  hinv = damped.upper;
   h = at::Tensor();
 
   // Outliers by saliency w² / [H⁻¹]_jj on the (dead-zeroed) original weights.

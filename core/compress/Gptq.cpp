@@ -15,16 +15,9 @@
 namespace pareto {
 namespace {
 
-std::string decimal(double value) {
-  std::ostringstream out;
-  out.precision(6);
-  out << value;
-  return out.str();
-}
-
 void checkOptions(const GptqOptions& options, const QuantSpec& spec, const std::string& who) {
   if (!std::isfinite(options.damp) || options.damp <= 0)
-    throw InputError(who + ": GPTQ damp must be a positive fraction of mean(diag H), got " + decimal(options.damp));
+    throw InputError(who + ": GPTQ damp must be a positive fraction of mean(diag H), got " + shortDecimal(options.damp));
   if (options.blockSize < 1)
     throw InputError(who + ": GPTQ block size must be positive, got " + std::to_string(options.blockSize));
   if (options.maxDampRetries < 0)
@@ -144,7 +137,7 @@ GptqResult gptqQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
     codes = codes.index_select(1, inverse);
   }
   if (!at::isfinite(w).all().item<bool>())
-    throw Error(who + ": GPTQ produced NaN or infinite weights (damping " + decimal(report.damp) +
+    throw Error(who + ": GPTQ produced NaN or infinite weights (damping " + shortDecimal(report.damp) +
                 "); the Hessian is likely degenerate");
   report.loss = losses.sum().item<double>() / 2;
 

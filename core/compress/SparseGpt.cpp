@@ -16,17 +16,10 @@
 namespace pareto {
 namespace {
 
-std::string decimal(double value) {
-  std::ostringstream out;
-  out.precision(6);
-  out << value;
-  return out.str();
-}
-
 void checkOptions(const SparseGptOptions& options, const SparsityPattern& pattern, const std::string& who) {
   if (!std::isfinite(options.damp) || options.damp <= 0)
     throw InputError(who + ": SparseGPT damp must be a positive fraction of mean(diag H), got " +
-                     decimal(options.damp));
+                     shortDecimal(options.damp));
   if (options.blockSize < 1)
     throw InputError(who + ": SparseGPT block size must be positive, got " + std::to_string(options.blockSize));
   // The reference picks N:M groups at block-relative offsets; a block that is not a whole number of groups would
@@ -104,7 +97,7 @@ SparseGptResult sparseGptPrune(const at::Tensor& weight, const at::Tensor& hessi
   }
 
   if (!at::isfinite(w).all().item<bool>())
-    throw Error(who + ": SparseGPT produced NaN or infinite weights (damping " + decimal(report.damp) +
+    throw Error(who + ": SparseGPT produced NaN or infinite weights (damping " + shortDecimal(report.damp) +
                 "); the Hessian is likely degenerate");
   report.loss = losses.sum().item<double>() / 2;
   result.pruned = {w.to(weight.scalar_type()), keep};

@@ -19,13 +19,6 @@ namespace {
 
 constexpr double kMinScale = 5.9604644775390625e-08;  // 2^-24, the smallest positive fp16
 
-std::string decimal(double value) {
-  std::ostringstream out;
-  out.precision(6);
-  out << value;
-  return out.str();
-}
-
 // Half-precision neighbours of float32 values: the smallest fp16 >= x (up) and the largest fp16 <= x (down).
 at::Tensor halfUp(const at::Tensor& x) {
   const at::Tensor h = x.to(at::kHalf).contiguous();
@@ -76,11 +69,11 @@ void SpqrOptions::validate(const std::string& who) const {
     throw InputError(who + ": SpQR needs exactly one of outlier ratio and outlier threshold, got " +
                      (ratio ? std::string("both") : std::string("neither")));
   if (ratio && !(outlierRatio <= 1))
-    throw InputError(who + ": SpQR outlier ratio must be in [0, 1], got " + decimal(outlierRatio));
+    throw InputError(who + ": SpQR outlier ratio must be in [0, 1], got " + shortDecimal(outlierRatio));
   if (threshold && !std::isfinite(outlierThreshold))
-    throw InputError(who + ": SpQR outlier threshold must be finite, got " + decimal(outlierThreshold));
+    throw InputError(who + ": SpQR outlier threshold must be finite, got " + shortDecimal(outlierThreshold));
   if (!std::isfinite(damp) || damp <= 0)
-    throw InputError(who + ": SpQR damp must be a positive fraction of mean(diag H), got " + decimal(damp));
+    throw InputError(who + ": SpQR damp must be a positive fraction of mean(diag H), got " + shortDecimal(damp));
   if (blockSize < 1) throw InputError(who + ": SpQR block size must be positive, got " + std::to_string(blockSize));
   if (maxDampRetries < 0)
     throw InputError(who + ": SpQR damping retries must be >= 0, got " + std::to_string(maxDampRetries));
@@ -210,7 +203,7 @@ SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
       w.narrow(1, i2, columns - i2).addmm_(errors, hinv.narrow(0, i1, count).narrow(1, i2, columns - i2), 1, -1);
   }
   if (!at::isfinite(w).all().item<bool>())
-    throw Error(who + ": SpQR produced NaN or infinite weights (damping " + decimal(report.damp) +
+    throw Error(who + ": SpQR produced NaN or infinite weights (damping " + shortDecimal(report.damp) +
                 "); the Hessian is likely degenerate or an outlier exceeds the fp16 range");
   report.loss = losses.sum().item<double>() / 2;
 

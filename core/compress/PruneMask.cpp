@@ -30,8 +30,7 @@ at::Tensor keepMaskFromScores(const at::Tensor& scores, const SparsityPattern& p
     return keepAllButSmallest(scores.reshape({rows, cols / m, m}), m - pattern.n()).view({rows, cols});
   }
   if (scope == UnstructuredScope::PerRow) return keepAllButSmallest(scores, removedCount(pattern.sparsity(), cols));
-  // One slice of the whole tensor: a full sort rather than topk, whose CPU kernel in LibTorch 2.11 crashed
-  // (SIGSEGV) on a single slice of ~10^5 elements with k ~ 3·10^4 on the GPU machine.
+  // The whole tensor is one slice: a full sort of the flattened scores, whose first `count` entries go.
   const int64_t count = removedCount(pattern.sparsity(), rows * cols);
   at::Tensor keep = at::ones({rows * cols}, scores.options().dtype(at::kBool));
   if (count > 0) {

@@ -12,6 +12,7 @@
 #include "compress/SparseGpt.h"
 #include "compress/SparsityPattern.h"
 #include "compress/WandaPrune.h"
+#include "SolverProblems.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -20,48 +21,11 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-struct Problem {
-  at::Tensor weight;   // [rows, cols] float32
-  at::Tensor inputs;   // [samples, cols] float32, correlated columns with log-normal scales
-  at::Tensor hessian;  // inputsᵀ inputs, float32
-};
-
-// x = z (I + G/(2√n)) diag(scales): correlated inputs of very different sizes, with a Hessian conditioned well
-// enough that float32 and float64 runs of the algorithm agree closely.
-Problem correlatedProblem(int64_t rows, int64_t cols, int64_t samples, uint64_t seed) {
-  at::manual_seed(seed);
-  Problem p;
-  p.weight = at::randn({rows, cols});
-  const at::Tensor mixingMatrix = at::eye(cols) + 0.5 * at::randn({cols, cols}) / std::sqrt(double(cols));
-  p.inputs = at::matmul(at::randn({samples, cols}), mixingMatrix) * at::exp(0.7 * at::randn({cols})).unsqueeze(0);
-  p.hessian = at::matmul(p.inputs.t(), p.inputs);
-  return p;
-}
-
-// Inputs that mostly live in a `rank`-dimensional subspace, plus a little isotropic noise: the redundancy of LLM
-// hidden states that lets SparseGPT's update move a pruned weight's work onto the weights it keeps.
-Problem lowRankProblem(int64_t rows, int64_t cols, int64_t samples, int64_t rank, double noise, uint64_t seed) {
-  at::manual_seed(seed);
-  Problem p;
-  p.weight = at::randn({rows, cols});
-  const at::Tensor basis = at::randn({rank, cols}) / std::sqrt(double(rank));
-  p.inputs = (at::matmul(at::randn({samples, rank}), basis) + noise * at::randn({samples, cols})) *
-             at::exp(0.7 * at::randn({cols})).unsqueeze(0);
-  p.hessian = at::matmul(p.inputs.t(), p.inputs);
-  return p;
-}
-
-// ‖(W − Ŵ) Xᵀ‖ / ‖W Xᵀ‖ in float64.
-double reconstructionError(const Problem& p, const at::Tensor& pruned) {
-  const at::Tensor x = p.inputs.to(at::kDouble), w = p.weight.to(at::kDouble);
-  const at::Tensor delta = w - pruned.to(at::kDouble).cpu();
-  return at::matmul(delta, x.t()).norm().item<double>() / at::matmul(w, x.t()).norm().item<double>();
-}
-
-double relativeDifference(const at::Tensor& actual, const at::Tensor& expected) {
-  const at::Tensor a = actual.to(at::kDouble).cpu(), e = expected.to(at::kDouble).cpu();
-  return (a - e).norm().item<double>() / e.norm().item<double>();
-}
+using test::correlatedProblem;
+using test::lowRankProblem;
+using test::Problem;
+using test::reconstructionError;
+using test::relativeDifference;
 
 struct Reference {
   at::Tensor weight;  // float64

@@ -17,6 +17,7 @@
 #include "compress/Spqr.h"
 #include "formats/BitPacking.h"
 #include "formats/SpqrWeight.h"
+#include "SolverProblems.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -25,30 +26,11 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-struct Problem {
-  at::Tensor weight;   // [rows, cols] float32
-  at::Tensor inputs;   // [samples, cols] float32
-  at::Tensor hessian;  // inputsᵀ inputs
-};
-
-// Correlated inputs of very different sizes, and a fraction `planted` of weights scaled by `factor`.
-Problem correlatedProblem(int64_t rows, int64_t cols, int64_t samples, uint64_t seed, double planted = 0,
-                          double factor = 1) {
-  at::manual_seed(seed);
-  Problem p;
-  p.weight = at::randn({rows, cols});
-  if (planted > 0) p.weight = at::where(at::rand({rows, cols}) < planted, p.weight * factor, p.weight);
-  const at::Tensor mixing = at::eye(cols) + 0.5 * at::randn({cols, cols}) / std::sqrt(double(cols));
-  p.inputs = at::matmul(at::randn({samples, cols}), mixing) * at::exp(0.7 * at::randn({cols})).unsqueeze(0);
-  p.hessian = at::matmul(p.inputs.t(), p.inputs);
-  return p;
-}
-
-double reconstructionError(const Problem& p, const at::Tensor& quantized) {
-  const at::Tensor x = p.inputs.to(at::kDouble), w = p.weight.to(at::kDouble);
-  const at::Tensor delta = w - quantized.to(at::kDouble).cpu();
-  return at::matmul(delta, x.t()).norm().item<double>() / at::matmul(w, x.t()).norm().item<double>();
-}
+using test::correlatedProblem;
+using test::lowRankProblem;
+using test::Problem;
+using test::reconstructionError;
+using test::relativeDifference;
 
 SpqrOptions ratioOptions(double ratio, int bits = 3) {
   SpqrOptions o;

@@ -15,19 +15,6 @@ std::string shortDecimal(double value) {
   return o.str();
 }
 
-void checkHessian(const at::Tensor& hessian, int64_t columns, const std::string& who) {
-  if (!hessian.defined()) throw InputError(who + ": Hessian is undefined");
-  if (hessian.dim() != 2 || hessian.size(0) != columns || hessian.size(1) != columns) {
-    std::ostringstream shape;
-    shape << hessian.sizes();
-    throw InputError(who + ": Hessian of shape " + shape.str() + " does not match " + std::to_string(columns) +
-                     " input columns");
-  }
-  if (!at::isFloatingType(hessian.scalar_type()))
-    throw InputError(who + ": Hessian must be floating point, got " + std::string(c10::toString(hessian.scalar_type())));
-  if (!at::isfinite(hessian).all().item<bool>()) throw InputError(who + ": Hessian contains NaN or infinity");
-}
-
 DampedInverse dampedInverse(at::Tensor& hessian, double damp, int maxRetries, const std::string& who,
                             const std::string& method) {
   const double meanDiagonal = hessian.diagonal().mean().item<double>();

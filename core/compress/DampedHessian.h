@@ -1,5 +1,5 @@
-// What the OBS-style solvers (SparseGPT, GPTQ, SpQR) share: checking a Hessian against a weight and the damped
-// inverse Cholesky factor they all sweep with.
+// What the OBS-style solvers (SparseGPT, GPTQ, SpQR) share: the damped inverse Cholesky factor they all sweep
+// with (their input checks are in compress/SolverInputs.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -7,9 +7,6 @@
 #include <string>
 
 namespace pareto {
-
-// Throws InputError naming `who` unless `hessian` is a finite floating [columns, columns] matrix.
-void checkHessian(const at::Tensor& hessian, int64_t columns, const std::string& who);
 
 struct Damping {
   double damp = 0;     // the fraction of mean(diag H) finally used (requested · 10^retries)

@@ -1,6 +1,7 @@
 #include "compress/Gptq.h"
 
 #include "compress/DampedHessian.h"
+#include "compress/SolverInputs.h"
 
 #include <ATen/ATen.h>
 
@@ -31,7 +32,7 @@ void checkOptions(const GptqOptions& options, const QuantSpec& spec, const std::
 
 GptqResult gptqQuantize(const at::Tensor& weight, const at::Tensor& hessian, const QuantSpec& spec,
                         const GptqOptions& options, const std::string& moduleName) {
-  const std::string who = quantSubject(moduleName);
+  const std::string who = solverSubject(moduleName);
   checkQuantWeight(weight, spec, moduleName);
   checkOptions(options, spec, who);
   const int64_t rows = weight.size(0), columns = weight.size(1);

@@ -5,12 +5,10 @@
 #include <ATen/core/Tensor.h>
 #include <string>
 
+#include "compress/SolverInputs.h"
 #include "compress/SparsityPattern.h"
 
 namespace pareto {
-
-// "module 'name'" or "weight" when no name is given: the subject of every solver message.
-std::string pruneSubject(const std::string& moduleName);
 
 // Throws InputError unless `weight` is a defined 2-D floating tensor [out, in] of finite values whose `in`
 // fits the pattern.

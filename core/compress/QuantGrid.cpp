@@ -1,5 +1,7 @@
 #include "compress/QuantGrid.h"
 
+#include "compress/SolverInputs.h"
+
 #include <ATen/ATen.h>
 
 #include <sstream>
@@ -109,29 +111,18 @@ at::Tensor dequantizeCodes(const at::Tensor& codes, const at::Tensor& scale, con
   return (codes - zero) * scale;
 }
 
-std::string quantSubject(const std::string& moduleName) {
-  return moduleName.empty() ? std::string("weight") : "module '" + moduleName + "'";
-}
-
 void checkQuantWeight(const at::Tensor& weight, const QuantSpec& spec, const std::string& moduleName) {
-  const std::string who = quantSubject(moduleName);
+  const std::string who = solverSubject(moduleName);
   spec.validate(who);
-  if (!weight.defined()) throw InputError(who + ": weight is undefined");
-  if (weight.dim() != 2) {
-    std::ostringstream shape;
-    shape << weight.sizes();
-    throw InputError(who + ": weight must be 2-D [out, in], got shape " + shape.str());
-  }
-  if (!at::isFloatingType(weight.scalar_type()))
-    throw InputError(who + ": weight must be floating point, got " + std::string(c10::toString(weight.scalar_type())));
+  checkWeightMatrix(weight, who);
   if (weight.numel() == 0) throw InputError(who + ": weight is empty");
   spec.groupsPerRow(weight.size(1), who);
-  if (!at::isfinite(weight).all().item<bool>()) throw InputError(who + ": weight contains NaN or infinity");
+  checkFiniteWeight(weight, who);
 }
 
 QuantResult rtnQuantize(const at::Tensor& weight, const QuantSpec& spec, const std::string& moduleName) {
   checkQuantWeight(weight, spec, moduleName);
-  const std::string who = quantSubject(moduleName);
+  const std::string who = solverSubject(moduleName);
   const at::ScalarType work = weight.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const at::Tensor w = weight.to(work).contiguous();
   const int64_t rows = w.size(0), cols = w.size(1);

@@ -69,8 +69,6 @@ at::Tensor quantizeToCodes(const at::Tensor& x, const at::Tensor& scale, const a
 // (codes − zero) · scale, in the codes' floating dtype. The formats' unpack computes exactly this.
 at::Tensor dequantizeCodes(const at::Tensor& codes, const at::Tensor& scale, const at::Tensor& zero);
 
-// "module 'name'" or "weight" when no name is given.
-std::string quantSubject(const std::string& moduleName);
 
 // Throws InputError unless weight is a defined 2-D floating tensor of finite values whose columns fit the spec.
 void checkQuantWeight(const at::Tensor& weight, const QuantSpec& spec, const std::string& moduleName);

@@ -1,6 +1,7 @@
 #include "compress/SparseGpt.h"
 
 #include "compress/DampedHessian.h"
+#include "compress/SolverInputs.h"
 
 #include <ATen/ATen.h>
 
@@ -35,7 +36,7 @@ void checkOptions(const SparseGptOptions& options, const SparsityPattern& patter
 
 SparseGptResult sparseGptPrune(const at::Tensor& weight, const at::Tensor& hessian, const SparsityPattern& pattern,
                                const SparseGptOptions& options, const std::string& moduleName) {
-  const std::string who = pruneSubject(moduleName);
+  const std::string who = solverSubject(moduleName);
   checkPruneWeight(weight, pattern, moduleName);
   checkOptions(options, pattern, who);
   const int64_t rows = weight.size(0), columns = weight.size(1);

@@ -1,6 +1,7 @@
 #include "compress/Spqr.h"
 
 #include "compress/DampedHessian.h"
+#include "compress/SolverInputs.h"
 
 #include <ATen/ATen.h>
 
@@ -88,7 +89,7 @@ double SpqrResult::bitsPerWeight() const {
 
 SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, const SpqrOptions& options,
                         const std::string& moduleName) {
-  const std::string who = quantSubject(moduleName);
+  const std::string who = solverSubject(moduleName);
   options.validate(who);
   checkQuantWeight(weight, QuantSpec::group(options.bits, options.groupSize, /*symmetric=*/false), moduleName);
   const int64_t rows = weight.size(0), columns = weight.size(1);

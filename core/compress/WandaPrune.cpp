@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "compress/PruneInputs.h"
+#include "compress/SolverInputs.h"
 #include "compress/PruneMask.h"
 #include "util/Error.h"
 
@@ -18,7 +19,7 @@ at::Tensor wandaInputNorms(const at::Tensor& hessian) {
 PruneResult wandaPrune(const at::Tensor& weight, const at::Tensor& inputNorms, const SparsityPattern& pattern,
                        const std::string& moduleName) {
   checkPruneWeight(weight, pattern, moduleName);
-  const std::string who = pruneSubject(moduleName);
+  const std::string who = solverSubject(moduleName);
   if (!inputNorms.defined() || inputNorms.dim() != 1 || inputNorms.size(0) != weight.size(1))
     throw InputError(who + ": Wanda input norms must be a vector of " + std::to_string(weight.size(1)) +
                      " entries, one per input column");

@@ -85,16 +85,11 @@ SparseGptResult sparseGptPrune(const at::Tensor& weight, const at::Tensor& hessi
       }
       const at::Tensor column = block.select(1, i);
       const at::Tensor kept = column.masked_fill(keepBlock.select(1, i).logical_not(), 0);
-      const at::Tensor d = hinvBlock.select(0, i).select(0, i);
       pruned.select(1, i).copy_(kept);
-      const at::Tensor error = (column - kept) / d;
-      losses.add_(error.square());
-      block.narrow(1, i, count - i).addr_(error, hinvBlock.select(0, i).narrow(0, i, count - i), 1, -1);
-      errors.select(1, i).copy_(error);
+      obsFixColumn(block, hinvBlock, i, column, kept, errors, losses);
     }
     w.narrow(1, i1, count).copy_(pruned);
-    if (i2 < columns)
-      w.narrow(1, i2, columns - i2).addmm_(errors, hinv.narrow(0, i1, count).narrow(1, i2, columns - i2), 1, -1);
+    obsPropagateBlock(w, errors, hinv, i1, count);
   }
 
   if (!at::isfinite(w).all().item<bool>())

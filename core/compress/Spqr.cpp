@@ -193,15 +193,10 @@ SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
       const at::Tensor dq = at::where(isOutlier, exact, spqrDequantizeWeight(q, scale, zero).to(work));
       codes.select(1, column).copy_(q);
       quantized.select(1, i).copy_(dq);
-      const at::Tensor d = hinvBlock.select(0, i).select(0, i);
-      const at::Tensor error = (values - dq) / d;
-      losses.add_(error.square());
-      block.narrow(1, i, count - i).addr_(error, hinvBlock.select(0, i).narrow(0, i, count - i), 1, -1);
-      errors.select(1, i).copy_(error);
+      obsFixColumn(block, hinvBlock, i, values, dq, errors, losses);
     }
     w.narrow(1, i1, count).copy_(quantized);
-    if (i2 < columns)
-      w.narrow(1, i2, columns - i2).addmm_(errors, hinv.narrow(0, i1, count).narrow(1, i2, columns - i2), 1, -1);
+    obsPropagateBlock(w, errors, hinv, i1, count);
   }
   if (!at::isfinite(w).all().item<bool>())
     throw Error(who + ": SpQR produced NaN or infinite weights (damping " + shortDecimal(report.damp) +

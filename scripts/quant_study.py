@@ -7,8 +7,9 @@ heldout-prose, heldout-python and wikitext2-test (40 windows of 512) and decode 
 (odd lines, 64 dense greedy tokens each).
 
   scripts/quant_study.py --cli build/app/cli/pareto-cli --shared ../shared --model ../shared/models/ref-small \
-      --out quant-out [--device cpu]
-Writes <out>/results.json and <out>/table.md.
+      --out quant-out [--device cpu] [--only spqr-3bit,sparsegpt-2of4-gptq4]
+Writes <out>/results.json and <out>/table.md. --only re-measures just the named rows (no dense baseline), for
+updating single rows of the table after a change.
 """
 import argparse
 import json
@@ -18,7 +19,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECIPES = ["int8-channel", "int4-g128-rtn", "int4-tensor-rtn", "gptq-4bit-g128", "gptq-3bit-g128", "spqr-3bit",
-           "sparsegpt-2of4-int4"]
+           "sparsegpt-2of4-int4", "sparsegpt-2of4-gptq4"]
 
 
 def run(cli, args):
@@ -35,7 +36,9 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--only", default="", help="comma-separated recipe names: measure only these rows")
     a = ap.parse_args()
+    only = [r for r in a.only.split(",") if r]
     os.makedirs(a.out, exist_ok=True)
     lines = [l for l in open(f"{a.shared}/data/prompts-prose.txt", encoding="utf-8").read().splitlines() if l.strip()]
     eval_prompts = f"{a.out}/eval-prompts-prose.txt"
@@ -52,7 +55,12 @@ def main():
     json.dump({"quantize": {"method": "rtn", "bits": 3, "granularity": "group", "group_size": 128}}, open(extra, "w"))
     recipes.insert(5, ("rtn-3bit-g128 (not shipped)", extra))
 
-    results = [{"recipe": "dense bf16", "bits_per_weight": 16.0, **evaluate(a.model)}]
+    if only:
+        unknown = [r for r in only if r not in [n.split()[0] for n, _ in recipes]]
+        if unknown:
+            sys.exit(f"--only: unknown recipe(s) {', '.join(unknown)}")
+        recipes = [(n, p) for n, p in recipes if n.split()[0] in only]
+    results = [] if only else [{"recipe": "dense bf16", "bits_per_weight": 16.0, **evaluate(a.model)}]
     for name, path in recipes:
         folder = f"{a.out}/{name.split()[0]}"
         comp = run(a.cli, ["compress", "--model", a.model, "--recipe", path, "--out", folder, "--overwrite"] + dev)

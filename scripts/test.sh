@@ -9,3 +9,9 @@ build_dir="${PARETO_BUILD_DIR:-$here/build}"
 export PARETO_SHARED="${PARETO_SHARED:-$here/../shared}"
 export QT_QPA_PLATFORM=offscreen
 ctest --test-dir "$build_dir" --output-on-failure -j "${PARETO_JOBS:-$(nproc)}"
+# Short fuzz runs of the file parsers (docs/reliability.md): a clang build of their few libraries in build-fuzz
+# (about a minute on 2 cores), then PARETO_FUZZ_TIME seconds per target; skipped where clang is not installed,
+# or with PARETO_FUZZ_TIME=0.
+if [ "${PARETO_FUZZ_TIME:-20}" != 0 ]; then
+  PARETO_FUZZ_TIME="${PARETO_FUZZ_TIME:-20}" "$here/tests/fuzz/run.sh" --if-available
+fi

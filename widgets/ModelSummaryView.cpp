@@ -10,6 +10,8 @@
 #include <QStandardItemModel>
 #include <QTreeView>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <vector>
 
 #include "widgets/DisplayFormat.h"
 
@@ -36,6 +38,31 @@ QString kvHeadsDescription(int64_t heads, int64_t kvHeads) {
   if (heads % kvHeads == 0)
     return text + QString(" (grouped-query attention: %1 query heads share each)").arg(heads / kvHeads);
   return text;
+}
+
+// "4.188 bits per weight over the block linears" and a line per format in first-seen order, e.g.
+// "int4: 28 modules (act-order)" or "… (act-order in 7)" when only some are.
+QString compressionDescription(const ModelSummary& s) {
+  if (!s.compressed) return "none (dense checkpoint)";
+  struct Count {
+    QString format;
+    int modules = 0, actOrder = 0;
+  };
+  std::vector<Count> counts;
+  for (const auto& m : s.modules) {
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const Count& c) { return c.format == qs(m.format); });
+    if (it == counts.end()) it = counts.insert(counts.end(), Count{qs(m.format)});
+    ++it->modules;
+    if (m.actOrder) ++it->actOrder;
+  }
+  QStringList lines{QString("%1 bits per weight over the block linears").arg(s.linearBitsPerWeight, 0, 'f', 3)};
+  for (const Count& c : counts) {
+    QString line = QString("%1: %2 module%3").arg(c.format).arg(c.modules).arg(c.modules == 1 ? "" : "s");
+    if (c.actOrder == c.modules) line += " (act-order)";
+    else if (c.actOrder > 0) line += QString(" (act-order in %1)").arg(c.actOrder);
+    lines << line;
+  }
+  return lines.join("\n");
 }
 
 int64_t elementCount(const std::vector<int64_t>& shape) {
@@ -84,6 +111,10 @@ ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
   dtype_ = addMetric("dtype", tr("Storage type:"),
                      tr("The number format holding most of the weight bytes: BF16 (bfloat16), F16 (IEEE half "
                         "precision) or F32 (single precision)."));
+  device_ = addMetric("device", tr("Device:"),
+                      tr("Where the workbench runs models for compression, evaluation and generation: the CPU or "
+                         "a CUDA GPU (by name). Choose it above."));
+  device_->setText(tr("CPU"));
   layers_ =
       addMetric("layers", tr("Layers:"),
                 tr("Number of transformer decoder blocks (num_hidden_layers), each an attention and an MLP."));
@@ -112,6 +143,13 @@ ModelSummaryView::ModelSummaryView(QWidget* parent) : QWidget(parent) {
       addMetric("tiedEmbeddings", tr("Tied embeddings:"),
                 tr("Whether the output head reuses the input embedding matrix (tie_word_embeddings). When it "
                    "does, the checkpoint has no separate lm_head.weight."));
+  compression_ = addMetric(
+      "compression", tr("Compression:"),
+      tr("For a compressed folder (pareto.json): the bits per weight over the block linears, and each storage "
+         "format with its number of modules. \"act-order\" marks GPTQ modules quantized in order of decreasing "
+         "Hessian diagonal; that order is stored beside the codes (<module>.weight.qperm, for information: the "
+         "codes stay in the original column order)."));
+  compression_->setWordWrap(true);
   files_ = addMetric("files", tr("Files:"), tr("The safetensors files the weights were read from."));
   files_->setWordWrap(true);
 
@@ -210,6 +248,7 @@ void ModelSummaryView::setSummary(const ModelSummary& s) {
   headDim_->setText(display::integer(s.headDim));
   vocab_->setText(display::integer(s.vocabSize));
   tied_->setText(s.tiedEmbeddings ? tr("yes (no separate lm_head.weight)") : tr("no"));
+  compression_->setText(compressionDescription(s));
   QStringList files;
   for (const auto& f : s.files) files << qs(f);
   files_->setText(files.isEmpty() ? kNoValue : files.join("\n"));
@@ -233,11 +272,13 @@ void ModelSummaryView::setSummary(const ModelSummary& s) {
 void ModelSummaryView::clear() {
   path_->clear();
   for (QLabel* value : {architecture_, parameters_, size_, dtype_, layers_, hidden_, ffn_, heads_, kvHeads_,
-                        headDim_, vocab_, tied_, files_})
+                        headDim_, vocab_, tied_, compression_, files_})
     value->setText(kNoValue);
   tensors_->removeRows(0, tensors_->rowCount());
   updateTensorCount();
 }
+
+void ModelSummaryView::setDevice(const QString& device) { device_->setText(device); }
 
 QAbstractItemModel* ModelSummaryView::tensorTable() const { return sortedTensors_; }
 

@@ -24,6 +24,8 @@ class ModelSummaryView : public QWidget {
 
   void setSummary(const ModelSummary& summary);
   void clear();
+  // The device models run on ("CPU", "NVIDIA H200 (cuda:0)"); independent of the model, so clear() keeps it.
+  void setDevice(const QString& device);
 
   // The tensor table as shown (sorted and filtered); columns are TensorColumn.
   QAbstractItemModel* tensorTable() const;
@@ -40,6 +42,7 @@ class ModelSummaryView : public QWidget {
   QLabel* parameters_ = nullptr;
   QLabel* size_ = nullptr;
   QLabel* dtype_ = nullptr;
+  QLabel* device_ = nullptr;
   QLabel* layers_ = nullptr;
   QLabel* hidden_ = nullptr;
   QLabel* ffn_ = nullptr;
@@ -48,6 +51,7 @@ class ModelSummaryView : public QWidget {
   QLabel* headDim_ = nullptr;
   QLabel* vocab_ = nullptr;
   QLabel* tied_ = nullptr;
+  QLabel* compression_ = nullptr;   // compressed folders: bits per weight and formats (with act-order)
   QLabel* files_ = nullptr;
   QLabel* tensorCount_ = nullptr;
   QLineEdit* filter_ = nullptr;

@@ -6,6 +6,7 @@
 #include "CliSupport.h"
 #include "Commands.h"
 #include "ModelOptions.h"
+#include "RunRecording.h"
 #include "analysis/HessianStudy.h"
 #include "model/LoadedModel.h"
 
@@ -97,11 +98,16 @@ void addAnalyzeCommand(CLI::App& app) {
   cmd->add_option("--batch", args->study.batch, "Sequences per forward pass (0: pick for the device)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json, "Print one JSON object (modules, fraction_decode_smaller, median_ratio, ...)");
-  cmd->callback([args] {
+  cmd->callback(recordedJob("hessian", [args](JobRecord& run) {
+    run.begin(args->model.model, args->model.device,
+              {{"text", absolutePath(args->study.textFile)}, {"prompts", absolutePath(args->study.promptsFile)},
+               {"calib_tokens", args->study.calibTokens}, {"dtype", args->model.dtype}});
     LoadedModel m = loadModel(args->model.model, makeRuntimeOptions(args->model.device, args->model.dtype));
     HessianStudyResult r = runHessianStudy(m, args->study, terminalProgress(), &interruptToken());
-    printResult(args->json, studyJson(r, args->study, m), studyText(r));
-  });
+    const nlohmann::json result = studyJson(r, args->study, m);
+    run.finish(result);
+    printResult(args->json, result, studyText(r));
+  }));
 }
 
 }  // namespace pareto::cli

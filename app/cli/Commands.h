@@ -16,5 +16,9 @@ void addAnalyzeCommand(CLI::App& app);     // analyze hessian, analyze drift
 void addDriftSubcommand(CLI::App& analyze); // analyze drift (registered by addAnalyzeCommand)
 void addFidelityCommand(CLI::App& app);
 void addCompressCommand(CLI::App& app);
+void addBenchCommand(CLI::App& app);        // bench kernels
+void addRecordingOptions(CLI::App& app);   // global --db, --no-record (RunRecording.h)
+void addRunsCommand(CLI::App& app);        // runs list/show/compare/export/delete
+void addExportCommand(CLI::App& app);      // export hf
 
 }  // namespace pareto::cli

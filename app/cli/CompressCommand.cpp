@@ -5,6 +5,7 @@
 
 #include "CliSupport.h"
 #include "Commands.h"
+#include "RunRecording.h"
 #include "compress/CompressJob.h"
 
 namespace pareto::cli {
@@ -31,7 +32,8 @@ void addCompressCommand(CLI::App& app) {
   cmd->add_option("--batch", args->opts.batch, "Calibration sequences per forward (0: pick for the device)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json, "Print one JSON object (out, modules, bits_per_weight, timings)");
-  cmd->callback([args] {
+  cmd->callback(recordedJob("compress", [args](JobRecord& run) {
+    run.begin(args->opts.modelDir, args->device, rerunnableRecipe(args->opts.recipePath), args->opts.outDir);
     args->opts.runtime = makeRuntimeOptions(args->device, args->dtype);
     CompressReport r = runCompress(args->opts, terminalProgress(), &interruptToken());
     nlohmann::json modules = nlohmann::json::array();
@@ -49,8 +51,7 @@ void addCompressCommand(CLI::App& app) {
          << std::setprecision(2) << r.bytes / 1048576.0 << " MiB); calibration " << r.calibrationTokens
          << " tokens in " << std::setprecision(1) << r.calibrationSeconds << " s, pass " << r.passSeconds
          << " s, total " << r.totalSeconds << " s";
-    printResult(args->json,
-                {{"out", r.outDir},
+    const nlohmann::json result = {{"out", r.outDir},
                  {"modules", modules},
                  {"linear_bits_per_weight", r.linearBitsPerWeight},
                  {"model_bits_per_weight", r.modelBitsPerWeight},
@@ -58,9 +59,10 @@ void addCompressCommand(CLI::App& app) {
                  {"calibration_tokens", r.calibrationTokens},
                  {"timings",
                   {{"calibration_s", r.calibrationSeconds}, {"pass_s", r.passSeconds}, {"write_s", r.writeSeconds},
-                   {"total_s", r.totalSeconds}}}},
-                text.str());
-  });
+                   {"total_s", r.totalSeconds}}}};
+    run.finish(result);
+    printResult(args->json, result, text.str());
+  }));
 }
 
 }  // namespace pareto::cli

@@ -8,6 +8,7 @@
 #include "Commands.h"
 #include "analysis/ActivationDrift.h"
 #include "ComparisonOptions.h"
+#include "RunRecording.h"
 #include "eval/DecodeFidelity.h"
 #include "model/LoadedModel.h"
 
@@ -101,15 +102,21 @@ void addDriftSubcommand(CLI::App& analyze) {
   cmd->add_flag("--json", args->json,
                 "Print one JSON object (layers, steps, free and forced [layer][step] matrices with null where no "
                 "prompt reached a step, plateau, steps_to_90, counts)");
-  cmd->callback([args] {
+  cmd->callback(recordedJob("drift", [args](JobRecord& run) {
+    run.begin(args->compare.model, args->compare.device,
+              {{"dense", absolutePath(args->compare.dense)}, {"prompts", absolutePath(args->compare.prompts)},
+               {"max_prompts", args->compare.maxPrompts}, {"steps", args->drift.steps},
+               {"dtype", args->compare.dtype}});
     ComparisonOptions::Loaded l = args->compare.load();
     const LoadedModel& dense = l.dense;
     args->drift.eosTokenIds = dense.eosTokenIds;
     ActivationDriftResult r = activationDrift(*dense.model, *l.compressed.model,
                                               l.promptIds, args->drift,
                                               terminalProgress(), &interruptToken());
-    printResult(args->json, driftJson(r, *args, dense), driftText(r, *args));
-  });
+    const nlohmann::json result = driftJson(r, *args, dense);
+    run.finish(result);
+    printResult(args->json, result, driftText(r, *args));
+  }));
 }
 
 }  // namespace pareto::cli

@@ -7,6 +7,7 @@
 #include "CliSupport.h"
 #include "Commands.h"
 #include "ComparisonOptions.h"
+#include "RunRecording.h"
 #include "eval/DecodeFidelity.h"
 #include "model/LoadedModel.h"
 
@@ -82,14 +83,20 @@ void addFidelityCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json,
                 "Print one JSON object (decode_nll, dense_nll, top1_agreement, shared_prefix, ...)");
-  cmd->callback([args] {
+  cmd->callback(recordedJob("fidelity", [args](JobRecord& run) {
+    run.begin(args->compare.model, args->compare.device,
+              {{"dense", absolutePath(args->compare.dense)}, {"prompts", absolutePath(args->compare.prompts)},
+               {"max_prompts", args->compare.maxPrompts}, {"max_new_tokens", args->fidelity.maxNewTokens},
+               {"dtype", args->compare.dtype}});
     ComparisonOptions::Loaded l = args->compare.load();
     const LoadedModel& dense = l.dense;
     args->fidelity.eosTokenIds = dense.eosTokenIds;
     FidelityResult r = decodeFidelity(*dense.model, *l.compressed.model, l.promptIds,
                                       args->fidelity, terminalProgress(), &interruptToken());
-    printResult(args->json, fidelityJson(r, *args, dense), fidelityText(r, *args));
-  });
+    const nlohmann::json result = fidelityJson(r, *args, dense);
+    run.finish(result);
+    printResult(args->json, result, fidelityText(r, *args));
+  }));
 }
 
 }  // namespace pareto::cli

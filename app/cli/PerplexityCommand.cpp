@@ -5,6 +5,7 @@
 #include "CliSupport.h"
 #include "Commands.h"
 #include "ModelOptions.h"
+#include "RunRecording.h"
 #include "eval/Perplexity.h"
 #include "model/LoadedModel.h"
 #include "util/Json.h"
@@ -32,7 +33,10 @@ void addPerplexityCommand(CLI::App& app) {
   cmd->add_option("--batch", args->ppl.batch, "Windows per forward pass (0: pick for the device)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json, "Print one JSON object (ppl, windows, tokens, window, ...)");
-  cmd->callback([args] {
+  cmd->callback(recordedJob("perplexity", [args](JobRecord& run) {
+    run.begin(args->model.model, args->model.device,
+              {{"text", absolutePath(args->text)}, {"window", args->ppl.window}, {"max_windows", args->ppl.maxWindows},
+               {"batch", args->ppl.batch}, {"dtype", args->model.dtype}});
     LoadedModel m = loadModel(args->model.model, makeRuntimeOptions(args->model.device, args->model.dtype));
     std::vector<TokenId> ids = m.tokenizer->encode(readTextFile(args->text), /*addSpecialTokens=*/false);
     PerplexityResult r = computePerplexity(*m.model, ids, args->ppl, terminalProgress(), &interruptToken());
@@ -44,8 +48,9 @@ void addPerplexityCommand(CLI::App& app) {
     text.precision(6);
     text << "perplexity " << r.ppl << " over " << r.windows << " windows of " << r.window << " tokens ("
          << r.scoredTokens << " predictions; the text has " << r.tokens << " tokens)";
+    run.finish(j);
     printResult(args->json, j, text.str());
-  });
+  }));
 }
 
 }  // namespace pareto::cli

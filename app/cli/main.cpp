@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   app.name("pareto-cli");
   app.set_version_flag("--version", std::string("pareto-cli ") + PARETO_VERSION);
   app.require_subcommand(1);
+  pareto::cli::addRecordingOptions(app);   // first: subcommands inherit its fallthrough
   pareto::cli::addInspectCommand(app);
   pareto::cli::addPerplexityCommand(app);
   pareto::cli::addScoreCommand(app);
@@ -23,6 +24,9 @@ int main(int argc, char** argv) {
   pareto::cli::addAnalyzeCommand(app);
   pareto::cli::addFidelityCommand(app);
   pareto::cli::addCompressCommand(app);
+  pareto::cli::addBenchCommand(app);
+  pareto::cli::addRunsCommand(app);
+  pareto::cli::addExportCommand(app);
 
   try {
     app.parse(argc, argv);

@@ -3,6 +3,8 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QComboBox>
+#include <QDateTime>
 #include <QDir>
 #include <QDockWidget>
 #include <QDragEnterEvent>
@@ -11,21 +13,42 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFontDatabase>
+#include <QFormLayout>
+#include <QHBoxLayout>
 #include <QLabel>
+#include <QLocale>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QPixmap>
 #include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QToolBar>
+#include <QToolButton>
+#include <QUndoStack>
+#include <QVBoxLayout>
 #include <exception>
 
+#include "app/gui/HuggingFaceCache.h"
 #include "app/gui/RecentModels.h"
 #include "model/ModelSummary.h"
 #include "util/Error.h"
+#include "widgets/DiscrepancyView.h"
 #include "widgets/DisplayFormat.h"
+#include "widgets/DriftView.h"
+#include "widgets/EvaluationPanel.h"
+#include "widgets/GenerationPanel.h"
 #include "widgets/ModelSummaryView.h"
+#include "widgets/ParetoView.h"
+#include "widgets/RecipePanel.h"
+#include "widgets/RunCompareView.h"
+#include "widgets/RunHistory.h"
+#include "widgets/RunsPanel.h"
 
 namespace pareto {
 
@@ -34,6 +57,9 @@ namespace {
 const char* kGeometryKey = "mainWindow/geometry";
 const char* kStateKey = "mainWindow/state";
 const char* kLastParentKey = "mainWindow/lastModelParent";
+const char* kLastRecipeDirKey = "mainWindow/lastRecipeDir";
+const char* kDeviceKey = "device";
+const char* kRecipeKey = "recipe/current";
 
 // The single local folder being dragged, or empty when the drag is anything else.
 QString draggedFolder(const QMimeData* mime) {
@@ -42,6 +68,13 @@ QString draggedFolder(const QMimeData* mime) {
   if (!url.isLocalFile()) return {};
   const QString path = url.toLocalFile();
   return QFileInfo(path).isDir() ? path : QString();
+}
+
+QDockWidget* makeDock(QMainWindow* window, const QString& title, const char* name, QWidget* content) {
+  auto* dock = new QDockWidget(title, window);
+  dock->setObjectName(name);   // saveState() identifies docks by object name
+  dock->setWidget(content);
+  return dock;
 }
 
 }  // namespace
@@ -53,15 +86,33 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   reportError_ = [this](const QString& title, const QString& message) {
     QMessageBox::critical(this, title, message);
   };
-
+  history_ = new RunHistory(this);
+  createWorker();
   createDocksAndTabs();
   createMenus();
-  modelStatus_ = new QLabel;
-  modelStatus_->setObjectName("modelStatus");
-  modelStatus_->setToolTip(tr("The model loaded in the workbench."));
-  statusBar()->addPermanentWidget(modelStatus_);
-  statusBar()->showMessage(tr("Open a model folder to begin."));
-  restoreWindowLayout();
+  createStatusBar();
+  connectWorker();
+  restoreSettings();
+  updateRunnable();
+  refreshHuggingFaceModels();
+  // The devices (and their copy bandwidth, for predicted tokens/s) are probed on the worker: CUDA's first call
+  // can take seconds.
+  QMetaObject::invokeMethod(worker_, [w = worker_] { w->probeDevices(); }, Qt::QueuedConnection);
+}
+
+MainWindow::~MainWindow() {
+  if (runCancel_) runCancel_->cancel();
+  if (generationCancel_) generationCancel_->cancel();
+  workerThread_.quit();
+  workerThread_.wait();   // the job stops at its next check (within one layer or batch)
+}
+
+void MainWindow::createWorker() {
+  worker_ = new EngineWorker;
+  worker_->moveToThread(&workerThread_);
+  connect(&workerThread_, &QThread::finished, worker_, &QObject::deleteLater);
+  workerThread_.setObjectName("engine");
+  workerThread_.start();
 }
 
 void MainWindow::createDocksAndTabs() {
@@ -77,15 +128,114 @@ void MainWindow::createDocksAndTabs() {
       tr("Open a model folder (File ▸ Open Model Folder…, or drop a folder on this window) to see its "
          "architecture and tensors."));
   inspectText_->setToolTip(tr("The model report exactly as `pareto-cli inspect` prints it, ready to copy."));
+  driftView_ = new DriftView;
+  discrepancyView_ = new DiscrepancyView;
+  paretoView_ = new ParetoView(history_);
+  compareView_ = new RunCompareView;
   centralTabs_->addTab(inspectText_, tr("Inspect"));
+  centralTabs_->addTab(driftView_, tr("Drift"));
+  centralTabs_->addTab(discrepancyView_, tr("Discrepancy"));
+  centralTabs_->addTab(paretoView_, tr("Pareto"));
+  centralTabs_->addTab(compareView_, tr("Compare"));
+  centralTabs_->setTabToolTip(0, tr("The model folder's report, as `pareto-cli inspect` prints it."));
+  centralTabs_->setTabToolTip(1, tr("Activation drift of the current run: heatmap and per-layer curves."));
+  centralTabs_->setTabToolTip(2, tr("Hessian discrepancy per module, text vs decode calibration."));
+  centralTabs_->setTabToolTip(3, tr("Every run: quality against cost, with the Pareto front."));
+  centralTabs_->setTabToolTip(4, tr("Runs chosen in the Runs dock, side by side."));
   setCentralWidget(centralTabs_);
 
-  modelView_ = new ModelSummaryView;
-  auto* modelDock = new QDockWidget(tr("Model"), this);
-  modelDock->setObjectName("modelDock");  // saveState() identifies docks by object name
-  modelDock->setWidget(modelView_);
+  // Docks scroll rather than impose their full height on the window (small screens, tiled window managers).
+  auto* modelScroll = new QScrollArea;
+  modelScroll->setWidget(createModelDock());
+  modelScroll->setWidgetResizable(true);
+  modelScroll->setFrameShape(QFrame::NoFrame);
+  QDockWidget* modelDock = makeDock(this, tr("Model"), "modelDock", modelScroll);
   addDockWidget(Qt::LeftDockWidgetArea, modelDock);
-  resizeDocks({modelDock}, {600}, Qt::Horizontal);
+
+  recipePanel_ = new RecipePanel;
+  recipePanel_->setObjectName("recipePanel");
+  evaluationPanel_ = new EvaluationPanel;
+  evaluationPanel_->setObjectName("evaluationPanel");
+  auto* recipeContent = new QWidget;
+  auto* recipeLayout = new QVBoxLayout(recipeContent);
+  recipeLayout->setContentsMargins(0, 0, 0, 0);
+  recipeLayout->addWidget(recipePanel_);
+  auto* evaluationCaption = new QLabel(tr("<b>Evaluation</b>"));
+  evaluationCaption->setToolTip(tr("What a run measures after compressing."));
+  recipeLayout->addWidget(evaluationCaption);
+  recipeLayout->addWidget(evaluationPanel_);
+  recipeLayout->addStretch(1);
+  auto* recipeScroll = new QScrollArea;
+  recipeScroll->setWidget(recipeContent);
+  recipeScroll->setWidgetResizable(true);
+  recipeScroll->setFrameShape(QFrame::NoFrame);
+  QDockWidget* recipeDock = makeDock(this, tr("Recipe"), "recipeDock", recipeScroll);
+  addDockWidget(Qt::RightDockWidgetArea, recipeDock);
+
+  runsPanel_ = new RunsPanel(history_);
+  generationPanel_ = new GenerationPanel;
+  QDockWidget* runsDock = makeDock(this, tr("Runs"), "runsDock", runsPanel_);
+  QDockWidget* generationDock = makeDock(this, tr("Generation"), "generationDock", generationPanel_);
+  addDockWidget(Qt::BottomDockWidgetArea, runsDock);
+  addDockWidget(Qt::BottomDockWidgetArea, generationDock);
+  tabifyDockWidget(runsDock, generationDock);
+  runsDock->raise();
+
+  connect(recipePanel_, &RecipePanel::recipeChanged, this, &MainWindow::updateRunnable);
+  connect(evaluationPanel_, &EvaluationPanel::runRequested, this, &MainWindow::startRun);
+  connect(runsPanel_, &RunsPanel::runActivated, this, &MainWindow::openRun);
+  connect(paretoView_, &ParetoView::runActivated, this, &MainWindow::openRun);
+  connect(runsPanel_, &RunsPanel::compareRequested, this, &MainWindow::compareRuns);
+  connect(runsPanel_, &RunsPanel::recipeRequested, this, [this](int id) {
+    const RunRecord* run = history_->find(id);
+    if (run == nullptr) return;
+    QString error;
+    const auto doc = nlohmann::json::parse(run->recipeJson, nullptr, false);
+    if (!recipePanel_->setRecipe(doc, QString(), run->name, &error)) reportError_(tr("Cannot use recipe"), error);
+  });
+  connect(generationPanel_, &GenerationPanel::generateRequested, this, &MainWindow::startGeneration);
+  connect(generationPanel_, &GenerationPanel::stopRequested, this, [this] {
+    if (generationCancel_) generationCancel_->cancel();
+  });
+}
+
+QWidget* MainWindow::createModelDock() {
+  auto* content = new QWidget;
+  auto* layout = new QVBoxLayout(content);
+  layout->setContentsMargins(0, 0, 0, 0);
+  auto* form = new QFormLayout;
+
+  auto* hfRow = new QHBoxLayout;
+  hfModels_ = new QComboBox;
+  hfModels_->setObjectName("huggingFaceModels");
+  hfModels_->setToolTip(tr("Models already downloaded to the Hugging Face cache (%1).").arg(huggingFaceHubDir()));
+  auto* hfOpen = new QPushButton(tr("Open"));
+  hfOpen->setObjectName("openHuggingFaceModel");
+  hfOpen->setToolTip(tr("Open the chosen cached model."));
+  connect(hfOpen, &QPushButton::clicked, this, [this] {
+    const QString path = hfModels_->currentData().toString();
+    if (!path.isEmpty()) openModel(path);
+  });
+  hfRow->addWidget(hfModels_, 1);
+  hfRow->addWidget(hfOpen);
+  auto* hfCaption = new QLabel(tr("HF cache:"));
+  hfCaption->setToolTip(hfModels_->toolTip());
+  form->addRow(hfCaption, hfRow);
+
+  deviceCombo_ = new QComboBox;
+  deviceCombo_->setObjectName("deviceCombo");
+  deviceCombo_->addItem(tr("CPU"), "cpu");
+  deviceCombo_->setToolTip(tr("Where models run for compression, evaluation and generation: the CPU or a CUDA "
+                              "GPU (listed by name when this build has CUDA and a GPU is present)."));
+  connect(deviceCombo_, qOverload<int>(&QComboBox::currentIndexChanged), this, &MainWindow::applyDevice);
+  auto* deviceCaption = new QLabel(tr("Run on:"));
+  deviceCaption->setToolTip(deviceCombo_->toolTip());
+  form->addRow(deviceCaption, deviceCombo_);
+  layout->addLayout(form);
+
+  modelView_ = new ModelSummaryView;
+  layout->addWidget(modelView_, 1);
+  return content;
 }
 
 void MainWindow::createMenus() {
@@ -93,18 +243,115 @@ void MainWindow::createMenus() {
   QAction* open = fileMenu->addAction(tr("&Open Model Folder…"), this, &MainWindow::chooseModelFolder);
   open->setShortcut(QKeySequence::Open);
   open->setStatusTip(tr("Open a folder with config.json and model.safetensors (or sharded safetensors)."));
+  hfMenu_ = fileMenu->addMenu(tr("Open from &Hugging Face Cache"));
+  hfMenu_->setObjectName("huggingFaceMenu");
   recentMenu_ = fileMenu->addMenu(tr("Recent &Models"));
   recentMenu_->setObjectName("recentMenu");
   rebuildRecentMenu();
   fileMenu->addSeparator();
+  fileMenu->addAction(tr("Open &Recipe…"), this, &MainWindow::openRecipe);
+  QAction* saveRecipe = fileMenu->addAction(tr("&Save Recipe As…"), this, &MainWindow::saveRecipeAs);
+  saveRecipe->setShortcut(QKeySequence::SaveAs);
+  fileMenu->addSeparator();
   QAction* quit = fileMenu->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
+
+  QMenu* editMenu = menuBar()->addMenu(tr("&Edit"));
+  QAction* undo = recipePanel_->undoStack()->createUndoAction(this, tr("&Undo"));
+  undo->setShortcut(QKeySequence::Undo);
+  QAction* redo = recipePanel_->undoStack()->createRedoAction(this, tr("&Redo"));
+  redo->setShortcut(QKeySequence::Redo);
+  editMenu->addAction(undo);
+  editMenu->addAction(redo);
+
+  QMenu* runMenu = menuBar()->addMenu(tr("&Run"));
+  runAction_ = runMenu->addAction(tr("&Compress and Evaluate"), this, &MainWindow::startRun);
+  runAction_->setShortcut(Qt::CTRL | Qt::Key_R);
+  cancelAction_ = runMenu->addAction(tr("C&ancel"), this, &MainWindow::cancelRun);
+  cancelAction_->setEnabled(false);
 
   viewMenu_ = menuBar()->addMenu(tr("&View"));
   for (QDockWidget* dock : findChildren<QDockWidget*>()) viewMenu_->addAction(dock->toggleViewAction());
 
   QMenu* helpMenu = menuBar()->addMenu(tr("&Help"));
   helpMenu->addAction(tr("&About Pareto"), this, &MainWindow::showAbout);
+}
+
+void MainWindow::createStatusBar() {
+  modelStatus_ = new QLabel;
+  modelStatus_->setObjectName("modelStatus");
+  modelStatus_->setToolTip(tr("The model loaded in the workbench."));
+  progressLabel_ = new QLabel;
+  progressLabel_->setObjectName("progressLabel");
+  progressLabel_->setToolTip(tr("The stage the run is in and its position (layer, window, prompt)."));
+  progressBar_ = new QProgressBar;
+  progressBar_->setObjectName("progressBar");
+  progressBar_->setRange(0, 1000);
+  progressBar_->setMaximumWidth(220);
+  progressBar_->setTextVisible(false);
+  progressBar_->setToolTip(progressLabel_->toolTip());
+  cancelButton_ = new QToolButton;
+  cancelButton_->setObjectName("cancelButton");
+  cancelButton_->setText(tr("Cancel"));
+  cancelButton_->setToolTip(tr("Stop the run at its next layer or batch; nothing it wrote is kept."));
+  connect(cancelButton_, &QToolButton::clicked, this, &MainWindow::cancelRun);
+  statusBar()->addPermanentWidget(progressLabel_);
+  statusBar()->addPermanentWidget(progressBar_);
+  statusBar()->addPermanentWidget(cancelButton_);
+  statusBar()->addPermanentWidget(modelStatus_);
+  for (QWidget* w : std::initializer_list<QWidget*>{progressLabel_, progressBar_, cancelButton_}) w->setVisible(false);
+  statusBar()->showMessage(tr("Open a model folder to begin."));
+}
+
+void MainWindow::connectWorker() {
+  connect(worker_, &EngineWorker::devicesProbed, this, [this](const QVector<ComputeDevice>& devices) {
+    devices_ = devices;
+    const QString wanted = QSettings().value(kDeviceKey, "cpu").toString();
+    const QSignalBlocker block(deviceCombo_);
+    deviceCombo_->clear();
+    for (const ComputeDevice& d : devices) deviceCombo_->addItem(d.label, d.id);
+    const int index = deviceCombo_->findData(wanted);
+    deviceCombo_->setCurrentIndex(index >= 0 ? index : 0);
+    applyDevice();
+    emit devicesReady();
+  });
+  connect(worker_, &EngineWorker::progress, this, [this](const QString& stage, double fraction, const QString& message) {
+    progressBar_->setValue(int(fraction * 1000));
+    progressLabel_->setText(message.isEmpty() ? stage : tr("%1: %2").arg(stage, message));
+  });
+  connect(worker_, &EngineWorker::runFinished, this, [this](const RunRecord& record) {
+    const int id = history_->add(record);
+    const RunRecord* run = history_->find(id);
+    openRun(id);
+    QStringList parts;
+    for (const char* key : {metric::kPerplexity, metric::kDecodeNll, metric::kLinearBitsPerWeight}) {
+      const double v = run->metric(key);
+      if (!std::isnan(v)) parts << tr("%1 %2").arg(findMetric(key)->caption.toLower(), formatMetric(key, v));
+    }
+    runDone(true, tr("%1 finished in %2 s: %3")
+                      .arg(run->name)
+                      .arg(QLocale().toString(run->metric(metric::kSeconds), 'f', 1))
+                      .arg(parts.join(", ")));
+  });
+  connect(worker_, &EngineWorker::runCancelled, this, [this](const QString& message) { runDone(false, message); });
+  connect(worker_, &EngineWorker::runFailed, this, [this](const QString& message) {
+    runDone(false, message);
+    reportError_(tr("Run failed"), message);
+  });
+  connect(worker_, &EngineWorker::generationText, generationPanel_, &GenerationPanel::showContinuation);
+  connect(worker_, &EngineWorker::generationFinished, this, [this](const QString& summary) {
+    generationCancel_.reset();
+    generationPanel_->setBusy(false);
+    generationPanel_->showStatus(summary);
+    emit generationEnded(true);
+  });
+  connect(worker_, &EngineWorker::generationFailed, this, [this](const QString& message) {
+    generationCancel_.reset();
+    generationPanel_->setBusy(false);
+    generationPanel_->showStatus(tr("failed"));
+    reportError_(tr("Generation failed"), message);
+    emit generationEnded(false);
+  });
 }
 
 void MainWindow::setErrorReporter(ErrorReporter reporter) { reportError_ = std::move(reporter); }
@@ -131,7 +378,10 @@ bool MainWindow::openModel(const QString& dir) {
   }
 
   currentModelDir_ = QFileInfo(dir).absoluteFilePath();
+  summary_ = summary;
   modelView_->setSummary(summary);
+  recipePanel_->setModel(summary);
+  generationPanel_->setDenseAvailable(true);
   inspectText_->setPlainText(QString::fromStdString(toText(summary)));
   const QString name = QFileInfo(currentModelDir_).fileName();
   setWindowTitle(tr("%1 — Pareto").arg(name));
@@ -144,6 +394,7 @@ bool MainWindow::openModel(const QString& dir) {
   RecentModels().add(currentModelDir_);
   QSettings().setValue(kLastParentKey, QFileInfo(currentModelDir_).absolutePath());
   rebuildRecentMenu();
+  updateRunnable();
   return true;
 }
 
@@ -169,6 +420,200 @@ void MainWindow::rebuildRecentMenu() {
   clear->setEnabled(!paths.isEmpty());
 }
 
+void MainWindow::refreshHuggingFaceModels() {
+  const QString hub = huggingFaceHubDir();
+  const QList<CachedModel> models = discoverCachedModels(hub);
+  hfModels_->clear();
+  hfMenu_->clear();
+  for (const CachedModel& m : models) {
+    hfModels_->addItem(m.repo, m.path);
+    hfModels_->setItemData(hfModels_->count() - 1, tr("%1\nrevision %2").arg(m.path, m.revision), Qt::ToolTipRole);
+    const QString path = m.path;
+    hfMenu_->addAction(m.repo, this, [this, path] { openModel(path); });
+  }
+  if (models.isEmpty()) {
+    hfModels_->addItem(tr("(no models in %1)").arg(hub), QString());
+    hfMenu_->addAction(tr("No models in %1").arg(hub))->setEnabled(false);
+  }
+  hfMenu_->addSeparator();
+  hfMenu_->addAction(tr("Rescan"), this, &MainWindow::refreshHuggingFaceModels);
+}
+
+void MainWindow::openRecipe() {
+  const QString start = QSettings().value(kLastRecipeDirKey, QDir::homePath()).toString();
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open Recipe"), start, tr("Recipes (*.json)"));
+  if (path.isEmpty()) return;
+  QString error;
+  if (!recipePanel_->loadRecipeFile(path, &error)) {
+    reportError_(tr("Cannot open recipe"), error);
+    return;
+  }
+  QSettings().setValue(kLastRecipeDirKey, QFileInfo(path).absolutePath());
+  statusBar()->showMessage(tr("Loaded recipe %1").arg(path), 10000);
+}
+
+void MainWindow::saveRecipeAs() {
+  const QString start = QSettings().value(kLastRecipeDirKey, QDir::homePath()).toString();
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save Recipe"), start + "/recipe.json", tr("Recipes (*.json)"));
+  if (path.isEmpty()) return;
+  QString error;
+  if (!recipePanel_->saveRecipeFile(path, &error)) {
+    reportError_(tr("Cannot save recipe"), error);
+    return;
+  }
+  QSettings().setValue(kLastRecipeDirKey, QFileInfo(path).absolutePath());
+  statusBar()->showMessage(tr("Saved recipe %1").arg(path), 10000);
+}
+
+void MainWindow::applyDevice() {
+  const QString id = deviceCombo_->currentData().toString();
+  for (const ComputeDevice& d : devices_) {
+    if (d.id != id) continue;
+    modelView_->setDevice(d.label);
+    recipePanel_->setBandwidth(d.bandwidth());
+  }
+  QSettings().setValue(kDeviceKey, id);
+}
+
+void MainWindow::selectDevice(const QString& id) {
+  const int index = deviceCombo_->findData(id);
+  if (index >= 0) deviceCombo_->setCurrentIndex(index);
+}
+
+QString MainWindow::currentDevice() const { return deviceCombo_->currentData().toString(); }
+
+void MainWindow::updateRunnable() {
+  QString why;
+  if (isRunning())
+    why = tr("A run is in progress.");
+  else if (!summary_)
+    why = tr("Open a model first.");
+  else if (!recipePanel_->problems().isEmpty())
+    why = recipePanel_->problems().join("\n");
+  evaluationPanel_->setRunnable(why.isEmpty(), why);
+  evaluationPanel_->setRunning(isRunning());
+  runAction_->setEnabled(why.isEmpty());
+  runAction_->setToolTip(why);
+}
+
+QString MainWindow::uniqueRunFolder() const {
+  const QString root = evaluationPanel_->settings().runsFolder;
+  const QString base = QStringLiteral("%1-%2").arg(QFileInfo(currentModelDir_).fileName(),
+                                                   QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss"));
+  QString path = QDir(root).filePath(base);
+  for (int n = 2; QFileInfo::exists(path) || QFileInfo::exists(QDir(root).filePath("." + QFileInfo(path).fileName() + ".partial")); ++n)
+    path = QDir(root).filePath(QStringLiteral("%1-%2").arg(base).arg(n));
+  return path;
+}
+
+bool MainWindow::startRun() {
+  if (isRunning()) return false;
+  QString why;
+  if (!summary_) why = tr("Open a model first.");
+  else if (!recipePanel_->problems().isEmpty()) why = recipePanel_->problems().join("\n");
+  if (!why.isEmpty()) {
+    reportError_(tr("Cannot run"), why);
+    return false;
+  }
+  evaluationPanel_->saveSettings();
+  RunRequest request;
+  request.modelDir = currentModelDir_;
+  request.recipeJson = recipePanel_->recipeJson().dump();
+  request.outDir = uniqueRunFolder();
+  request.device = currentDevice();
+  request.evaluation = evaluationPanel_->settings();
+  for (const ComputeDevice& d : devices_)
+    if (d.id == request.device) request.bandwidth = d.bandwidth();
+  request.cancel = std::make_shared<CancelToken>();
+  runCancel_ = request.cancel;
+  runOutDir_ = request.outDir;
+  QMetaObject::invokeMethod(worker_, [w = worker_, request] { w->run(request); }, Qt::QueuedConnection);
+
+  progressBar_->setValue(0);
+  progressLabel_->setText(tr("starting"));
+  for (QWidget* w : std::initializer_list<QWidget*>{progressLabel_, progressBar_, cancelButton_}) w->setVisible(true);
+  cancelButton_->setEnabled(true);
+  cancelAction_->setEnabled(true);
+  statusBar()->showMessage(tr("Running %1 → %2").arg(describeRecipe(request.recipeJson), request.outDir));
+  updateRunnable();
+  return true;
+}
+
+void MainWindow::cancelRun() {
+  if (!runCancel_) return;
+  runCancel_->cancel();
+  cancelButton_->setEnabled(false);
+  cancelAction_->setEnabled(false);
+  progressLabel_->setText(tr("cancelling at the next layer…"));
+}
+
+void MainWindow::runDone(bool succeeded, const QString& message) {
+  runCancel_.reset();
+  for (QWidget* w : std::initializer_list<QWidget*>{progressLabel_, progressBar_, cancelButton_}) w->setVisible(false);
+  cancelAction_->setEnabled(false);
+  statusBar()->showMessage(message, 30000);
+  updateRunnable();
+  emit runEnded(succeeded, message);
+}
+
+void MainWindow::openRun(int runId) {
+  const RunRecord* run = history_->find(runId);
+  if (run == nullptr) return;
+  currentRunId_ = runId;
+  driftView_->setDrift(run->name, run->drift);
+  discrepancyView_->setStudy(run->name, run->discrepancy);
+  generationPanel_->setCompressedRun(run->name);
+  runsPanel_->selectRun(runId);
+}
+
+void MainWindow::compareRuns(const QList<int>& runIds) {
+  std::vector<const RunRecord*> runs;
+  for (int id : runIds)
+    if (const RunRecord* r = history_->find(id)) runs.push_back(r);
+  compareView_->setRuns(runs);
+  centralTabs_->setCurrentWidget(compareView_);
+}
+
+void MainWindow::startGeneration(const QString& prompt, int maxNewTokens) {
+  if (generationCancel_ || currentModelDir_.isEmpty()) return;
+  GenerationRequest request;
+  request.modelDir = currentModelDir_;
+  if (const RunRecord* run = history_->find(currentRunId_)) request.compressedDir = run->outDir;
+  request.device = currentDevice();
+  request.prompt = prompt;
+  request.maxNewTokens = maxNewTokens;
+  request.cancel = std::make_shared<CancelToken>();
+  generationCancel_ = request.cancel;
+  generationPanel_->setBusy(true);
+  generationPanel_->showStatus(tr("generating…"));
+  QMetaObject::invokeMethod(worker_, [w = worker_, request] { w->generate(request); }, Qt::QueuedConnection);
+}
+
+bool MainWindow::selectTab(const QString& name) {
+  for (int i = 0; i < centralTabs_->count(); ++i) {
+    if (centralTabs_->tabText(i).compare(name, Qt::CaseInsensitive) == 0) {
+      centralTabs_->setCurrentIndex(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+QStringList MainWindow::tabNames() const {
+  QStringList names;
+  for (int i = 0; i < centralTabs_->count(); ++i) names << centralTabs_->tabText(i);
+  return names;
+}
+
+bool MainWindow::saveScreenshot(const QString& path, QString* error) {
+  const QPixmap shot = grab();
+  if (shot.isNull() || !shot.save(path, "PNG")) {
+    if (error) *error = tr("%1: could not write the screenshot").arg(path);
+    return false;
+  }
+  return true;
+}
+
 void MainWindow::showAbout() {
   QMessageBox::about(
       this, tr("About Pareto"),
@@ -177,20 +622,41 @@ void MainWindow::showAbout() {
           .arg(QStringLiteral(PARETO_VERSION)));
 }
 
-void MainWindow::restoreWindowLayout() {
+void MainWindow::restoreSettings() {
   QSettings settings;
-  if (!restoreGeometry(settings.value(kGeometryKey).toByteArray())) resize(1200, 800);
-  restoreState(settings.value(kStateKey).toByteArray());
+  if (!restoreGeometry(settings.value(kGeometryKey).toByteArray())) resize(1400, 900);
+  // First start: the default dock sizes are applied once the window is shown (resizeDocks needs its layout).
+  defaultDockSizes_ = !restoreState(settings.value(kStateKey).toByteArray());
+  evaluationPanel_->loadSettings();
+  const QString recipe = settings.value(kRecipeKey).toString();
+  if (!recipe.isEmpty()) {
+    const auto doc = nlohmann::json::parse(recipe.toStdString(), nullptr, false);
+    QString ignored;   // a recipe that no longer parses (files moved) is simply not restored
+    if (!doc.is_discarded() && recipePanel_->setRecipe(doc, QString(), tr("the last session's recipe"), &ignored))
+      recipePanel_->undoStack()->clear();
+  }
 }
 
-void MainWindow::saveWindowLayout() const {
+void MainWindow::saveSettings() const {
   QSettings settings;
   settings.setValue(kGeometryKey, saveGeometry());
   settings.setValue(kStateKey, saveState());
+  settings.setValue(kRecipeKey, QString::fromStdString(recipePanel_->recipeJson().dump()));
+  evaluationPanel_->saveSettings();
+}
+
+void MainWindow::showEvent(QShowEvent* event) {
+  QMainWindow::showEvent(event);
+  if (!defaultDockSizes_) return;
+  defaultDockSizes_ = false;
+  // The plots get most of the room.
+  auto dock = [this](const char* name) { return findChild<QDockWidget*>(name); };
+  resizeDocks({dock("modelDock"), dock("recipeDock")}, {380, 400}, Qt::Horizontal);
+  resizeDocks({dock("runsDock")}, {190}, Qt::Vertical);
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
-  saveWindowLayout();
+  saveSettings();
   QMainWindow::closeEvent(event);
 }
 

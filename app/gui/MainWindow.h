@@ -1,25 +1,49 @@
-// The workbench window. For now it opens a model folder and shows what `pareto-cli inspect` shows: the Model
-// dock holds the summary and tensor table, the central tabs the inspect report. Later docks (Recipe, Runs,
-// Generation) and plot tabs attach to the same dock areas and tab widget.
+// The workbench window. Docks: Model (folder, Hugging Face cache, recent models, device, summary), Recipe
+// (recipe controls with instant estimates, evaluation settings, Run), Runs (this session's history) and
+// Generation (dense vs compressed, streaming). Central tabs: Inspect, Drift, Discrepancy, Pareto and Compare.
+//
+// All engine work (compress, evaluate, generate, device probing) runs on an EngineWorker on its own QThread,
+// reached through queued calls and queued signals only. Reading a model folder's headers for the summary stays
+// on the GUI thread: it touches no weights and is instant.
 #pragma once
 
 #include <QMainWindow>
+#include <QThread>
+#include <QVector>
 #include <functional>
+#include <memory>
+#include <optional>
 
+#include "app/gui/EngineWorker.h"
+#include "model/ModelSummary.h"
+
+class QComboBox;
+class QLabel;
 class QMenu;
 class QPlainTextEdit;
+class QProgressBar;
 class QTabWidget;
-class QLabel;
+class QToolButton;
 
 namespace pareto {
 
+class DiscrepancyView;
+class DriftView;
+class EvaluationPanel;
+class GenerationPanel;
 class ModelSummaryView;
+class ParetoView;
+class RecipePanel;
+class RunCompareView;
+class RunHistory;
+class RunsPanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
   explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
 
   // Reads the folder's config and safetensors headers and shows them. On failure the message (naming the folder
   // or file at fault) goes to the error reporter and the model shown before stays; returns whether it loaded.
@@ -29,30 +53,107 @@ class MainWindow : public QMainWindow {
   using ErrorReporter = std::function<void(const QString& title, const QString& message)>;
   void setErrorReporter(ErrorReporter reporter);
 
+  // Starts compress + evaluate of the Recipe dock's recipe on the worker. Returns false (and reports why) when
+  // no model is open, the recipe has problems, or a run is in progress.
+  bool startRun();
+  void cancelRun();
+  bool isRunning() const { return static_cast<bool>(runCancel_); }
+  // The running job's token (null when idle); cancelling it is what the Cancel button does.
+  std::shared_ptr<CancelToken> runCancelToken() const { return runCancel_; }
+
+  // Makes a run the current one: its drift and discrepancy in the tabs, its folder for generation.
+  void openRun(int runId);
+  int currentRunId() const { return currentRunId_; }
+  void compareRuns(const QList<int>& runIds);
+
+  // Selects the central tab whose title matches (case-insensitive); false when there is none.
+  bool selectTab(const QString& name);
+  QStringList tabNames() const;
+  // Renders the window as it is now to a PNG file.
+  bool saveScreenshot(const QString& path, QString* error);
+
+  void selectDevice(const QString& id);
+  QString currentDevice() const;
+
   ModelSummaryView* modelView() const { return modelView_; }
+  RecipePanel* recipePanel() const { return recipePanel_; }
+  EvaluationPanel* evaluationPanel() const { return evaluationPanel_; }
+  RunsPanel* runsPanel() const { return runsPanel_; }
+  GenerationPanel* generationPanel() const { return generationPanel_; }
+  DriftView* driftView() const { return driftView_; }
+  DiscrepancyView* discrepancyView() const { return discrepancyView_; }
+  ParetoView* paretoView() const { return paretoView_; }
+  RunCompareView* compareView() const { return compareView_; }
+  RunHistory* history() const { return history_; }
+  EngineWorker* worker() const { return worker_; }
   QString currentModelDir() const { return currentModelDir_; }
 
+ signals:
+  void runEnded(bool succeeded, const QString& message);
+  void devicesReady();
+  void generationEnded(bool succeeded);
+
  protected:
+  void showEvent(QShowEvent* event) override;
   void closeEvent(QCloseEvent* event) override;
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
 
  private:
+  void createWorker();
   void createDocksAndTabs();
+  QWidget* createModelDock();
   void createMenus();
+  void createStatusBar();
+  void connectWorker();
   void chooseModelFolder();
   void rebuildRecentMenu();
+  void refreshHuggingFaceModels();
+  void openRecipe();
+  void saveRecipeAs();
   void showAbout();
-  void restoreWindowLayout();
-  void saveWindowLayout() const;
+  void restoreSettings();
+  void saveSettings() const;
+  void updateRunnable();
+  void applyDevice();
+  void startGeneration(const QString& prompt, int maxNewTokens);
+  void runDone(bool succeeded, const QString& message);
+  QString uniqueRunFolder() const;
 
+  QThread workerThread_;
+  EngineWorker* worker_ = nullptr;
+  std::shared_ptr<CancelToken> runCancel_;
+  std::shared_ptr<CancelToken> generationCancel_;
+  QVector<ComputeDevice> devices_;
+
+  std::optional<ModelSummary> summary_;
   ModelSummaryView* modelView_ = nullptr;
+  QComboBox* hfModels_ = nullptr;
+  QComboBox* deviceCombo_ = nullptr;
+  RecipePanel* recipePanel_ = nullptr;
+  EvaluationPanel* evaluationPanel_ = nullptr;
+  RunHistory* history_ = nullptr;
+  RunsPanel* runsPanel_ = nullptr;
+  GenerationPanel* generationPanel_ = nullptr;
   QPlainTextEdit* inspectText_ = nullptr;
+  DriftView* driftView_ = nullptr;
+  DiscrepancyView* discrepancyView_ = nullptr;
+  ParetoView* paretoView_ = nullptr;
+  RunCompareView* compareView_ = nullptr;
   QTabWidget* centralTabs_ = nullptr;
   QMenu* viewMenu_ = nullptr;
   QMenu* recentMenu_ = nullptr;
+  QMenu* hfMenu_ = nullptr;
   QLabel* modelStatus_ = nullptr;
+  QProgressBar* progressBar_ = nullptr;
+  QLabel* progressLabel_ = nullptr;
+  QToolButton* cancelButton_ = nullptr;
+  QAction* runAction_ = nullptr;
+  QAction* cancelAction_ = nullptr;
   QString currentModelDir_;
+  QString runOutDir_;
+  int currentRunId_ = 0;
+  bool defaultDockSizes_ = false;
   ErrorReporter reportError_;
 };
 

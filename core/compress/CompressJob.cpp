@@ -22,6 +22,7 @@
 #include "formats/SpqrWeight.h"
 #include "model/CompressionManifest.h"
 #include "model/LoadedModel.h"
+#include "model/OutOfMemory.h"
 #include "model/Safetensors.h"
 #include "model/TensorIO.h"
 #include "util/Error.h"
@@ -47,7 +48,8 @@ struct ModuleOutcome {
   std::optional<SparsityPattern> pattern;
   std::optional<QuantizeSpec> quant;
   QuantResult codes;  // quantized modules: of the whole weight, or of the bitmask's kept values
-  std::optional<SpqrResult> spqr;
+  at::Tensor permutation;  // GPTQ act-order: int64 [in], the order the columns were quantized in
+  std::optional<SpqrResult> spqr;  // of the whole weight, or of the bitmask's kept values
 };
 
 bool packsAsBitmask(const SparsityPattern& p, int64_t columns) { return p.isNM() && columns % 32 == 0; }
@@ -77,18 +79,45 @@ at::Tensor zeroCodes(const QuantResult& q, int64_t colsPerGroup) {
   return q.zeros.repeat_interleave(colsPerGroup, 1).expand_as(q.codes).to(q.codes.scalar_type());
 }
 
-QuantResult quantizeWeight(const std::string& name, const at::Tensor& weight, const HessianAccumulator* hessian,
-                           const QuantizeSpec& spec) {
-  if (spec.method == "rtn") return rtnQuantize(weight, spec.grid, name);
+// `keep`: after pruning, the weights to quantize (the rest stay exactly 0); `grid` may differ from spec.grid
+// (N:M: the group size in original columns).
+GptqResult quantizeWeight(const std::string& name, const at::Tensor& weight, const HessianAccumulator* hessian,
+                          const QuantizeSpec& spec, const QuantSpec& grid, const at::Tensor& keep = {}) {
+  if (spec.method == "rtn") return {rtnQuantize(weight, grid, name), {}, {}};
   if (spec.method == "gptq") {
     GptqOptions o;
     o.damp = spec.damp;
     o.blockSize = spec.block;
     o.actOrder = spec.actOrder;
     o.staticGroups = spec.staticGroups;
-    return gptqQuantize(weight, hessian->sum(), spec.grid, o, name).quant;
+    o.keep = keep;
+    return gptqQuantize(weight, hessian->sum(), grid, o, name);
   }
   throw InputError(name + ": quantization method \"" + spec.method + "\" is not available in this version of Pareto");
+}
+
+SpqrResult spqrWeight(const std::string& name, const at::Tensor& weight, const HessianAccumulator* hessian,
+                      const QuantizeSpec& spec, int64_t groupSize, const at::Tensor& keep = {}) {
+  SpqrOptions o;
+  o.bits = spec.grid.bits;
+  o.groupSize = groupSize;
+  o.scaleBits = spec.scaleBits;
+  o.outlierRatio = spec.outlierRatio;
+  o.outlierThreshold = spec.outlierThreshold;
+  o.damp = spec.damp;
+  o.blockSize = spec.block;
+  o.keep = keep;
+  return spqrQuantize(weight, hessian->sum(), o, name);
+}
+
+// After N:M pruning the packed form quantizes the kept values, in groups of g kept values; the solvers run on
+// the original columns, where such a group is g·M/N columns (every M columns keep exactly N).
+int64_t originalGroupSize(const std::string& name, int64_t keptGroup, const SparsityPattern& p, int64_t keptCols) {
+  if ((keptGroup * p.m()) % p.n() != 0 || keptCols % keptGroup != 0)
+    throw InputError(name + ": groups of " + std::to_string(keptGroup) + " kept values do not fit " + p.label() +
+                     " pruning with " + std::to_string(keptCols) + " kept values per row (need a multiple of N = " +
+                     std::to_string(p.n()) + " dividing the kept values)");
+  return keptGroup * p.m() / p.n();
 }
 
 ModuleOutcome pruneModule(const std::string& name, const at::Tensor& weight, const HessianAccumulator* hessian,
@@ -137,33 +166,46 @@ ModuleOutcome compressModule(const std::string& name, const at::Tensor& weight, 
     out.quant = quant;
     out.report.method += (out.report.method.empty() ? "" : "+") + quant->method;
     out.report.pattern += (out.report.pattern.empty() ? "" : " ") + quant->grid.label();
-    if (out.report.format.rfind("bitmask-", 0) == 0) {
-      // Prune then quantize the survivors: the grid runs over the kept values in column order, which is what
-      // the bitmask + int kernel reads.
-      if (quant->method != "rtn")
-        throw InputError(name + ": after N:M pruning only rtn quantization of the kept values is supported yet");
-      BitmaskNMWeight packed = BitmaskNMWeight::pack(out.weight, out.mask, out.pattern->n(), out.pattern->m());
-      out.codes = rtnQuantize(packed.values, quant->grid, name);
-      packed.values = out.codes.dequantized;
-      out.weight = packed.unpack();
-      out.report.format += "+int" + std::to_string(quant->grid.bits);
+    const bool bitmask = out.report.format.rfind("bitmask-", 0) == 0;
+    if (bitmask) {
+      // Prune then quantize the survivors: the packed codes hold the kept values in column order, which is what
+      // the bitmask + int kernel reads, and the grids are groups of those kept values.
+      const int64_t keptCols = weight.size(1) * out.pattern->n() / out.pattern->m();
+      if (quant->method == "rtn") {
+        BitmaskNMWeight packed = BitmaskNMWeight::pack(out.weight, out.mask, out.pattern->n(), out.pattern->m());
+        out.codes = rtnQuantize(packed.values, quant->grid, name);
+        packed.values = out.codes.dequantized;
+        out.weight = packed.unpack();
+        out.report.format += "+int" + std::to_string(quant->grid.bits);
+      } else if (quant->method == "gptq") {
+        // GPTQ over the kept weights only (pruned ones stay 0, the mask is kept exactly).
+        QuantSpec grid = quant->grid;
+        if (grid.granularity == QuantSpec::Granularity::Group)
+          grid.groupSize = originalGroupSize(name, quant->grid.groupSize, *out.pattern, keptCols);
+        GptqResult r = quantizeWeight(name, out.weight, hessian, *quant, grid, out.mask);
+        out.weight = r.quant.dequantized;
+        out.codes = quantKeptColumns(r.quant, out.mask);
+        out.permutation = r.permutation;
+        out.report.format += "+int" + std::to_string(quant->grid.bits);
+      } else {
+        const int64_t groupSize = originalGroupSize(name, quant->grid.groupSize, *out.pattern, keptCols);
+        SpqrResult r = spqrWeight(name, out.weight, hessian, *quant, groupSize, out.mask);
+        out.weight = r.dequantized;
+        out.spqr = spqrKeptColumns(r, out.mask);
+        out.report.format += "+spqr" + std::to_string(quant->grid.bits);
+      }
     } else if (quant->method == "spqr") {
-      if (out.mask.defined()) throw InputError(name + ": spqr after pruning is not supported yet");
-      SpqrOptions o;
-      o.bits = quant->grid.bits;
-      o.groupSize = quant->grid.groupSize;
-      o.scaleBits = quant->scaleBits;
-      o.outlierRatio = quant->outlierRatio;
-      o.outlierThreshold = quant->outlierThreshold;
-      o.damp = quant->damp;
-      o.blockSize = quant->block;
-      out.spqr = spqrQuantize(out.weight, hessian->sum(), o, name);
+      // Unstructured pruning first: the pruned weights get their group's zero code (exactly 0).
+      out.spqr = spqrWeight(name, out.weight, hessian, *quant, quant->grid.groupSize, out.mask);
       out.weight = out.spqr->dequantized;
       out.report.format = "spqr" + std::to_string(quant->grid.bits);
     } else {
-      out.codes = quantizeWeight(name, out.weight, hessian, *quant);
-      if (out.mask.defined()) {
-        // Unstructured zeros stay zeros: their code is the one that dequantizes to 0.
+      GptqResult r = quantizeWeight(name, out.weight, hessian, *quant, quant->grid,
+                                    quant->method == "gptq" ? out.mask : at::Tensor());
+      out.codes = r.quant;
+      out.permutation = r.permutation;
+      if (out.mask.defined() && quant->method == "rtn") {
+        // RTN has no error propagation: unstructured zeros (0 on every grid) are simply given the zero code.
         const at::Tensor zero = zeroCodes(out.codes, quant->grid.columnsPerGroup(weight.size(1)));
         out.codes.codes = at::where(out.mask, out.codes.codes, zero);
         out.codes.dequantized = out.codes.dequantized * out.mask.to(out.codes.dequantized.scalar_type());
@@ -181,25 +223,6 @@ ModuleOutcome compressModule(const std::string& name, const at::Tensor& weight, 
 
 void copyIfPresent(const fs::path& from, const fs::path& to) {
   if (fs::exists(from)) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
-}
-
-std::string identityHash(const std::string& dir) {
-  std::string bytes = readTextFile((fs::path(dir) / "config.json").string());
-  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
-  if (fs::exists(index)) {
-    bytes += readTextFile(index.string());
-  } else {
-    // The header (names, dtypes, shapes, offsets) identifies a single-file checkpoint without hashing gigabytes.
-    std::ifstream in(fs::path(dir) / "model.safetensors", std::ios::binary);
-    unsigned char le[8] = {};
-    in.read(reinterpret_cast<char*>(le), 8);
-    uint64_t n = 0;
-    for (int i = 0; i < 8; ++i) n |= uint64_t(le[i]) << (8 * i);
-    std::string header(static_cast<size_t>(std::min<uint64_t>(n, 100ull << 20)), '\0');
-    in.read(header.data(), static_cast<std::streamsize>(header.size()));
-    bytes += header;
-  }
-  return contentHash(bytes);
 }
 
 }  // namespace
@@ -237,7 +260,9 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
 
   const auto calibStart = clock::now();
   if (recipe.needsCalibration()) {
-    CalibrationSet data = calibrate(m, *recipe.calibration, progress, cancel, opts.batch);
+    CalibrationSet data = guardMemory("calibration", "lower --batch or the recipe's calibration tokens", [&] {
+      return calibrate(m, *recipe.calibration, progress, cancel, opts.batch);
+    });
     result.calibrationTokens = data.countedTokens();
     result.calibrationSeconds = since(calibStart);
     const auto passStart = clock::now();
@@ -245,23 +270,27 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
     pass.batch = opts.batch;
     pass.progress = progress;
     pass.cancel = cancel;
-    runSequentialPass(*m.model, data,
-                      [&](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
-                        return onModule(name, w, &h);
-                      },
-                      pass);
+    guardMemory("compression (sequential pass)", "lower --batch, or compress on the CPU", [&] {
+      runSequentialPass(*m.model, data,
+                        [&](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
+                          return onModule(name, w, &h);
+                        },
+                        pass);
+    });
     result.passSeconds = since(passStart);
   } else {
     // Magnitude pruning needs no activations: no calibration, no pass.
     const auto passStart = clock::now();
-    for (int64_t layer = 0; layer < m.model->numLayers(); ++layer) {
-      if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
-      for (auto& [group, linear] : m.model->layerLinears(layer)) {
-        at::Tensor w = onModule(linear->name(), linear->weight(), nullptr);
-        if (w.defined()) linear->setWeight(w);
+    guardMemory("compression", "compress on the CPU", [&] {
+      for (int64_t layer = 0; layer < m.model->numLayers(); ++layer) {
+        if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
+        for (auto& [group, linear] : m.model->layerLinears(layer)) {
+          at::Tensor w = onModule(linear->name(), linear->weight(), nullptr);
+          if (w.defined()) linear->setWeight(w);
+        }
+        report("prune", double(layer + 1) / m.model->numLayers(), "layer " + std::to_string(layer + 1));
       }
-      report("prune", double(layer + 1) / m.model->numLayers(), "layer " + std::to_string(layer + 1));
-    }
+    });
     result.passSeconds = since(passStart);
   }
 
@@ -295,7 +324,8 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
         if (module.find(".layers.") != std::string::npos && e->shape.size() == 2) {
           linearBits += e->nbytes * 8;
           linearWeights += static_cast<uint64_t>(e->numel());
-          modules[module] = {{"format", "dense"}, {"bits_per_weight", 8.0 * e->nbytes / e->numel()}, {"sparsity", 0.0}};
+          modules[module] = {{"format", "dense"}, {"bits_per_weight", 8.0 * e->nbytes / e->numel()}, {"sparsity", 0.0},
+                             {"shape", e->shape}};
         }
         continue;
       }
@@ -310,30 +340,42 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
         tensors.emplace_back(quantScalesName(module), packed.scales.to(at::kCPU));
         if (packed.zeros.defined()) tensors.emplace_back(quantZerosName(module), packed.zeros.to(at::kCPU));
         quantInfo = {{"bits", packed.bits}, {"symmetric", packed.symmetric}, {"group_size", packed.groupSize}};
+        uint64_t written = static_cast<uint64_t>(packed.storedBytes());
+        if (o.permutation.defined()) {
+          // Act-order: the quantization order, beside codes kept in the original column order.
+          const at::Tensor perm = o.permutation.to(at::kCPU, at::kInt).contiguous();
+          tensors.emplace_back(quantPermName(module), perm);
+          quantInfo["act_order"] = true;
+          written += static_cast<uint64_t>(perm.numel() * perm.element_size());
+        }
+        return written;
+      };
+      auto writeSpqr = [&](const SpqrResult& r) {
+        SpqrWeight packed = SpqrWeight::pack(r);
+        const std::vector<std::pair<const char*, at::Tensor>> parts = {
+            {"codes", packed.codes},           {"scale_codes", packed.scaleCodes},
+            {"zero_codes", packed.zeroCodes},  {"scale_base", packed.scaleBase},
+            {"scale_step", packed.scaleStep},  {"outlier_rows", packed.outlierRowOffsets},
+            {"outlier_columns", packed.outlierColumns}, {"outlier_values", packed.outlierValues}};
+        for (const auto& [part, t] : parts) tensors.emplace_back(spqrTensorName(module, part), t.to(at::kCPU));
+        quantInfo = {{"bits", packed.bits}, {"scale_bits", packed.scaleBits}, {"group_size", packed.groupSize},
+                     {"scale_group", packed.scaleGroup}, {"outliers", packed.outlierValues.numel()}};
         return static_cast<uint64_t>(packed.storedBytes());
       };
       if (o.report.format.rfind("bitmask-", 0) == 0) {
         BitmaskNMWeight packed = BitmaskNMWeight::pack(w, o.mask.to(at::kCPU), o.pattern->n(), o.pattern->m());
         tensors.emplace_back(bitmaskMasksName(module), packed.masks);
         bytes = static_cast<uint64_t>(packed.masks.numel() * packed.masks.element_size());
-        if (o.quant) {
+        if (o.spqr) {
+          bytes += writeSpqr(*o.spqr);
+        } else if (o.quant) {
           bytes += writeQuant(o.codes);
         } else {
           tensors.emplace_back(bitmaskValuesName(module), packed.values);
           bytes += static_cast<uint64_t>(packed.values.numel() * packed.values.element_size());
         }
       } else if (o.spqr) {
-        SpqrWeight packed = SpqrWeight::pack(*o.spqr);
-        const std::vector<std::pair<const char*, at::Tensor>> parts = {
-            {"codes", packed.codes},           {"scale_codes", packed.scaleCodes},
-            {"zero_codes", packed.zeroCodes},  {"scale_base", packed.scaleBase},
-            {"scale_step", packed.scaleStep},  {"zero_base", packed.zeroBase},
-            {"zero_step", packed.zeroStep},    {"outlier_rows", packed.outlierRowOffsets},
-            {"outlier_columns", packed.outlierColumns}, {"outlier_values", packed.outlierValues}};
-        for (const auto& [part, t] : parts) tensors.emplace_back(spqrTensorName(module, part), t.to(at::kCPU));
-        quantInfo = {{"bits", packed.bits}, {"scale_bits", packed.scaleBits}, {"group_size", packed.groupSize},
-                     {"scale_group", packed.scaleGroup}};
-        bytes = static_cast<uint64_t>(packed.storedBytes());
+        bytes = writeSpqr(*o.spqr);
       } else if (o.quant) {
         bytes = writeQuant(o.codes);
       } else {
@@ -346,7 +388,7 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
       linearWeights += static_cast<uint64_t>(e->numel());
       modules[module] = {{"format", o.report.format},  {"bits_per_weight", o.report.bitsPerWeight},
                          {"sparsity", o.report.sparsity}, {"method", o.report.method},
-                         {"pattern", o.report.pattern}, {"seconds", o.report.seconds}};
+                         {"pattern", o.report.pattern}, {"seconds", o.report.seconds}, {"shape", e->shape}};
       if (!quantInfo.is_null()) modules[module][o.spqr ? "spqr" : "quant"] = quantInfo;
       if (o.report.method == "sparsegpt") {
         modules[module]["damp_used"] = o.report.dampUsed;
@@ -369,7 +411,7 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
         {"format_version", CompressionManifest::kFormatVersion},
         {"producer", "pareto " PARETO_VERSION_STRING},
         {"recipe", recipe.document},
-        {"source", {{"path", fs::absolute(opts.modelDir).string()}, {"content_hash", identityHash(opts.modelDir)},
+        {"source", {{"path", fs::absolute(opts.modelDir).string()}, {"content_hash", checkpointIdentityHash(opts.modelDir)},
                     {"architecture", m.config.architecture}}},
         {"modules", modules},
         {"parameters", totalWeights},
@@ -382,25 +424,24 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
         {"versions", {{"pareto", PARETO_VERSION_STRING}, {"libtorch", TORCH_VERSION}}},
         {"timings", {{"calibration_s", result.calibrationSeconds}, {"pass_s", result.passSeconds},
                      {"write_s", result.writeSeconds}, {"total_s", result.totalSeconds}}}};
-    std::ofstream(tmp / "pareto.json") << manifest.dump(2) << "\n";
+    {
+      // Checked like the weights: a manifest cut short by a full disk must fail the job, not be renamed into place.
+      const fs::path manifestPath = tmp / "pareto.json";
+      std::ofstream manifestFile(manifestPath);
+      manifestFile << manifest.dump(2) << "\n";
+      manifestFile.close();
+      if (!manifestFile) throw Error(fileMessage(manifestPath.string(), "write failed (disk full?)"));
+    }
     if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
 
-    if (fs::exists(out)) {
-      const fs::path old = out.parent_path() / ("." + out.filename().string() + ".old");
-      removeTree(old.string());
-      fs::rename(out, old);
-      fs::rename(tmp, out);
-      removeTree(old.string());
-    } else {
-      fs::rename(tmp, out);
-    }
+    replaceFolder(tmp.string(), out.string());   // a failed rename puts the previous result back
   } catch (...) {
     try {
       removeTree(tmp.string());
     } catch (const Error&) {
       // the original failure matters more than a leftover temporary folder
     }
-    throw;
+    rethrowAsOutOfMemory("writing " + out.string(), "free memory, or compress on the CPU");   // others unchanged
   }
   result.outDir = out.string();
   report("done", 1.0, out.string());

@@ -26,7 +26,7 @@ struct ModuleReport {
   std::string name;
   std::string method;       // "" when left dense
   std::string pattern;      // "2:4", "50%"
-  std::string format;       // "dense" or "bitmask-N:M"
+  std::string format;       // "dense", "bitmask-N:M", "intB", "spqrB", "bitmask-N:M+intB", "bitmask-N:M+spqrB"
   double sparsity = 0;      // measured fraction of zeros
   double bitsPerWeight = 0;
   double seconds = 0;

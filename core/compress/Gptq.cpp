@@ -37,6 +37,9 @@ GptqResult gptqQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
   checkOptions(options, spec, who);
   const int64_t rows = weight.size(0), columns = weight.size(1);
   checkHessian(hessian, columns, who);
+  if (options.keep.defined() && (options.keep.scalar_type() != at::kBool || options.keep.sizes() != weight.sizes()))
+    throw InputError(who + ": GPTQ keep mask must be bool of the weight's shape [" + std::to_string(rows) + ", " +
+                     std::to_string(columns) + "]");
   using Granularity = QuantSpec::Granularity;
   const int64_t groups = spec.groupsPerRow(columns, who);
   const int64_t groupSize = spec.columnsPerGroup(columns);
@@ -55,6 +58,12 @@ GptqResult gptqQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
   report.deadInputs = dead.sum().item<int64_t>();
   h.diagonal().masked_fill_(dead, 1);
   w.masked_fill_(dead.unsqueeze(0), 0);
+  // Pruned weights: 0 from the start (grids see them as 0), fixed at 0 in the sweep.
+  at::Tensor pruned;
+  if (options.keep.defined()) {
+    pruned = options.keep.to(w.device()).logical_not();
+    w.masked_fill_(pruned, 0);
+  }
 
   // Grids: [gridRows, groups] scales and zeros. Fixed ones are computed here from W; dynamic groups fill theirs in
   // during the sweep.
@@ -75,6 +84,7 @@ GptqResult gptqQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
     order.assign(permutationCpu.data_ptr<int64_t>(), permutationCpu.data_ptr<int64_t>() + columns);
     w = w.index_select(1, result.permutation);
     h = h.index_select(0, result.permutation).index_select(1, result.permutation);
+    if (pruned.defined()) pruned = pruned.index_select(1, result.permutation);
   }
 
   const DampedInverse damped = dampedInverse(h, options.damp, options.maxDampRetries, who, "GPTQ");
@@ -109,6 +119,8 @@ GptqResult gptqQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
             later = later - at::matmul(errors.narrow(1, 0, i), hinv.narrow(0, i1, i).narrow(1, i2, beyond));
           current = at::cat({current, later}, 1);
         }
+        // Dynamic groups never combine with act-order, so the group's columns are contiguous here too.
+        if (pruned.defined()) current = current.masked_fill(pruned.narrow(1, column, groupSize), 0);
         const QuantGrid grid = findQuantGrid(current, spec, who);
         scales.select(1, group).copy_(grid.scale.squeeze(1));
         zeros.select(1, group).copy_(grid.zero.squeeze(1));
@@ -117,7 +129,8 @@ GptqResult gptqQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
       zero = zeros.select(1, group);
 
       const at::Tensor values = block.select(1, i);
-      const at::Tensor q = quantizeToCodes(values, scale, zero, spec);
+      at::Tensor q = quantizeToCodes(values, scale, zero, spec);
+      if (pruned.defined()) q = at::where(pruned.select(1, column), zero.expand_as(q), q);
       const at::Tensor dq = dequantizeCodes(q, scale, zero);
       codes.select(1, column).copy_(q);
       quantized.select(1, i).copy_(dq);

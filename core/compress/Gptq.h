@@ -10,7 +10,14 @@
 //     size, e.g. the default g128 with blocks of 128);
 //   - groups, static (`static_groups=True`): every group's grid is computed up front from the original W;
 //   - act-order (columns by descending diag H) is supported for tensor, channel and static groups, where a column
-//     keeps the group of its original index; with dynamic groups it is rejected.
+//     keeps the group of its original index; with dynamic groups it is rejected. Codes, scales and the
+//     dequantized weight are returned in the ORIGINAL column order; `permutation` says the order of the sweep
+//     (compress stores it as `<module>.weight.qperm`, formats/QuantGroupWeight.h).
+//   - after pruning (options.keep): only the kept weights are quantized. A pruned weight is fixed at exactly 0 when
+//     the sweep reaches its column (its code is the one that dequantizes to 0: 0, or the zero point) and never
+//     widens a grid (grids are computed with pruned entries read as 0, which every grid represents exactly);
+//     the drift earlier columns' updates gave it is set back to 0 and compensated on the later columns like
+//     any other fixed value, as SparseGPT's joint prune + quantize does. The mask is therefore kept exactly.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -27,6 +34,7 @@ struct GptqOptions {
   bool actOrder = false;     // process columns by descending diag(H)
   bool staticGroups = false; // group grids from the original W up front (required for act-order with groups)
   int maxDampRetries = 4;    // times λ is multiplied by 10 when H + λI is not positive definite
+  at::Tensor keep;           // optional bool [out, in]: the weights pruning kept; the others are fixed at 0
 };
 
 struct GptqReport {

@@ -120,6 +120,23 @@ void checkQuantWeight(const at::Tensor& weight, const QuantSpec& spec, const std
   checkFiniteWeight(weight, who);
 }
 
+QuantResult quantKeptColumns(const QuantResult& result, const at::Tensor& keep) {
+  if (!keep.defined() || keep.scalar_type() != at::kBool || keep.sizes() != result.codes.sizes())
+    throw InputError("kept columns: the keep mask must be bool of the codes' shape");
+  const int64_t rows = keep.size(0);
+  const at::Tensor perRow = keep.sum(1);
+  const int64_t kept = rows == 0 ? 0 : perRow[0].item<int64_t>();
+  if (!(perRow == kept).all().item<bool>())
+    throw InputError("kept columns: the rows keep different numbers of weights, so they cannot be compacted");
+  const at::Tensor mask = keep.to(result.codes.device());
+  QuantResult out;
+  out.codes = result.codes.masked_select(mask).view({rows, kept});
+  out.dequantized = result.dequantized.masked_select(mask.to(result.dequantized.device())).view({rows, kept});
+  out.scales = result.scales;
+  out.zeros = result.zeros;
+  return out;
+}
+
 QuantResult rtnQuantize(const at::Tensor& weight, const QuantSpec& spec, const std::string& moduleName) {
   checkQuantWeight(weight, spec, moduleName);
   const std::string who = solverSubject(moduleName);

@@ -73,6 +73,13 @@ at::Tensor dequantizeCodes(const at::Tensor& codes, const at::Tensor& scale, con
 // Throws InputError unless weight is a defined 2-D floating tensor of finite values whose columns fit the spec.
 void checkQuantWeight(const at::Tensor& weight, const QuantSpec& spec, const std::string& moduleName);
 
+// A result over a pruned weight (codes of pruned positions irrelevant) restricted to the kept weights, each row
+// compacted in column order: codes and dequantized [rows, kept per row], scales and zeros unchanged. For N:M
+// pruning, where every row keeps cols·N/M weights and a group of g kept values is exactly g·M/N original columns,
+// this is the QuantResult over the bitmask's values (formats/BitmaskNMWeight.h) with group size g. Throws
+// InputError when `keep` is not bool of the codes' shape or the rows keep different counts.
+QuantResult quantKeptColumns(const QuantResult& result, const at::Tensor& keep);
+
 // Round to nearest on the spec's grids, computed from the weight itself. Any device; the work is float32 (float64
 // for a float64 weight). Throws InputError naming the module for bad input.
 QuantResult rtnQuantize(const at::Tensor& weight, const QuantSpec& spec, const std::string& moduleName = {});

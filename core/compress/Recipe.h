@@ -38,8 +38,8 @@ struct QuantizeSpec {
   bool staticGroups = false;   // gptq
   double damp = 0.01;          // gptq, spqr
   int64_t block = 128;         // gptq, spqr
-  int scaleBits = 3;           // spqr: bits of the quantized group scales and zeros
-  double outlierRatio = -1;    // spqr: fraction of weights kept in fp16 (−1: unset)
+  int scaleBits = 3;           // spqr: bits of the quantized group scales (zero points are integer codes of `bits`)
+  double outlierRatio = -1;    // spqr: fraction of the quantized (kept) weights kept in fp16 (−1: unset)
   double outlierThreshold = -1;// spqr: saliency threshold (−1: unset)
   bool needsCalibration() const { return method != "rtn"; }
 };

@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 #include <tuple>
+#include <vector>
 
 #include "compress/QuantGrid.h"
 #include "formats/SpqrWeight.h"
@@ -56,6 +57,18 @@ StatGrid quantizeStat(const at::Tensor& x, int bits, int64_t scaleGroup, const s
   return grid;
 }
 
+// Σ_k (x_k − q(x_k))² / d_k for each row of x [..., g] quantized on its own first-level min-max grid (containing
+// 0, integer zero point), where `excluded` entries neither widen the grid nor count (they are kept exactly).
+at::Tensor groupError(const at::Tensor& x, const at::Tensor& excluded, const at::Tensor& d, double maxq) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const at::Tensor lo = x.masked_fill(excluded, inf).amin(-1, /*keepdim=*/true).clamp_max(0);
+  const at::Tensor hi = x.masked_fill(excluded, -inf).amax(-1, /*keepdim=*/true).clamp_min(0);
+  const at::Tensor s = ((hi - lo) / maxq).clamp_min(kMinScale);
+  const at::Tensor z = at::clamp(at::round(-lo / s), 0.0, maxq);
+  const at::Tensor q = (at::clamp(at::round(x / s + z), 0.0, maxq) - z) * s;
+  return ((x - q).square() / d).masked_fill(excluded, 0).sum(-1);
+}
+
 }  // namespace
 
 void SpqrOptions::validate(const std::string& who) const {
@@ -87,6 +100,41 @@ double SpqrResult::bitsPerWeight() const {
          double(rows * cols);
 }
 
+SpqrResult spqrKeptColumns(const SpqrResult& r, const at::Tensor& keep) {
+  const std::string what = "SpQR kept columns: ";
+  if (!keep.defined() || keep.scalar_type() != at::kBool || keep.sizes() != r.codes.sizes())
+    throw InputError(what + "the keep mask must be bool of the codes' shape");
+  const int64_t rows = r.codes.size(0), cols = r.codes.size(1);
+  const at::Tensor mask = keep.to(r.codes.device());
+  const at::Tensor perRow = mask.sum(1);
+  const int64_t kept = perRow[0].item<int64_t>();
+  if (!(perRow == kept).all().item<bool>()) throw InputError(what + "the rows keep different numbers of weights");
+  const int64_t groups = cols / r.groupSize;
+  if (kept % groups != 0 ||
+      !(mask.reshape({rows, groups, r.groupSize}).sum(2) == kept / groups).all().item<bool>())
+    throw InputError(what + "the groups of " + std::to_string(r.groupSize) +
+                     " columns do not each keep the same number of weights");
+  SpqrResult out = r;
+  out.codes = r.codes.masked_select(mask).view({rows, kept});
+  out.dequantized = r.dequantized.masked_select(mask.to(r.dequantized.device())).view({rows, kept});
+  out.groupSize = kept / groups;
+  const int64_t nnz = r.outlierColumns.numel();
+  if (nnz > 0) {
+    // The kept-value index of column c in its row: the kept weights before it.
+    const at::Tensor keptIndex = mask.to(at::kLong).cumsum(1) - 1;
+    const at::Tensor counts = r.outlierRowOffsets.to(mask.device(), at::kLong).diff();
+    const at::Tensor rowIndex = at::repeat_interleave(at::arange(rows, counts.options()), counts);
+    const at::Tensor columns = r.outlierColumns.to(mask.device(), at::kLong);
+    if (!mask.index({rowIndex, columns}).all().item<bool>())
+      throw InputError(what + "an outlier sits on a pruned weight");
+    out.outlierColumns = keptIndex.index({rowIndex, columns});
+  } else {
+    out.outlierColumns = r.outlierColumns.to(at::kLong);
+  }
+  out.outlierColumns = out.outlierColumns.to(r.codes.device(), kept <= 32767 ? at::kShort : at::kInt).contiguous();
+  return out;
+}
+
 SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, const SpqrOptions& options,
                         const std::string& moduleName) {
   const std::string who = solverSubject(moduleName);
@@ -97,6 +145,9 @@ SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
   if (rows % options.scaleGroup != 0)
     throw InputError(who + ": " + std::to_string(rows) + " output rows are not a multiple of the SpQR scale group " +
                      std::to_string(options.scaleGroup));
+  if (options.keep.defined() && (options.keep.scalar_type() != at::kBool || options.keep.sizes() != weight.sizes()))
+    throw InputError(who + ": SpQR keep mask must be bool of the weight's shape [" + std::to_string(rows) + ", " +
+                     std::to_string(columns) + "]");
   const int64_t groupSize = options.groupSize, groups = columns / groupSize;
   const int64_t scaleGroup = options.scaleGroup;
   const double maxq = double((int64_t(1) << options.bits) - 1);
@@ -106,39 +157,52 @@ SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
   const at::ScalarType work = weight.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   at::Tensor w = weight.to(weight.device(), work, /*non_blocking=*/false, /*copy=*/true).contiguous();
   at::Tensor h = hessian.to(weight.device(), work, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  const at::Tensor keep = options.keep.defined() ? options.keep.to(w.device())
+                                                 : at::ones({rows, columns}, w.options().dtype(at::kBool));
+  const at::Tensor pruned = keep.logical_not();
+  w.masked_fill_(pruned, 0);
   const at::Tensor dead = h.diagonal() == 0;
   report.deadInputs = dead.sum().item<int64_t>();
   h.diagonal().masked_fill_(dead, 1);
   w.masked_fill_(dead.unsqueeze(0), 0);
 
-  at::Tensor hinvDiagonal, hinv;
   const DampedInverse damped = dampedInverse(h, options.damp, options.maxDampRetries, who, "SpQR");
   report.damp = damped.damping.damp;
   report.lambda = damped.damping.lambda;
   report.dampRetries = damped.damping.retries;
-  hinvDiagonal = damped.inverse.diagonal().clone();
-  hinv = damped.upper;
+  const at::Tensor hinvDiagonal = damped.inverse.diagonal().clone();
+  const at::Tensor hinv = damped.upper;
+  // U_jj²: the inverse-Hessian diagonal of column j over the columns not yet fixed when the sweep reaches j.
+  const at::Tensor sweepDiagonal = hinv.diagonal().square();
   h = at::Tensor();
 
-  // Outliers by saliency w² / [H⁻¹]_jj on the (dead-zeroed) original weights.
-  const at::Tensor saliency = w.square() / hinvDiagonal.unsqueeze(0);
+  // Up-front outliers by saliency w² / [H⁻¹]_jj on the (dead-zeroed) original weights; pruned weights score −1,
+  // below every real saliency, so they are never chosen.
+  const at::Tensor saliency = (w.square() / hinvDiagonal.unsqueeze(0)).masked_fill(pruned, -1);
   at::Tensor outlier;
-  if (options.outlierRatio >= 0) {
-    const int64_t count = std::llround(options.outlierRatio * double(rows * columns));
+  const bool byRatio = options.outlierRatio >= 0;
+  if (byRatio) {
+    const int64_t kept = keep.sum().item<int64_t>();
+    const int64_t count = std::min(kept, int64_t(std::llround(options.outlierRatio * double(kept))));
     outlier = at::zeros({rows * columns}, w.options().dtype(at::kBool));
     if (count > 0) outlier.index_fill_(0, std::get<1>(saliency.reshape({-1}).topk(count)), true);
     outlier = outlier.reshape({rows, columns});
   } else {
     outlier = saliency > options.outlierThreshold;
   }
-  report.outliers = outlier.sum().item<int64_t>();
+  const bool inSweep = options.selection == OutlierSelection::InSweep;
+  std::vector<int64_t> quota;  // ratio mode, in sweep: outliers per group, from the up-front choice
+  if (inSweep && byRatio) {
+    const at::Tensor perGroup =
+        outlier.reshape({rows, groups, groupSize}).sum(at::IntArrayRef{0, 2}).to(at::kCPU, at::kLong);
+    quota.assign(perGroup.data_ptr<int64_t>(), perGroup.data_ptr<int64_t>() + groups);
+  }
 
   const auto floatOptions = w.options().dtype(at::kFloat);
   at::Tensor scales = at::ones({rows, groups}, floatOptions), zeros = at::zeros({rows, groups}, floatOptions);
-  at::Tensor scaleCodes = at::zeros({rows, groups}, floatOptions), zeroCodes = at::zeros({rows, groups}, floatOptions);
+  at::Tensor scaleCodes = at::zeros({rows, groups}, floatOptions);
   const int64_t blocks = rows / scaleGroup;
   at::Tensor scaleBase = at::zeros({blocks, groups}, floatOptions), scaleStep = at::ones({blocks, groups}, floatOptions);
-  at::Tensor zeroBase = at::zeros({blocks, groups}, floatOptions), zeroStep = at::ones({blocks, groups}, floatOptions);
   const double inf = std::numeric_limits<double>::infinity();
 
   at::Tensor codes = at::empty({rows, columns}, w.options());
@@ -154,7 +218,7 @@ SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
       const int64_t column = i1 + i;
       const int64_t group = column / groupSize;
       if (column % groupSize == 0) {
-        // The group's grid from its current, error-updated weights, outliers excluded.
+        // The group's current, error-updated weights (its later columns may lie beyond this lazy block).
         const int64_t inBlock = std::min(groupSize, count - i);
         at::Tensor current = block.narrow(1, i, inBlock);
         if (inBlock < groupSize) {
@@ -164,33 +228,53 @@ SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
             later = later - at::matmul(errors.narrow(1, 0, i), hinv.narrow(0, i1, i).narrow(1, i2, beyond));
           current = at::cat({current, later}, 1);
         }
-        const at::Tensor mask = outlier.narrow(1, column, groupSize);
-        const at::Tensor none = mask.all(1);
-        const at::Tensor lo = current.masked_fill(mask, inf).amin(1).masked_fill(none, 0).to(at::kFloat);
-        const at::Tensor hi = current.masked_fill(mask, -inf).amax(1).masked_fill(none, 0).to(at::kFloat);
+        const at::Tensor groupPruned = pruned.narrow(1, column, groupSize);
+        if (inSweep) {
+          const at::Tensor d = sweepDiagonal.narrow(0, column, groupSize);
+          at::Tensor chosen;
+          if (byRatio) {
+            chosen = at::zeros({rows * groupSize}, w.options().dtype(at::kBool));
+            if (quota[group] > 0) {
+              // What keeping one weight exact saves: the group's error on its grid, less the error when that
+              // weight is left out of the grid (the paper's leave-one-out criterion).
+              const at::Tensor base = groupError(current, groupPruned, d, maxq);
+              const at::Tensor alone = at::eye(groupSize, groupPruned.options()).unsqueeze(0);
+              const at::Tensor leftOut = groupError(current.unsqueeze(1).expand({rows, groupSize, groupSize}),
+                                                    groupPruned.unsqueeze(1).logical_or(alone), d, maxq);
+              const at::Tensor saving = (base.unsqueeze(1) - leftOut).masked_fill(groupPruned, -inf);
+              chosen.index_fill_(0, std::get<1>(saving.reshape({-1}).topk(quota[group])), true);
+            }
+            chosen = chosen.reshape({rows, groupSize});
+          } else {
+            chosen = (current.square() / d.unsqueeze(0)).masked_fill(groupPruned, -1) > options.outlierThreshold;
+          }
+          outlier.narrow(1, column, groupSize).copy_(chosen);
+        }
+        // The grid over the rest: min-max containing 0, outliers and pruned weights excluded.
+        const at::Tensor excluded = outlier.narrow(1, column, groupSize).logical_or(groupPruned);
+        const at::Tensor lo =
+            current.masked_fill(excluded, inf).amin(1).clamp_max(0).to(at::kFloat);   // all excluded: inf → 0
+        const at::Tensor hi = current.masked_fill(excluded, -inf).amax(1).clamp_min(0).to(at::kFloat);
         at::Tensor s = (hi - lo) / maxq;
         const at::Tensor degenerate = s <= 0;
         at::Tensor fallback = s.reshape({blocks, scaleGroup}).amax(1, /*keepdim=*/true);
         fallback = at::where(fallback > 0, fallback, at::ones_like(fallback)).expand({blocks, scaleGroup});
         s = at::where(degenerate, fallback.reshape({rows}), s).clamp_min(kMinScale);
-        const at::Tensor z = -lo / s;
         const StatGrid sGrid = quantizeStat(s, options.scaleBits, scaleGroup, who, "scales");
-        const StatGrid zGrid = quantizeStat(z, options.scaleBits, scaleGroup, who, "zero points");
+        const at::Tensor z = at::clamp(at::round(-lo / sGrid.value), 0.0, maxq);
         scales.select(1, group).copy_(sGrid.value);
-        zeros.select(1, group).copy_(zGrid.value);
+        zeros.select(1, group).copy_(z);
         scaleCodes.select(1, group).copy_(sGrid.codes);
-        zeroCodes.select(1, group).copy_(zGrid.codes);
         scaleBase.select(1, group).copy_(sGrid.base);
         scaleStep.select(1, group).copy_(sGrid.step);
-        zeroBase.select(1, group).copy_(zGrid.base);
-        zeroStep.select(1, group).copy_(zGrid.step);
       }
       const at::Tensor scale = scales.select(1, group), zero = zeros.select(1, group);
       const at::Tensor values = block.select(1, i);
-      const at::Tensor q = at::clamp(at::round(values / scale.to(work) + zero.to(work)), 0.0, maxq);
-      const at::Tensor isOutlier = outlier.select(1, column);
+      // Pruned weights take the zero code, which dequantizes to exactly 0.
+      const at::Tensor q = at::where(pruned.select(1, column), zero.to(work),
+                                     at::clamp(at::round(values / scale.to(work) + zero.to(work)), 0.0, maxq));
       const at::Tensor exact = values.to(at::kHalf).to(work);
-      const at::Tensor dq = at::where(isOutlier, exact, spqrDequantizeWeight(q, scale, zero).to(work));
+      const at::Tensor dq = at::where(outlier.select(1, column), exact, spqrDequantizeWeight(q, scale, zero).to(work));
       codes.select(1, column).copy_(q);
       quantized.select(1, i).copy_(dq);
       obsFixColumn(block, hinvBlock, i, values, dq, errors, losses);
@@ -202,15 +286,14 @@ SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
     throw Error(who + ": SpQR produced NaN or infinite weights (damping " + shortDecimal(report.damp) +
                 "); the Hessian is likely degenerate or an outlier exceeds the fp16 range");
   report.loss = losses.sum().item<double>() / 2;
+  report.outliers = outlier.sum().item<int64_t>();
 
   result.dequantized = w.to(weight.scalar_type());
   result.codes = codes.to(at::kByte);
   result.scaleCodes = scaleCodes.to(at::kByte);
-  result.zeroCodes = zeroCodes.to(at::kByte);
+  result.zeroCodes = zeros.to(at::kByte);
   result.scaleBase = scaleBase.to(at::kHalf);
   result.scaleStep = scaleStep.to(at::kHalf);
-  result.zeroBase = zeroBase.to(at::kHalf);
-  result.zeroStep = zeroStep.to(at::kHalf);
   result.scales = scales;
   result.zeros = zeros;
 

@@ -8,4 +8,5 @@ target_sources(pareto_compress PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/compress/QuantGrid.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/compress/Gptq.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/compress/Spqr.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/compress/RecipeEstimate.cpp
 )

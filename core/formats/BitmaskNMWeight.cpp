@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "formats/PackedBlocks.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -111,12 +112,15 @@ at::Tensor BitmaskNMWeight::unpack() const {
   return dense;
 }
 
+// From the block size (formats/PackedBlocks.h), not from the tensors: checkConsistent() has just made sure the
+// tensors hold exactly that many bytes, so the accounting and the static_assert'ed blocks are one number.
 int64_t BitmaskNMWeight::storedBytes() const {
-  return values.numel() * int64_t(values.element_size()) + masks.numel() * int64_t(masks.element_size());
+  checkConsistent();
+  return rows * (cols / kWordBits) * packed::bitmaskBlockBytes(n, m, int64_t(values.element_size()));
 }
 
 double BitmaskNMWeight::bitsPerWeight() const {
-  return double(storedBytes()) * 8.0 / double(rows * cols);
+  return rows * cols == 0 ? 0.0 : double(storedBytes()) * 8.0 / double(rows * cols);
 }
 
 }  // namespace pareto

@@ -12,7 +12,11 @@
 // is always the first one of word k, so a warp can start anywhere without a prefix sum. Masks and values are
 // separate arrays rather than interleaved blocks (as llama.cpp's block_q4_0 does) so that each is a plain stream
 // of 16-byte loads. Storing the words as int32 (bit 31 is the sign bit) keeps the format expressible in LibTorch
-// 1.13, which has no uint32 tensors; the bits are identical.
+// 1.13, which has no uint32 tensors; the bits are identical. The unit of both streams is
+// packed::block_bitmask24_f16 and friends (formats/PackedBlocks.h: one mask word + its 32·N/M values).
+//
+// After N:M pruning + quantization (format "bitmask-N:M+intB" / "+spqrB") the values stream is replaced by a
+// QuantGroupWeight / SpqrWeight over the kept values [rows, cols·N/M] (groups of g kept values = g·M/N columns).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -41,7 +45,9 @@ struct BitmaskNMWeight {
 
   void checkConsistent() const;   // the dtype and shape part of that check
 
-  int64_t storedBytes() const;    // values + masks
+  // rows · cols/32 blocks of packed::bitmaskBlockBytes (formats/PackedBlocks.h: block_bitmask24_f16 is 36 bytes),
+  // which is exactly masks + values; checks consistency first.
+  int64_t storedBytes() const;
   double bitsPerWeight() const;   // storedBytes · 8 / (rows · cols): fp16 2:4 stores 8 + 1 = 9
 };
 

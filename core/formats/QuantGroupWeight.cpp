@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "formats/PackedBlocks.h"
 #include "util/Error.h"
 
 // Only the data members of QuantSpec and QuantResult are used here (never their functions, which live in
@@ -177,8 +178,30 @@ at::Tensor QuantGroupWeight::unpack() const {
 at::Tensor QuantGroupWeight::unpack(at::ScalarType dtype) const { return unpack().to(dtype); }
 
 int64_t QuantGroupWeight::storedBytes() const {
-  auto bytes = [](const at::Tensor& t) { return t.defined() ? int64_t(t.numel() * t.element_size()) : int64_t(0); };
-  return bytes(codes) + bytes(scales) + bytes(zeros);
+  checkConsistent();
+  // Per grid (one scale, and a zero when asymmetric): a group's bytes less its codes; per-tensor grids have one.
+  const int64_t grids = scales.size(0) * scales.size(1);
+  const int64_t statBytes = packed::quantGroupBytes(bits, groupSize, symmetric) -
+                            packed::quantRowCodeBytes(groupSize, bits);
+  return rows * packed::quantRowCodeBytes(cols, bits) + grids * statBytes;
+}
+
+void checkColumnPermutation(const at::Tensor& permutation, int64_t cols) {
+  if (!permutation.defined() || permutation.dim() != 1 || permutation.numel() != cols ||
+      at::isFloatingType(permutation.scalar_type()) || permutation.scalar_type() == at::kBool)
+    throw InputError("column permutation must be an integer tensor [" + std::to_string(cols) + "]" +
+                     (permutation.defined() ? ", got " + std::string(c10::toString(permutation.scalar_type())) + " " +
+                                                  shapeText(permutation.sizes())
+                                            : std::string()));
+  const at::Tensor p = permutation.to(at::kLong);
+  if ((p < 0).any().item<bool>() || (p >= cols).any().item<bool>())
+    throw InputError("column permutation has entries outside 0.." + std::to_string(cols - 1));
+  const at::Tensor seen = at::zeros({cols}, p.options()).index_add_(0, p, at::ones_like(p));
+  if (!(seen == 1).all().item<bool>()) {
+    const int64_t missing = (seen == 0).nonzero()[0][0].item<int64_t>();
+    throw InputError("column permutation is not a permutation of 0.." + std::to_string(cols - 1) + ": column " +
+                     std::to_string(missing) + " is missing");
+  }
 }
 
 double QuantGroupWeight::bitsPerWeight() const {

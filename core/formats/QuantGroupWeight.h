@@ -3,6 +3,8 @@
 //   codes   bits 4: uint8 [rows, cols/2], two codes a byte, column 2k in the low nibble, 2k+1 in the high one;
 //                   a symmetric code q ∈ [−7, 7] is stored biased as q + 8, an asymmetric one q ∈ [0, 15] as is
 //           bits 8: int8 [rows, cols] (symmetric, q ∈ [−127, 127]) or uint8 [rows, cols] (asymmetric)
+//           other:  uint8 [rows, cols·b/8], each row a little-endian bit stream (formats/BitPacking.h; cols a
+//                   multiple of 8), symmetric codes biased by 2^(b−1)
 //   scales  fp16 [rows, groups]; one row ([1, 1]) for a per-tensor grid; groups = 1 for per-channel
 //   zeros   asymmetric only: uint8 [rows, groups] (the shape of scales), the code that dequantizes to 0
 //
@@ -17,7 +19,12 @@
 //   int4 g128 symmetric: 4 + 16/128 = 4.125      int4 g128 asymmetric: 4 + 24/128 = 4.1875
 //   int8 per channel:    8 + 16/cols             int4 g32 symmetric:   4.5 (= q4_0)
 //
-// Only 4- and 8-bit codes are packable so far; the solvers support 2..8 bits.
+// storedBytes() counts with formats/PackedBlocks.h (quantGroupBytes; block_int4_g128 = 66 bytes for 128 weights).
+//
+// GPTQ with act-order quantizes the columns in a permuted order; the codes here are always in the ORIGINAL
+// column order (unpack needs no permutation). The order is stored beside them as `<module>.weight.qperm`, int32
+// [cols of the dense weight], qperm[k] = the original column quantized k-th: informational, and what a kernel
+// needs to regroup columns by their quantization order. checkColumnPermutation() validates it on load.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -50,8 +57,14 @@ struct QuantGroupWeight {
 
   void checkConsistent() const;
 
-  int64_t storedBytes() const;   // codes + scales + zeros
+  // codes + scales + zeros, counted with formats/PackedBlocks.h (checks consistency first, which makes it equal
+  // to the bytes of the three tensors).
+  int64_t storedBytes() const;
   double bitsPerWeight() const;  // storedBytes · 8 / (rows · cols)
 };
+
+// Throws InputError (saying what is wrong, for the caller to prefix with the file and tensor) unless `permutation`
+// is an integer tensor [cols] holding every index 0 .. cols−1 exactly once.
+void checkColumnPermutation(const at::Tensor& permutation, int64_t cols);
 
 }  // namespace pareto

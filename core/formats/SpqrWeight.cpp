@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "formats/PackedBlocks.h"
 #include "util/Error.h"
 
 // Only the data members of SpqrResult are used here (never pareto_compress functions).
@@ -14,10 +15,6 @@ namespace pareto {
 namespace {
 
 const std::string kWhat = "SpQR weight";
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-int64_t bytesOf(const at::Tensor& t) { return t.defined() ? int64_t(t.numel() * t.element_size()) : 0; }
 
 void checkBits(int bits, const std::string& what) {
   if (bits < 1 || bits > 8) throw InputError(kWhat + ": " + what + " bits must be in 1..8, got " + std::to_string(bits));
@@ -35,11 +32,8 @@ at::Tensor spqrDequantizeWeight(const at::Tensor& codes, const at::Tensor& scale
 
 int64_t spqrStoredBits(int64_t rows, int64_t cols, int bits, int64_t groupSize, int scaleBits, int64_t scaleGroup,
                        int64_t outliers) {
-  const int64_t n = rows * cols;
-  const int64_t groups = n / groupSize;
-  const int64_t indexBits = cols <= 32767 ? 16 : 32;
-  return 8 * bits * ceilDiv(n, 8) + 2 * 8 * scaleBits * ceilDiv(groups, 8) + 4 * 16 * (groups / scaleGroup) +
-         32 * (rows + 1) + (indexBits + 16) * outliers;
+  return 8 * (packed::spqrDenseBytes(rows, cols, bits, groupSize, scaleBits, scaleGroup) +
+              packed::spqrOutlierBytes(rows, cols, outliers));
 }
 
 SpqrWeight SpqrWeight::pack(const SpqrResult& r) {
@@ -59,19 +53,21 @@ SpqrWeight SpqrWeight::pack(const SpqrResult& r) {
     throw InputError(what + "group sizes do not divide the shape");
   const at::Device device = r.codes.device();
   if ((r.codes.to(at::kShort) >= (1 << p.bits)).any().item<bool>()) throw InputError(what + "codes out of range");
-  for (const at::Tensor* t : {&r.scaleCodes, &r.zeroCodes}) {
-    if (!t->defined() || t->scalar_type() != at::kByte || t->dim() != 2 || t->size(0) != p.rows ||
-        t->size(1) != p.cols / p.groupSize)
-      throw InputError(what + "stat codes must be uint8 [rows, groups]");
-    if ((t->to(at::kShort) >= (1 << p.scaleBits)).any().item<bool>()) throw InputError(what + "stat codes out of range");
-  }
+  const int64_t groups = p.cols / p.groupSize;
+  auto checkStatCodes = [&](const at::Tensor& t, int b, const char* name) {
+    if (!t.defined() || t.scalar_type() != at::kByte || t.dim() != 2 || t.size(0) != p.rows || t.size(1) != groups)
+      throw InputError(what + name + " must be uint8 [rows, groups] = [" + std::to_string(p.rows) + ", " +
+                       std::to_string(groups) + "]");
+    if ((t.to(at::kShort) >= (1 << b)).any().item<bool>())
+      throw InputError(what + name + " out of range (" + std::to_string(b) + " bits)");
+  };
+  checkStatCodes(r.scaleCodes, p.scaleBits, "scale codes");
+  checkStatCodes(r.zeroCodes, p.bits, "zero codes");
   p.codes = packCodeBits(r.codes, p.bits);
   p.scaleCodes = packCodeBits(r.scaleCodes.to(device), p.scaleBits);
-  p.zeroCodes = packCodeBits(r.zeroCodes.to(device), p.scaleBits);
+  p.zeroCodes = packCodeBits(r.zeroCodes.to(device), p.bits);
   p.scaleBase = r.scaleBase.to(device, at::kHalf).contiguous();
   p.scaleStep = r.scaleStep.to(device, at::kHalf).contiguous();
-  p.zeroBase = r.zeroBase.to(device, at::kHalf).contiguous();
-  p.zeroStep = r.zeroStep.to(device, at::kHalf).contiguous();
   p.outlierRowOffsets = r.outlierRowOffsets.to(device).contiguous();
   p.outlierColumns = r.outlierColumns.to(device).contiguous();
   p.outlierValues = r.outlierValues.to(device).contiguous();
@@ -90,13 +86,14 @@ void SpqrWeight::checkConsistent() const {
                      std::to_string(cols));
   const int64_t groups = cols / groupSize;
   auto checkPacked = [&](const at::Tensor& t, int b, int64_t n, const char* name) {
-    if (!t.defined() || t.dim() != 1 || t.scalar_type() != at::kByte || t.numel() != ceilDiv(n, 8) * b)
-      throw InputError(what + name + " must be uint8 [" + std::to_string(ceilDiv(n, 8) * b) + "]");
+    const int64_t bytes = packed::codeStreamBytes(n, b);
+    if (!t.defined() || t.dim() != 1 || t.scalar_type() != at::kByte || t.numel() != bytes)
+      throw InputError(what + name + " must be uint8 [" + std::to_string(bytes) + "]");
   };
   checkPacked(codes, bits, rows * cols, "codes");
   checkPacked(scaleCodes, scaleBits, rows * groups, "scale codes");
-  checkPacked(zeroCodes, scaleBits, rows * groups, "zero codes");
-  for (const at::Tensor* t : {&scaleBase, &scaleStep, &zeroBase, &zeroStep})
+  checkPacked(zeroCodes, bits, rows * groups, "zero codes");
+  for (const at::Tensor* t : {&scaleBase, &scaleStep})
     if (!t->defined() || t->scalar_type() != at::kHalf || t->dim() != 2 || t->size(0) != rows / scaleGroup ||
         t->size(1) != groups)
       throw InputError(what + "second-level stats must be fp16 [" + std::to_string(rows / scaleGroup) + ", " +
@@ -130,12 +127,10 @@ at::Tensor SpqrWeight::unpackCodes() const {
 at::Tensor SpqrWeight::unpack() const {
   const at::Tensor q = unpackCodes();
   const int64_t groups = cols / groupSize, blocks = rows / scaleGroup;
-  auto stat = [&](const at::Tensor& packed, const at::Tensor& base, const at::Tensor& step) {
-    const at::Tensor c = unpackCodeBits(packed, scaleBits, rows * groups).reshape({blocks, scaleGroup, groups});
-    return spqrDequantizeStat(c, base.unsqueeze(1), step.unsqueeze(1)).reshape({rows, groups, 1});
-  };
-  const at::Tensor scale = stat(scaleCodes, scaleBase, scaleStep);
-  const at::Tensor zero = stat(zeroCodes, zeroBase, zeroStep);
+  const at::Tensor sc = unpackCodeBits(scaleCodes, scaleBits, rows * groups).reshape({blocks, scaleGroup, groups});
+  const at::Tensor scale =
+      spqrDequantizeStat(sc, scaleBase.unsqueeze(1), scaleStep.unsqueeze(1)).reshape({rows, groups, 1});
+  const at::Tensor zero = unpackCodeBits(zeroCodes, bits, rows * groups).reshape({rows, groups, 1});
   at::Tensor dense = spqrDequantizeWeight(q.reshape({rows, groups, groupSize}), scale, zero).reshape({rows, cols});
   const int64_t nnz = outlierColumns.numel();
   if (nnz > 0) {
@@ -150,9 +145,8 @@ at::Tensor SpqrWeight::unpack() const {
 at::Tensor SpqrWeight::unpack(at::ScalarType dtype) const { return unpack().to(dtype); }
 
 int64_t SpqrWeight::storedBytes() const {
-  return bytesOf(codes) + bytesOf(scaleCodes) + bytesOf(zeroCodes) + bytesOf(scaleBase) + bytesOf(scaleStep) +
-         bytesOf(zeroBase) + bytesOf(zeroStep) + bytesOf(outlierRowOffsets) + bytesOf(outlierColumns) +
-         bytesOf(outlierValues);
+  checkConsistent();
+  return spqrStoredBits(rows, cols, bits, groupSize, scaleBits, scaleGroup, outlierColumns.numel()) / 8;
 }
 
 double SpqrWeight::bitsPerWeight() const {

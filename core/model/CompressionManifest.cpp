@@ -1,4 +1,6 @@
 #include "model/CompressionManifest.h"
+#include <algorithm>
+#include <fstream>
 
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +21,7 @@ std::optional<CompressionManifest> CompressionManifest::readFrom(const std::stri
       m.document["format_version"].get<int>() > kFormatVersion)
     fail("format_version missing or newer than this Pareto understands (" + std::to_string(kFormatVersion) + ")");
   if (!m.document.contains("modules") || !m.document["modules"].is_object()) fail("missing \"modules\" object");
+  const int version = m.document["format_version"].get<int>();
   for (const auto& [name, entry] : m.document["modules"].items()) {
     if (!entry.is_object() || !entry.contains("format") || !entry["format"].is_string())
       fail("module " + name + ": missing \"format\"");
@@ -34,6 +37,9 @@ std::optional<CompressionManifest> CompressionManifest::readFrom(const std::stri
       if (rest.rfind("+", 0) == 0) rest = rest.substr(1);
     }
     if (rest.rfind("spqr", 0) == 0) {
+      if (version < 2)
+        fail("module " + name + ": SpQR weights of format version " + std::to_string(version) +
+             " (fp16 zero-point grids) are no longer readable; compress the model again");
       const auto& q = entry.value("spqr", nlohmann::json());
       for (const char* k : {"bits", "scale_bits", "group_size", "scale_group"})
         if (!q.is_object() || !q.contains(k) || !q[k].is_number_integer())
@@ -42,7 +48,7 @@ std::optional<CompressionManifest> CompressionManifest::readFrom(const std::stri
       f.scaleBits = q["scale_bits"].get<int>();
       f.groupSize = q["group_size"].get<int64_t>();
       f.scaleGroup = q["scale_group"].get<int64_t>();
-      if (f.isBitmask() || f.bits < 1 || f.bits > 8 || f.scaleBits < 1 || f.scaleBits > 8 || f.groupSize < 1 ||
+      if (f.bits < 1 || f.bits > 8 || f.scaleBits < 1 || f.scaleBits > 8 || f.groupSize < 1 ||
           f.scaleGroup < 1 || rest != "spqr" + std::to_string(f.bits))
         fail("module " + name + ": bad spqr format \"" + f.format + "\"");
     } else if (rest.rfind("int", 0) == 0) {
@@ -54,10 +60,21 @@ std::optional<CompressionManifest> CompressionManifest::readFrom(const std::stri
       f.bits = q["bits"].get<int>();
       f.symmetric = q["symmetric"].get<bool>();
       f.groupSize = q["group_size"].get<int64_t>();
+      if (q.contains("act_order")) {
+        if (!q["act_order"].is_boolean()) fail("module " + name + ": quant.act_order must be true or false");
+        f.actOrder = q["act_order"].get<bool>();
+      }
       if (f.bits < 2 || f.bits > 8 || f.groupSize < 1 || rest != "int" + std::to_string(f.bits))
         fail("module " + name + ": bad quantized format \"" + f.format + "\"");
     } else if (!rest.empty() && f.format != "dense") {
       fail("module " + name + ": format \"" + f.format + "\" is not known to this Pareto");
+    }
+    if (entry.contains("shape")) {
+      const auto& shape = entry["shape"];
+      if (!shape.is_array() || shape.size() != 2 || !shape[0].is_number_integer() || !shape[1].is_number_integer() ||
+          shape[0].get<int64_t>() < 1 || shape[1].get<int64_t>() < 1)
+        fail("module " + name + ": \"shape\" must be [rows, cols]");
+      f.shape = {shape[0].get<int64_t>(), shape[1].get<int64_t>()};
     }
     f.bitsPerWeight = entry.value("bits_per_weight", 0.0);
     f.sparsity = entry.value("sparsity", 0.0);
@@ -81,6 +98,26 @@ std::string contentHash(const std::string& bytes) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+std::string checkpointIdentityHash(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::string bytes = readTextFile((fs::path(dir) / "config.json").string());
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  if (fs::exists(index)) {
+    bytes += readTextFile(index.string());
+  } else if (fs::exists(single)) {
+    std::ifstream in(single, std::ios::binary);
+    unsigned char le[8] = {};
+    in.read(reinterpret_cast<char*>(le), 8);
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= uint64_t(le[i]) << (8 * i);
+    std::string header(static_cast<size_t>(std::min<uint64_t>(n, 100ull << 20)), '\0');
+    in.read(header.data(), static_cast<std::streamsize>(header.size()));
+    bytes += header;
+  }
+  return contentHash(bytes);
 }
 
 }  // namespace pareto

@@ -7,17 +7,22 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace pareto {
 
 struct ModuleFormat {
-  std::string format = "dense";   // "dense", "bitmask-N:M", "intB" or "bitmask-N:M+intB"
+  // "dense", "bitmask-N:M", "intB", "spqrB", "bitmask-N:M+intB" or "bitmask-N:M+spqrB" (the quantized part then
+  // holds the kept values only)
+  std::string format = "dense";
   int n = 0, m = 0;               // bitmask patterns
-  int bits = 0;                   // quantized: code bits, grid symmetry, input columns per scale
+  int bits = 0;                   // quantized: code bits, grid symmetry, input columns (kept values) per scale
   bool symmetric = true;
   int64_t groupSize = 0;
-  int scaleBits = 0;              // spqr: bits of the quantized group statistics, rows per second-level group
+  bool actOrder = false;          // int: GPTQ act-order, the permutation is stored as <module>.weight.qperm
+  int scaleBits = 0;              // spqr: bits of the quantized group scales, rows per second-level group
   int64_t scaleGroup = 0;
+  std::vector<int64_t> shape;     // the dense weight's [rows, cols] (absent in folders of older versions)
   bool isSpqr() const { return scaleBits > 0; }
   bool isBitmask() const { return m > 0; }
   bool isQuantized() const { return bits > 0; }
@@ -27,7 +32,9 @@ struct ModuleFormat {
 };
 
 struct CompressionManifest {
-  static constexpr int kFormatVersion = 1;
+  // 2: SpQR zero points are b-bit integer codes (formats/SpqrWeight.h), act-order permutations, module shapes.
+  // Version-1 folders still load, except their SpQR modules (refused with a message to compress again).
+  static constexpr int kFormatVersion = 2;
   std::map<std::string, ModuleFormat> modules;   // by module name ("model.layers.0.mlp.up_proj")
   nlohmann::json document;                       // the whole file
 
@@ -43,6 +50,8 @@ inline std::string bitmaskValuesName(const std::string& module) { return module 
 inline std::string quantCodesName(const std::string& module) { return module + ".weight.qcodes"; }
 inline std::string quantScalesName(const std::string& module) { return module + ".weight.qscales"; }
 inline std::string quantZerosName(const std::string& module) { return module + ".weight.qzeros"; }
+// GPTQ act-order: int32 [cols], the original column quantized k-th (codes stay in original column order).
+inline std::string quantPermName(const std::string& module) { return module + ".weight.qperm"; }
 // The parts of an SpQR weight (formats/SpqrWeight.h): "codes", "scale_codes", ..., "outlier_values".
 inline std::string spqrTensorName(const std::string& module, const std::string& part) {
   return module + ".weight.spqr." + part;
@@ -50,5 +59,10 @@ inline std::string spqrTensorName(const std::string& module, const std::string& 
 
 // FNV-1a 64 of a byte string, as 16 hex digits: a stable content hash for model identity (config + index).
 std::string contentHash(const std::string& bytes);
+
+// The identity of a model folder: contentHash of config.json + the shard index, or config.json + the single
+// safetensors file's header (names, dtypes, shapes, offsets), which identifies a checkpoint without reading
+// gigabytes. Recorded by compress (pareto.json "source") and the experiment store (models table).
+std::string checkpointIdentityHash(const std::string& dir);
 
 }  // namespace pareto

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "model/OutOfMemory.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -66,8 +67,10 @@ TokenId TokenSampler::next(const at::Tensor& logits) {
   return sortedIdx[pick].item<int64_t>();
 }
 
-std::vector<TokenId> generate(const LlamaModel& model, const std::vector<TokenId>& prompt,
-                              const GenerationOptions& opts) {
+namespace {
+
+std::vector<TokenId> generateUnguarded(const LlamaModel& model, const std::vector<TokenId>& prompt,
+                                       const GenerationOptions& opts) {
   if (prompt.empty()) throw InputError("generation needs a non-empty prompt");
   if (opts.maxNewTokens < 0) throw InputError("max new tokens must be >= 0");
   validate(opts.sampling);
@@ -91,9 +94,9 @@ std::vector<TokenId> generate(const LlamaModel& model, const std::vector<TokenId
   return out;
 }
 
-std::vector<std::vector<TokenId>> generateBatch(const LlamaModel& model,
-                                                const std::vector<std::vector<TokenId>>& prompts,
-                                                const GenerationOptions& opts) {
+std::vector<std::vector<TokenId>> generateBatchUnguarded(const LlamaModel& model,
+                                                         const std::vector<std::vector<TokenId>>& prompts,
+                                                         const GenerationOptions& opts) {
   validate(opts.sampling);
   const int64_t B = static_cast<int64_t>(prompts.size());
   std::vector<std::vector<TokenId>> out(prompts.size());
@@ -150,6 +153,22 @@ std::vector<std::vector<TokenId>> generateBatch(const LlamaModel& model,
     layout = BatchLayout{stepPos, padding.narrow(1, 0, cache.length() + 1)};
   }
   return out;
+}
+
+}  // namespace
+
+// The KV cache (batch x capacity) is what runs out first on a GPU: name the stage and say what to lower.
+constexpr const char* kGenerationHint = "lower the batch (fewer prompts at once) or the number of new tokens";
+
+std::vector<TokenId> generate(const LlamaModel& model, const std::vector<TokenId>& prompt,
+                              const GenerationOptions& opts) {
+  return guardMemory("generation", kGenerationHint, [&] { return generateUnguarded(model, prompt, opts); });
+}
+
+std::vector<std::vector<TokenId>> generateBatch(const LlamaModel& model,
+                                                const std::vector<std::vector<TokenId>>& prompts,
+                                                const GenerationOptions& opts) {
+  return guardMemory("generation", kGenerationHint, [&] { return generateBatchUnguarded(model, prompts, opts); });
 }
 
 }  // namespace pareto

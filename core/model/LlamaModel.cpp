@@ -84,6 +84,7 @@ class WeightLoader {
     }
   }
 
+  // SpQR (formats/SpqrWeight.h) of the whole weight, or of a bitmask's kept values, dequantized here for now.
   at::Tensor loadSpqr(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
     auto part = [&](const char* name) {
       const TensorEntry& e = ckpt_.at(spqrTensorName(module, name));
@@ -96,8 +97,6 @@ class WeightLoader {
     w.zeroCodes = part("zero_codes");
     w.scaleBase = part("scale_base");
     w.scaleStep = part("scale_step");
-    w.zeroBase = part("zero_base");
-    w.zeroStep = part("zero_step");
     w.outlierRowOffsets = part("outlier_rows");
     w.outlierColumns = part("outlier_columns");
     w.outlierValues = part("outlier_values");
@@ -106,11 +105,43 @@ class WeightLoader {
     w.groupSize = f.groupSize;
     w.scaleGroup = f.scaleGroup;
     w.rows = expected.at(0);
-    w.cols = expected.at(1);
+    w.cols = f.isBitmask() ? expected.at(1) * f.n / f.m : expected.at(1);
     try {
-      return w.unpack();
+      if (!f.isBitmask()) return w.unpack();
+      return unpackKeptValues(module, expected, f, w.unpack());
     } catch (const InputError& err) {
       throw InputError(fileMessage(ckpt_.directory(), module + " (" + f.format + "): " + err.what()));
+    }
+  }
+
+  // The dense weight of a bitmask whose kept values were stored quantized (and are given dequantized).
+  at::Tensor unpackKeptValues(const std::string& module, const std::vector<int64_t>& expected, const ModuleFormat& f,
+                              const at::Tensor& values) {
+    const TensorEntry& masks = ckpt_.at(bitmaskMasksName(module));
+    used_.insert(masks.name);
+    if (masks.dtype != DType::I32 || masks.shape != std::vector<int64_t>{expected[0], expected[1] / 32})
+      throw InputError("bit masks do not match the shape config.json implies " + shapeText(expected));
+    BitmaskNMWeight packed;
+    packed.masks = readTensor(masks);
+    packed.values = values;
+    packed.n = f.n;
+    packed.m = f.m;
+    packed.rows = expected[0];
+    packed.cols = expected[1];
+    return packed.unpack();
+  }
+
+  // GPTQ act-order permutation: not needed to dequantize (codes are in original column order), but a folder that
+  // claims one must hold a valid one, since kernels reorder columns by it.
+  void checkActOrderPermutation(const std::string& module, const std::vector<int64_t>& expected) {
+    const TensorEntry& e = ckpt_.at(quantPermName(module));
+    used_.insert(e.name);
+    try {
+      if (e.dtype != DType::I32) throw InputError(std::string("must be I32, got ") + dtypeName(e.dtype));
+      checkColumnPermutation(readTensor(e), expected.at(1));
+    } catch (const InputError& err) {
+      throw InputError(fileMessage(e.file, "tensor " + e.name + " (act-order permutation of " + module +
+                                               "): " + err.what()));
     }
   }
 
@@ -133,20 +164,10 @@ class WeightLoader {
     q.groupSize = f.groupSize;
     q.rows = expected.at(0);
     q.cols = f.isBitmask() ? expected.at(1) * f.n / f.m : expected.at(1);
+    if (f.actOrder) checkActOrderPermutation(module, expected);
     try {
       if (!f.isBitmask()) return q.unpack();
-      const TensorEntry& masks = ckpt_.at(bitmaskMasksName(module));
-      used_.insert(masks.name);
-      if (masks.dtype != DType::I32 || masks.shape != std::vector<int64_t>{expected[0], expected[1] / 32})
-        throw InputError("bit masks do not match the shape config.json implies " + shapeText(expected));
-      BitmaskNMWeight packed;
-      packed.masks = readTensor(masks);
-      packed.values = q.unpack();
-      packed.n = f.n;
-      packed.m = f.m;
-      packed.rows = expected[0];
-      packed.cols = expected[1];
-      return packed.unpack();
+      return unpackKeptValues(module, expected, f, q.unpack());
     } catch (const InputError& err) {
       throw InputError(fileMessage(codes.file, module + " (" + f.format + "): " + err.what()));
     }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/CompressionManifest.h"
+#include "model/OutOfMemory.h"
 #include "model/Safetensors.h"
 #include "util/Error.h"
 #include "util/Json.h"
@@ -23,11 +24,20 @@ LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts) {
   if (!fs::exists(dir / "tokenizer.json"))
     throw InputError(fileMessage(modelDir, "no tokenizer.json in this folder (Pareto reads the fast-tokenizer file)"));
   m.tokenizer = std::make_unique<Tokenizer>(Tokenizer::fromPath((dir / "tokenizer.json").string()));
+  // A tokenizer that yields ids past the embedding would fail mid-run (or read out of bounds on a kernel);
+  // the reverse (embedding rows padded beyond the tokenizer, as Qwen and Mistral do) is harmless.
+  if (static_cast<int64_t>(m.tokenizer->vocabSize()) > m.config.vocabSize)
+    throw InputError(fileMessage(m.tokenizer->sourcePath(),
+                                 "has " + std::to_string(m.tokenizer->vocabSize()) +
+                                     " tokens, more than the vocab_size " + std::to_string(m.config.vocabSize) +
+                                     " of config.json: tokenizer and model do not belong together"));
   {
     // The mapping is only needed while weights are copied to the device.
     Checkpoint ckpt = Checkpoint::open(modelDir);
     std::optional<CompressionManifest> manifest = CompressionManifest::readFrom(modelDir);
-    m.model = std::make_unique<LlamaModel>(m.config, ckpt, opts, manifest ? &*manifest : nullptr);
+    m.model = guardMemory("loading " + modelDir, "load it on another device or in a smaller dtype", [&] {
+      return std::make_unique<LlamaModel>(m.config, ckpt, opts, manifest ? &*manifest : nullptr);
+    });
   }
 
   m.eosTokenIds = m.config.eosTokenIds;

@@ -1,5 +1,6 @@
 #include "model/ModelConfig.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -12,6 +13,17 @@ namespace {
 using nlohmann::json;
 
 const std::set<std::string> kSupportedTypes = {"llama", "mistral", "qwen2", "qwen3"};
+
+// Upper bounds far above any published model of these families (the largest: Llama 3.1 405B with hidden 16384,
+// ffn 53248, 126 layers, 128 heads; vocabularies up to ~260k; Llama 4 contexts of 10M). A config beyond them is
+// corrupt or hostile, and believing it would size buffers (RoPE tables, KV caches) from it.
+constexpr int64_t kMaxVocab = int64_t{1} << 22;
+constexpr int64_t kMaxHidden = int64_t{1} << 16;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxHeads = 1024;
+constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kMaxPositions = int64_t{1} << 24;
 
 std::string architectureToType(const std::string& arch) {
   if (arch == "LlamaForCausalLM") return "llama";
@@ -27,17 +39,19 @@ class Reader {
 
   bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
 
-  int64_t positiveInt(const char* key) const {
+  int64_t positiveInt(const char* key, int64_t max) const {
     if (!has(key)) fail(std::string("missing \"") + key + "\"");
-    return positiveIntValue(j_.at(key), key);
+    return positiveIntValue(j_.at(key), key, max);
   }
-  int64_t positiveIntOr(const char* key, int64_t fallback) const {
-    return has(key) ? positiveIntValue(j_.at(key), key) : fallback;
+  int64_t positiveIntOr(const char* key, int64_t fallback, int64_t max) const {
+    return has(key) ? positiveIntValue(j_.at(key), key, max) : fallback;
   }
+  // JSON has no infinity, but a literal like 1e999 parses to one; it is as useless as a negative number here.
   double positiveNumberOr(const json& obj, const char* key, double fallback) const {
     if (!obj.contains(key) || obj.at(key).is_null()) return fallback;
     const json& v = obj.at(key);
-    if (!v.is_number() || v.get<double>() <= 0) fail(std::string("\"") + key + "\" must be a positive number");
+    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+      fail(std::string("\"") + key + "\" must be a positive finite number, got " + v.dump());
     return v.get<double>();
   }
   bool boolOr(const char* key, bool fallback) const {
@@ -52,10 +66,18 @@ class Reader {
   }
   [[noreturn]] void fail(const std::string& what) const { throw InputError(fileMessage(source_, what)); }
 
-  int64_t positiveIntValue(const json& v, const char* key) const {
+  int64_t positiveIntValue(const json& v, const char* key, int64_t max) const {
+    // An unsigned value above INT64_MAX would wrap to a negative int64_t and read as "not positive"; say "too
+    // large" instead.
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(max)) tooLarge(v, key, max);
     if (!v.is_number_integer() || v.get<int64_t>() <= 0)
       fail(std::string("\"") + key + "\" must be a positive integer, got " + v.dump());
+    if (v.get<int64_t>() > max) tooLarge(v, key, max);
     return v.get<int64_t>();
+  }
+  [[noreturn]] void tooLarge(const json& v, const char* key, int64_t max) const {
+    fail(std::string("\"") + key + "\" " + v.dump() + " is larger than any supported model (at most " +
+         std::to_string(max) + "): the config is corrupt");
   }
 
  private:
@@ -106,7 +128,8 @@ void parseRope(const json& j, const Reader& r, ModelConfig& c) {
     s.highFreqFactor = r.positiveNumberOr(*typed, "high_freq_factor", s.highFreqFactor);
     if (typed->contains("original_max_position_embeddings"))
       s.originalMaxPositionEmbeddings =
-          r.positiveIntValue(typed->at("original_max_position_embeddings"), "original_max_position_embeddings");
+          r.positiveIntValue(typed->at("original_max_position_embeddings"), "original_max_position_embeddings",
+                             kMaxPositions);
     if (s.highFreqFactor <= s.lowFreqFactor) r.fail("llama3 rope scaling needs high_freq_factor > low_freq_factor");
     c.llama3Rope = s;
     return;
@@ -139,26 +162,30 @@ ModelConfig ModelConfig::fromJson(const json& j, const std::string& source) {
   c.modelType = modelType;
   if (c.architecture.empty()) c.architecture = modelType;
 
-  c.vocabSize = r.positiveInt("vocab_size");
-  c.hiddenSize = r.positiveInt("hidden_size");
-  c.intermediateSize = r.positiveInt("intermediate_size");
-  c.numLayers = r.positiveInt("num_hidden_layers");
-  c.numHeads = r.positiveInt("num_attention_heads");
-  c.numKvHeads = r.positiveIntOr("num_key_value_heads", c.numHeads);   // Llama 1 has no GQA key
+  c.vocabSize = r.positiveInt("vocab_size", kMaxVocab);
+  c.hiddenSize = r.positiveInt("hidden_size", kMaxHidden);
+  c.intermediateSize = r.positiveInt("intermediate_size", kMaxIntermediate);
+  c.numLayers = r.positiveInt("num_hidden_layers", kMaxLayers);
+  c.numHeads = r.positiveInt("num_attention_heads", kMaxHeads);
+  c.numKvHeads = r.positiveIntOr("num_key_value_heads", c.numHeads, kMaxHeads);   // Llama 1 has no GQA key
   if (r.has("head_dim")) {
-    c.headDim = r.positiveInt("head_dim");
+    c.headDim = r.positiveInt("head_dim", kMaxHeadDim);
   } else {
     if (c.hiddenSize % c.numHeads != 0)
       r.fail("hidden_size " + std::to_string(c.hiddenSize) + " is not divisible by num_attention_heads " +
              std::to_string(c.numHeads));
     c.headDim = c.hiddenSize / c.numHeads;
+    if (c.headDim > kMaxHeadDim)
+      r.fail("head_dim " + std::to_string(c.headDim) + " (hidden_size / num_attention_heads) is larger than any "
+             "supported model (at most " + std::to_string(kMaxHeadDim) + ")");
   }
   if (c.headDim % 2 != 0) r.fail("head_dim " + std::to_string(c.headDim) + " must be even for RoPE");
   if (c.numHeads % c.numKvHeads != 0)
     r.fail("num_attention_heads " + std::to_string(c.numHeads) + " is not divisible by num_key_value_heads " +
            std::to_string(c.numKvHeads));
-  c.maxPositionEmbeddings = r.positiveIntOr("max_position_embeddings", 2048);
+  c.maxPositionEmbeddings = r.positiveIntOr("max_position_embeddings", 2048, kMaxPositions);
   c.rmsNormEps = r.positiveNumberOr(j, "rms_norm_eps", 1e-6);
+  if (c.rmsNormEps >= 1) r.fail("\"rms_norm_eps\" " + std::to_string(c.rmsNormEps) + " must be below 1");
   c.tieWordEmbeddings = r.boolOr("tie_word_embeddings", false);
   c.mlpBias = r.boolOr("mlp_bias", false);
   std::string act = r.stringOr("hidden_act", "silu");
@@ -173,10 +200,10 @@ ModelConfig ModelConfig::fromJson(const json& j, const std::string& source) {
   }
   c.qkNorm = modelType == "qwen3";
   if (modelType == "mistral" && r.has("sliding_window")) {
-    c.slidingWindow = r.positiveInt("sliding_window");
+    c.slidingWindow = r.positiveInt("sliding_window", kMaxPositions);
   } else if ((modelType == "qwen2" || modelType == "qwen3") && r.boolOr("use_sliding_window", false) &&
              r.has("sliding_window")) {
-    c.slidingWindow = r.positiveInt("sliding_window");
+    c.slidingWindow = r.positiveInt("sliding_window", kMaxPositions);
   }
   parseRope(j, r, c);
 

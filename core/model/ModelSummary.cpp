@@ -47,8 +47,37 @@ ModelSummary summarizeModel(const std::string& modelDir) {
     // Packed tensors are not parameters; the manifest counts the dense model's weights.
     s.parameters = manifest->document.value("parameters", s.parameters);
     s.linearBitsPerWeight = manifest->document.value("linear_bits_per_weight", 0.0);
-    for (const auto& [name, f] : manifest->modules)
-      s.modules.push_back({name, f.format, f.bitsPerWeight, f.sparsity, f.method});
+    // Bytes per module as stored: "<module>.weight" (dense) or its packed parts "<module>.weight.*".
+    std::map<std::string, uint64_t> storedBytes;
+    for (const TensorEntry* t : ckpt.tensors()) {
+      for (size_t at = t->name.find(".weight"); at != std::string::npos; at = t->name.find(".weight", at + 1)) {
+        const size_t end = at + 7;
+        if (end == t->name.size() || t->name[end] == '.') {
+          storedBytes[t->name.substr(0, at)] += t->nbytes;
+          break;
+        }
+      }
+    }
+    uint64_t linearBits = 0, linearWeights = 0;
+    bool allShaped = true;
+    for (const auto& [name, f] : manifest->modules) {
+      double bpw = f.bitsPerWeight;
+      if (f.shape.size() == 2) {
+        const uint64_t weights = static_cast<uint64_t>(f.shape[0] * f.shape[1]);
+        const auto it = storedBytes.find(name);
+        if (it == storedBytes.end())
+          throw InputError(
+              fileMessage(modelDir, "pareto.json lists module " + name + ", but no tensor of it is stored"));
+        bpw = 8.0 * double(it->second) / double(weights);
+        linearBits += 8 * it->second;
+        linearWeights += weights;
+      } else {
+        allShaped = false;
+      }
+      s.modules.push_back({name, f.format, bpw, f.sparsity, f.method, f.actOrder});
+    }
+    if (allShaped && linearWeights > 0)
+      s.linearBitsPerWeight = double(linearBits) / double(linearWeights);
   }
   uint64_t best = 0;
   for (const auto& [name, bytes] : bytesByDtype)
@@ -60,7 +89,7 @@ nlohmann::json toJson(const ModelSummary& s) {
   nlohmann::json modules = nlohmann::json::array();
   for (const auto& m : s.modules)
     modules.push_back({{"name", m.name}, {"format", m.format}, {"bits_per_weight", m.bitsPerWeight},
-                       {"sparsity", m.sparsity}, {"method", m.method}});
+                       {"sparsity", m.sparsity}, {"method", m.method}, {"act_order", m.actOrder}});
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : s.tensors)
     tensors.push_back({{"name", t.name}, {"shape", t.shape}, {"dtype", t.dtype}, {"bytes", t.bytes}});
@@ -110,9 +139,10 @@ std::string toText(const ModelSummary& s) {
     size_t w = 0;
     for (const auto& m : s.modules) w = std::max(w, m.name.size());
     for (const auto& m : s.modules)
-      o << "  " << std::left << std::setw(static_cast<int>(w)) << m.name << "  " << std::setw(12) << m.format
+      o << "  " << std::left << std::setw(static_cast<int>(w)) << m.name << "  " << std::setw(18) << m.format
         << std::right << std::setprecision(3) << std::setw(7) << m.bitsPerWeight << " bpw  " << std::setprecision(1)
-        << std::setw(5) << 100 * m.sparsity << "% zeros" << (m.method.empty() ? "" : "  " + m.method) << "\n";
+        << std::setw(5) << 100 * m.sparsity << "% zeros" << (m.method.empty() ? "" : "  " + m.method)
+        << (m.actOrder ? "  act-order" : "") << "\n";
     o << "stored tensors:\n";
   }
   size_t width = 0;

@@ -18,10 +18,13 @@ struct TensorSummary {
 
 struct ModuleFormatSummary {
   std::string name;
-  std::string format;          // "dense", "bitmask-2:4", ...
+  std::string format;          // "dense", "bitmask-2:4", "int4", "spqr3", "bitmask-2:4+int4", ...
+  // Every byte the folder stores for the module's weight over its rows · cols: counted from the safetensors
+  // header when the manifest records the shape (format version 2), else the manifest's own figure.
   double bitsPerWeight = 0;
   double sparsity = 0;
   std::string method;
+  bool actOrder = false;       // GPTQ act-order (a permutation is stored)
 };
 
 struct ModelSummary {

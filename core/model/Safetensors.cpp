@@ -93,6 +93,9 @@ json parseHeader(const std::string& path, const char* begin, const char* end) {
   std::set<std::string> seen;
   std::string duplicate;
   json::parser_callback_t onEvent = [&](int depth, json::parse_event_t event, json& parsed) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      throwJsonTooDeep(path);
     if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
       const auto& key = parsed.get_ref<const std::string&>();
       if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
@@ -261,10 +264,7 @@ int64_t TensorEntry::numel() const {
   return n;
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path)
-    : file_(std::make_unique<MappedFile>(path)), path_(path) {
-  const std::byte* base = file_->data();
-  const uint64_t fileSize = file_->size();
+SafetensorsContents parseSafetensors(const std::byte* base, uint64_t fileSize, const std::string& path) {
   if (fileSize < 8)
     throw InputError(fileMessage(path, "too short to be a safetensors file (" + std::to_string(fileSize) +
                                            " bytes; the header length alone takes 8)"));
@@ -283,17 +283,19 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
   const char* headerBegin = reinterpret_cast<const char*>(base + 8);
   json header = parseHeader(path, headerBegin, headerBegin + headerSize);
 
+  SafetensorsContents contents;
+  std::vector<TensorEntry>& tensors = contents.tensors;
   const std::byte* dataStart = base + 8 + headerSize;
   const uint64_t dataSize = fileSize - 8 - headerSize;
   for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
-      metadata_ = parseMetadata(path, value);
+      contents.metadata = parseMetadata(path, value);
       continue;
     }
-    tensors_.push_back(parseEntry(path, name, value, dataStart, dataSize));
+    tensors.push_back(parseEntry(path, name, value, dataStart, dataSize));
   }
 
-  std::sort(tensors_.begin(), tensors_.end(), [](const TensorEntry& a, const TensorEntry& b) {
+  std::sort(tensors.begin(), tensors.end(), [](const TensorEntry& a, const TensorEntry& b) {
     if (a.data != b.data) return a.data < b.data;
     if (a.nbytes != b.nbytes) return a.nbytes < b.nbytes;
     return a.name < b.name;
@@ -301,13 +303,21 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
   // Sorted by start, so an overlap shows as a tensor starting before the furthest end seen so far. Empty
   // tensors occupy no bytes and cannot overlap anything.
   const TensorEntry* furthest = nullptr;
-  for (const TensorEntry& t : tensors_) {
+  for (const TensorEntry& t : tensors) {
     if (t.nbytes == 0) continue;
     if (furthest != nullptr && t.data < furthest->data + furthest->nbytes)
       throw InputError(
           tensorMessage(path, t.name, "bytes overlap those of tensor " + inQuotes(furthest->name)));
     if (furthest == nullptr || t.data + t.nbytes > furthest->data + furthest->nbytes) furthest = &t;
   }
+  return contents;
+}
+
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    : file_(std::make_unique<MappedFile>(path)), path_(path) {
+  SafetensorsContents contents = parseSafetensors(file_->data(), file_->size(), path);
+  tensors_ = std::move(contents.tensors);
+  metadata_ = std::move(contents.metadata);
 }
 
 SafetensorsFile::~SafetensorsFile() = default;
@@ -378,8 +388,8 @@ bool isPickleCheckpoint(const fs::path& p) {
   if (!pickles.empty())
     throw InputError(fileMessage(
         dir, "only PyTorch pickle checkpoints found (" + join(pickles) +
-                 "); Pareto does not load pickle files because unpickling can run arbitrary code. Convert to "
-                 "safetensors first, e.g.: python -c \"from transformers import AutoModelForCausalLM as M; "
+                 "); Pareto does not load pickle files because unpickling can run arbitrary code. If you trust "
+                 "where the files come from, convert them to safetensors first, e.g.: python -c \"from transformers import AutoModelForCausalLM as M; "
                  "M.from_pretrained('" +
                  dir + "').save_pretrained('" + dir + "', safe_serialization=True)\""));
   std::string what = std::string("no ") + kSingleName + " or " + kIndexName + " in the folder";

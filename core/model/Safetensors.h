@@ -31,6 +31,15 @@ struct TensorEntry {
   int64_t numel() const;
 };
 
+// The tensors and metadata of a safetensors image in memory (8-byte length, header, data), validated exactly as
+// SafetensorsFile validates a file; `source` names it in messages. Entries point into `bytes`. SafetensorsFile
+// maps a file and calls this; the fuzz target calls it directly.
+struct SafetensorsContents {
+  std::vector<TensorEntry> tensors;   // in data order
+  std::map<std::string, std::string> metadata;
+};
+SafetensorsContents parseSafetensors(const std::byte* bytes, uint64_t size, const std::string& source);
+
 class SafetensorsFile {
  public:
   // Maps and validates the file; throws InputError "<file>: ..." (naming the tensor where there is one).

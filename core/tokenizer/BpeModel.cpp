@@ -13,6 +13,9 @@ namespace pareto::tok {
 namespace {
 
 constexpr size_t kMaxCachedWordBytes = 256;
+// Ids index a dense table, so one entry with id 2^31 would allocate tens of gigabytes (found by fuzz_tokenizer).
+// Real vocabularies stop near 260k; this matches config.json's vocab_size bound (ModelConfig.cpp).
+constexpr int64_t kMaxTokenId = (int64_t{1} << 22) - 1;
 constexpr size_t kMaxCacheEntries = 200'000;
 
 struct Symbol {
@@ -47,9 +50,11 @@ BpeModel::BpeModel(const nlohmann::json& model, const ConfigContext& ctx) : cont
   if (!vocab.is_object()) ctx.fail(what + ": 'vocab' must be an object of token -> id");
   vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
-        it.value().get<int64_t>() > int64_t{0x7FFFFFFF})
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0)
       ctx.fail(what + ": vocab entry '" + it.key() + "' has no valid id");
+    if (it.value().get<int64_t>() > kMaxTokenId)
+      ctx.fail(what + ": vocab entry '" + it.key() + "' has id " + it.value().dump() +
+               ", beyond the largest supported vocabulary (ids up to " + std::to_string(kMaxTokenId) + ")");
     const auto id = static_cast<uint32_t>(it.value().get<int64_t>());
     vocab_[it.key()] = id;
     if (id >= idToToken_.size()) {

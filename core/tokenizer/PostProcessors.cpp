@@ -1,5 +1,6 @@
 #include "tokenizer/PostProcessors.h"
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -190,6 +191,11 @@ std::optional<Padding> readPadding(const nlohmann::json& j, const ConfigContext&
   const int64_t multiple = ctx.integer(j, "pad_to_multiple_of", what, 0);
   if (multiple < 0) ctx.fail(what + ": 'pad_to_multiple_of' must not be negative");
   p.multipleOf = static_cast<size_t>(multiple);
+  // Every encode pads to these lengths: a hostile 2^40 would make each call allocate terabytes.
+  constexpr size_t kMaxPaddedLength = size_t{1} << 24;   // config.json's bound on max_position_embeddings
+  if (p.fixedLength > kMaxPaddedLength || p.multipleOf > kMaxPaddedLength)
+    ctx.fail(what + ": padding length " + std::to_string(std::max(p.fixedLength, p.multipleOf)) +
+             " is beyond any model's context (at most " + std::to_string(kMaxPaddedLength) + ")");
   const std::string direction = ctx.optString(j, "direction", what).value_or("Right");
   if (direction != "Right" && direction != "Left") ctx.fail(what + ": unknown direction '" + direction + "'");
   p.left = direction == "Left";

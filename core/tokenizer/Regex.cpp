@@ -15,6 +15,9 @@ namespace {
 // backtracking pattern within a fraction of a second.
 constexpr uint32_t kMatchLimit = 20'000'000;
 constexpr uint32_t kDepthLimit = 200'000;
+// Backtracking frames of the interpreter live on the heap: bound them too (KiB), or a deep pattern could take
+// gigabytes before the depth limit is reached.
+constexpr uint32_t kHeapLimitKiB = 256u << 10;
 constexpr size_t kJitStackMax = 8u << 20;
 
 // Oniguruma's \w: Alphabetic, marks, decimal digits, connector punctuation, joiners (PCRE2's UCP \w lacks
@@ -36,6 +39,7 @@ struct MatchState {
     context = pcre2_match_context_create(nullptr);
     pcre2_set_match_limit(context, kMatchLimit);
     pcre2_set_depth_limit(context, kDepthLimit);
+    pcre2_set_heap_limit(context, kHeapLimitKiB);
     jitStack = pcre2_jit_stack_create(32 * 1024, kJitStackMax, nullptr);
     if (jitStack != nullptr) pcre2_jit_stack_assign(context, nullptr, jitStack);
     data = pcre2_match_data_create(1, nullptr);
@@ -165,6 +169,12 @@ void Regex::findAll(std::string_view text, std::vector<Span>& out) const {
   while (pos <= text.size()) {
     const int rc = pcre2_match(code_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, st.data, st.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT ||
+        rc == PCRE2_ERROR_JIT_STACKLIMIT)
+      throw InputError(context_ + ": regex '" + pattern_ + "' gave up on a piece of " +
+                       std::to_string(text.size()) + " bytes (" + pcre2Message(rc) +
+                       "): the pattern backtracks catastrophically on this text, so the tokenizer.json is "
+                       "unusable for it");
     if (rc < 0)
       throw InputError(context_ + ": regex '" + pattern_ + "' failed on a piece of " +
                        std::to_string(text.size()) + " bytes: " + pcre2Message(rc));

@@ -54,9 +54,13 @@ std::string resolvePath(const std::string& fileOrModelDir) {
 }  // namespace
 
 Tokenizer Tokenizer::fromPath(const std::string& fileOrModelDir) {
+  const std::string path = resolvePath(fileOrModelDir);
+  return fromJson(readJsonFile(path), path);
+}
+
+Tokenizer Tokenizer::fromJson(const nlohmann::json& root, const std::string& source) {
   auto impl = std::make_unique<Impl>();
-  impl->path = resolvePath(fileOrModelDir);
-  const nlohmann::json root = readJsonFile(impl->path);
+  impl->path = source;
   const tok::ConfigContext ctx(impl->path);
   if (!root.is_object()) ctx.fail("not a tokenizer.json (the top level is not an object)");
 
@@ -83,6 +87,17 @@ Tokenizer Tokenizer::fromPath(const std::string& fileOrModelDir) {
         *j, ctx, impl->normalizer.get(), [&bpe](const std::string& t) { return bpe.tokenToId(t); },
         static_cast<int64_t>(bpe.vocabCount()));
   }
+  // The ids the post-processor and the padding add come straight from the file: one outside the vocabulary would
+  // index past the embedding (fuzz_tokenizer checks every encoded id). An empty sequence shows every id the
+  // post-processor adds.
+  std::vector<TokenId> added;
+  if (impl->postProcessor) impl->postProcessor->process(added, /*addSpecialTokens=*/true);
+  if (impl->padding) added.push_back(impl->padding->padId);
+  const TokenId size = std::max(impl->model->maxId(), impl->added.maxId()) + 1;
+  for (TokenId id : added)
+    if (id < 0 || id >= size)
+      ctx.fail("the post_processor or padding adds token id " + std::to_string(id) + ", outside the vocabulary of " +
+               std::to_string(size) + " tokens");
   return Tokenizer(std::move(impl));
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,6 +20,8 @@ class Tokenizer {
   // Loads a tokenizer.json file, or <dir>/tokenizer.json when given a model folder.
   // Throws InputError naming the file and the offending component.
   static Tokenizer fromPath(const std::string& fileOrModelDir);
+  // The same from an already parsed tokenizer.json; `source` names it in messages (the fuzz target uses this).
+  static Tokenizer fromJson(const nlohmann::json& root, const std::string& source);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

@@ -11,4 +11,9 @@ namespace pareto {
 // error. Throws Error naming the path when something cannot be removed.
 void removeTree(const std::string& path);
 
+// Makes the finished folder `staged` become `target`: renamed into place when `target` does not exist; else the
+// old `target` is moved aside first, put back if the rename fails (a failed run must not lose the previous
+// result), and removed once the new one is in place. Both must be on one file system.
+void replaceFolder(const std::string& staged, const std::string& target);
+
 }  // namespace pareto

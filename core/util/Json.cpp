@@ -17,13 +17,28 @@ std::string readTextFile(const std::string& path) {
   return ss.str();
 }
 
-nlohmann::json readJsonFile(const std::string& path) {
-  std::string text = readTextFile(path);
+void throwJsonTooDeep(const std::string& source) {
+  throw InputError(fileMessage(source, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                                           " levels (no real file nests that deep; refusing a hostile one)"));
+}
+
+nlohmann::json parseJson(std::string_view text, const std::string& source) {
+  using nlohmann::json;
+  // The parser callback sees every container as it opens, at its depth (0 for the top level): refusing there
+  // stops the parse before the deep value is ever built.
+  json::parser_callback_t limitDepth = [&source](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      throwJsonTooDeep(source);
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fileMessage(path, std::string("invalid JSON: ") + e.what()));
+    return json::parse(text.begin(), text.end(), limitDepth);
+  } catch (const json::exception& e) {
+    throw InputError(fileMessage(source, std::string("invalid JSON: ") + e.what()));
   }
 }
+
+nlohmann::json readJsonFile(const std::string& path) { return parseJson(readTextFile(path), path); }
 
 }  // namespace pareto

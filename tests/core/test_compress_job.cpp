@@ -17,10 +17,12 @@
 #include "compress/MagnitudePrune.h"
 #include "compress/QuantGrid.h"
 #include "compress/SparseGpt.h"
+#include "compress/Spqr.h"
 #include "eval/Perplexity.h"
 #include "model/LoadedModel.h"
 #include "model/ModelSummary.h"
 #include "model/Safetensors.h"
+#include "model/TensorIO.h"
 #include "util/Error.h"
 #include "util/Json.h"
 
@@ -188,10 +190,23 @@ TEST_F(CompressJob, QuantizedFormatsLoadBackExactlyAndCountTheirBytes) {
       {"gptq4", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
                     "quantize": {"method": "gptq", "bits": 4, "group_size": 64}})", "int4", 4.25},
       {"spqr3", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
-                    "quantize": {"method": "spqr", "bits": 3, "outlier_ratio": 0.01}})", "spqr3", -1},
+                    "quantize": {"method": "spqr", "bits": 3, "outlier_ratio": 0.003}})", "spqr3", -1},
       {"s24int4", R"({"prune": {"method": "magnitude", "pattern": "2:4"},
                       "quantize": {"method": "rtn", "bits": 4, "group_size": 32}})", "bitmask-2:4+int4",
-       0.5 * (4 + 16.0 / 32) + 1}};
+       0.5 * (4 + 16.0 / 32) + 1},
+      {"s24gptq4", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
+                       "prune": {"method": "sparsegpt", "pattern": "2:4"},
+                       "quantize": {"method": "gptq", "bits": 4, "group_size": 32}})", "bitmask-2:4+int4",
+       0.5 * (4 + 16.0 / 32) + 1},
+      {"s24spqr3", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
+                       "prune": {"method": "sparsegpt", "pattern": "2:4"},
+                       "quantize": {"method": "spqr", "bits": 3, "outlier_ratio": 0.003}})", "bitmask-2:4+spqr3", -1},
+      {"w50gptq4", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
+                       "prune": {"method": "wanda", "sparsity": 0.5},
+                       "quantize": {"method": "gptq", "bits": 4, "group_size": 64}})", "int4", 4.25},
+      {"gptq4act", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
+                       "quantize": {"method": "gptq", "bits": 4, "group_size": 64, "act_order": true,
+                                    "static_groups": true}})", "int4", -1}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     CompressReport r = runCompress(options(writeRecipe(c.name + ".json", c.recipe), c.name));
@@ -218,6 +233,24 @@ TEST_F(CompressJob, QuantizedFormatsLoadBackExactlyAndCountTheirBytes) {
     }
     EXPECT_NEAR(r.linearBitsPerWeight, double(storedBits) / weights, 1e-9);
     EXPECT_TRUE(std::isfinite(perplexity(loaded)));
+    // inspect counts the same bytes.
+    const ModelSummary summary = summarizeModel(dir_ + "/" + c.name);
+    EXPECT_NEAR(summary.linearBitsPerWeight, r.linearBitsPerWeight, 1e-9);
+    for (const auto& m : summary.modules) {
+      const auto it = std::find_if(r.modules.begin(), r.modules.end(),
+                                   [&](const ModuleReport& x) { return x.name == m.name; });
+      ASSERT_NE(it, r.modules.end());
+      EXPECT_NEAR(m.bitsPerWeight, it->bitsPerWeight, 1e-9) << m.name;
+    }
+    // Pruned then quantized: the pruned weights are exactly 0 in the loaded model.
+    if (c.name == "w50gptq4" || c.name.rfind("s24", 0) == 0)
+      for (const auto& m : r.modules) EXPECT_NEAR(m.sparsity, 0.5, 0.01) << m.name;
+  }
+  {
+    // SpQR 3-bit g16 with 0.3% outliers on ref-tiny: 3.5 + 32 · 0.003 + 32 / cols (int32 row offsets).
+    const ModelSummary spqr = summarizeModel(dir_ + "/spqr3");
+    EXPECT_GT(spqr.linearBitsPerWeight, 3.5 + 0.096);
+    EXPECT_LT(spqr.linearBitsPerWeight, 3.5 + 0.096 + 32.0 / 192 + 1e-9);
   }
   // RTN needs no calibration: the in-memory result must equal the folder exactly.
   LoadedModel folder = loadModel(dir_ + "/rtn4", test::testRuntime());
@@ -226,6 +259,83 @@ TEST_F(CompressJob, QuantizedFormatsLoadBackExactlyAndCountTheirBytes) {
     for (auto& [g, lin] : inMemory.model->layerLinears(l))
       lin->setWeight(rtnQuantize(lin->weight(), QuantSpec::group(4, 64), lin->name()).dequantized);
   EXPECT_DOUBLE_EQ(perplexity(folder), perplexity(inMemory));
+}
+
+// A SpQR folder stores codes, not weights: loading it gives bit for bit the weights the solver returned in the
+// same sequential pass run in memory.
+TEST_F(CompressJob, SpqrFolderLoadsExactlyTheSolversWeights) {
+  const std::string text = test::sharedPath("data/heldout-prose.txt");
+  const std::string recipe = writeRecipe("spqr.json", R"({"calibration": {"source": "text", "text": ")" + text +
+                                                          R"(", "tokens": 256, "window": 128},
+                                                          "quantize": {"method": "spqr", "outlier_ratio": 0.003}})");
+  runCompress(options(recipe, "spqr"));
+  LoadedModel folder = loadModel(dir_ + "/spqr", test::testRuntime());
+
+  LoadedModel inMemory = loadModel(model_, test::testRuntime());
+  TextCalibrationOptions t;
+  t.tokens = 256;
+  t.window = 128;
+  CalibrationSet data = textCalibration(*inMemory.tokenizer, text, t);
+  SpqrOptions o;
+  o.outlierRatio = 0.003;
+  runSequentialPass(*inMemory.model, data, [&](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
+    return name == "lm_head" ? at::Tensor() : spqrQuantize(w, h.sum(), o, name).dequantized;
+  });
+  int64_t compared = 0;
+  for (int64_t l = 0; l < inMemory.model->numLayers(); ++l) {
+    auto expected = inMemory.model->layerLinears(l);
+    auto actual = folder.model->layerLinears(l);
+    ASSERT_EQ(expected.size(), actual.size());
+    for (size_t k = 0; k < expected.size(); ++k, ++compared)
+      EXPECT_TRUE(at::equal(actual[k].second->weight(), expected[k].second->weight())) << actual[k].second->name();
+  }
+  EXPECT_EQ(compared, 7 * 4);
+}
+
+// Act-order: the permutation is stored, is checked on load, and inspect says so.
+TEST_F(CompressJob, ActOrderStoresAndChecksThePermutation) {
+  const std::string text = test::sharedPath("data/heldout-prose.txt");
+  const std::string recipe = writeRecipe("act.json", R"({"calibration": {"source": "text", "text": ")" + text +
+                                                         R"(", "tokens": 256, "window": 128},
+                                                         "quantize": {"method": "gptq", "bits": 4, "group_size": 64,
+                                                                      "act_order": true, "static_groups": true}})");
+  runCompress(options(recipe, "act"));
+  const std::string module = "model.layers.1.mlp.down_proj";
+  {
+    Checkpoint ckpt = Checkpoint::open(dir_ + "/act");
+    const TensorEntry* perm = ckpt.find(module + ".weight.qperm");
+    ASSERT_NE(perm, nullptr);
+    EXPECT_EQ(perm->dtype, DType::I32);
+    EXPECT_EQ(perm->shape, std::vector<int64_t>{512});
+    EXPECT_TRUE(at::equal(std::get<0>(readTensor(*perm).sort()), at::arange(512, at::kInt)));
+  }
+  EXPECT_NO_THROW(loadModel(dir_ + "/act", test::testRuntime()));
+  const ModelSummary summary = summarizeModel(dir_ + "/act");
+  ASSERT_FALSE(summary.modules.empty());
+  for (const auto& m : summary.modules) EXPECT_TRUE(m.actOrder) << m.name;
+  EXPECT_THAT(toText(summary), HasSubstr("act-order"));
+
+  // A copy whose permutation repeats a column is refused, naming the file and the tensor.
+  fs::copy(dir_ + "/act", dir_ + "/act-bad", fs::copy_options::recursive);
+  NamedTensors tensors;
+  {
+    Checkpoint ckpt = Checkpoint::open(dir_ + "/act");
+    for (const TensorEntry* e : ckpt.tensors()) {
+      at::Tensor t = readTensor(*e);
+      if (e->name == module + ".weight.qperm") t[5] = t[6].item<int>();
+      tensors.emplace_back(e->name, t);
+    }
+  }
+  const std::string file = dir_ + "/act-bad/model.safetensors";
+  writeSafetensors(file, tensors);
+  try {
+    loadModel(dir_ + "/act-bad", test::testRuntime());
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("model.safetensors"));
+    EXPECT_THAT(e.what(), HasSubstr(module + ".weight.qperm"));
+    EXPECT_THAT(e.what(), HasSubstr("not a permutation"));
+  }
 }
 
 }  // namespace

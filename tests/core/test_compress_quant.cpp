@@ -1,5 +1,6 @@
 // Quantization: RTN grids (error bound, code ranges, degenerate groups), GPTQ against a direct float64
-// column-by-column implementation and against RTN on reconstruction error, and the packed QuantGroupWeight format.
+// column-by-column implementation and against RTN on reconstruction error, GPTQ after pruning (mask kept, beats
+// RTN of the kept values), the packed QuantGroupWeight format, and the block structs of formats/PackedBlocks.h.
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,9 @@
 
 #include "compress/Gptq.h"
 #include "compress/QuantGrid.h"
+#include "compress/SparseGpt.h"
+#include "formats/BitmaskNMWeight.h"
+#include "formats/PackedBlocks.h"
 #include "formats/QuantGroupWeight.h"
 #include "SolverProblems.h"
 #include "util/Error.h"
@@ -143,9 +147,11 @@ struct Reference {
   double lambda = 0;
 };
 
+// With `keep` (after pruning) a pruned weight is fixed at 0 instead of being quantized, and dynamic grids read
+// pruned weights as 0.
 Reference referenceGptq(const at::Tensor& weight, const at::Tensor& hessian, const QuantSpec& spec, double damp,
                         const at::Tensor& fixedScales, const at::Tensor& fixedZeros,
-                        const at::Tensor& permutation = {}) {
+                        const at::Tensor& permutation = {}, const at::Tensor& keep = {}) {
   at::Tensor w = weight.to(at::kDouble).cpu().clone();
   at::Tensor h = hessian.to(at::kDouble).cpu().clone();
   const int64_t rows = w.size(0), cols = w.size(1);
@@ -153,7 +159,9 @@ Reference referenceGptq(const at::Tensor& weight, const at::Tensor& hessian, con
   h.diagonal().masked_fill_(dead, 1);
   w.masked_fill_(dead.unsqueeze(0), 0);
   at::Tensor perm = permutation.defined() ? permutation.cpu() : at::arange(cols, at::kLong);
-  w = w.index_select(1, perm);
+  at::Tensor kept = keep.defined() ? keep.cpu() : at::ones({rows, cols}, at::kBool);
+  w = w.masked_fill(kept.logical_not(), 0).index_select(1, perm);
+  kept = kept.index_select(1, perm);
   h = h.index_select(0, perm).index_select(1, perm);
   Reference ref;
   ref.lambda = damp * h.diagonal().mean().item<double>();
@@ -167,7 +175,8 @@ Reference referenceGptq(const at::Tensor& weight, const at::Tensor& hessian, con
     const int64_t group = perm[i].item<int64_t>() / g;
     if (dynamic) {
       if (i % g == 0) {
-        const QuantResult grid = rtnQuantize(w.narrow(1, i, g), QuantSpec::channel(spec.bits, spec.symmetric));
+        const QuantResult grid = rtnQuantize(w.narrow(1, i, g).masked_fill(kept.narrow(1, i, g).logical_not(), 0),
+                                             QuantSpec::channel(spec.bits, spec.symmetric));
         scale = grid.scales.select(1, 0).to(at::kDouble);
         zero = spec.symmetric ? at::zeros_like(scale) : grid.zeros.select(1, 0).to(at::kDouble);
       }
@@ -176,8 +185,10 @@ Reference referenceGptq(const at::Tensor& weight, const at::Tensor& hessian, con
       zero = spec.symmetric ? at::zeros_like(scale) : fixedZeros.select(1, group).to(at::kDouble).cpu();
     }
     const at::Tensor column = w.select(1, i).clone();
-    const at::Tensor q =
-        (at::clamp(at::round(column / scale) + zero, double(spec.qmin()), double(spec.qmax())) - zero) * scale;
+    const at::Tensor q = at::where(
+        kept.select(1, i),
+        (at::clamp(at::round(column / scale) + zero, double(spec.qmin()), double(spec.qmax())) - zero) * scale,
+        at::zeros_like(column));
     const at::Tensor error = (column - q) / u[i][i].item<double>();
     w.narrow(1, i, cols - i) -= at::outer(error, u[i].narrow(0, i, cols - i));
     w.select(1, i).copy_(q);
@@ -290,6 +301,93 @@ TEST(Gptq, BeatsRtnOnReconstructionError) {
   }
 }
 
+// GPTQ after pruning quantizes only the kept weights: the mask survives exactly, the result matches the float64
+// reference with pruned weights fixed at 0, and it beats RTN of the kept values (today's 2:4 + int4 path).
+TEST(Gptq, AfterPruningMatchesTheReferenceAndKeepsTheMask) {
+  const Problem p = correlatedProblem(64, 256, 2048, 31);
+  for (const char* text : {"2:4", "50%"}) {
+    const SparseGptResult pruned = sparseGptPrune(p.weight, p.hessian, SparsityPattern::parse(text));
+    const at::Tensor keep = pruned.pruned.mask;
+    GptqOptions options;
+    options.keep = keep;
+    GptqOptions ordered = options;
+    ordered.actOrder = true;
+    ordered.staticGroups = true;
+    struct Case {
+      QuantSpec spec;
+      GptqOptions options;
+      at::ScalarType dtype;
+    };
+    for (const Case& c : {Case{QuantSpec::channel(4), options, at::kFloat},
+                          Case{QuantSpec::group(4, 64, false), options, at::kDouble},
+                          Case{QuantSpec::group(3, 32), options, at::kDouble},
+                          Case{QuantSpec::group(4, 64), ordered, at::kFloat}}) {
+      SCOPED_TRACE(std::string(text) + " " + c.spec.label() + (c.options.actOrder ? " act-order" : ""));
+      const at::Tensor w = pruned.pruned.weight.to(c.dtype);
+      const GptqResult r = gptqQuantize(w, p.hessian, c.spec, c.options, "pruned.proj");
+      const at::Tensor removed = keep.logical_not();
+      EXPECT_TRUE((r.quant.dequantized.masked_select(removed) == 0).all().item<bool>()) << "a pruned weight moved";
+      const int64_t g = c.spec.columnsPerGroup(256);
+      const at::Tensor zeroCode = c.spec.symmetric ? at::zeros({64, 256}, at::kChar)
+                                                   : r.quant.zeros.repeat_interleave(g, 1).expand({64, 256});
+      EXPECT_TRUE(at::equal(r.quant.codes.masked_select(removed), zeroCode.masked_select(removed)));
+      const bool dynamic = c.spec.granularity == QuantSpec::Granularity::Group && !c.options.staticGroups;
+      const Reference ref = referenceGptq(w, p.hessian, c.spec, 0.01, dynamic ? at::Tensor() : r.quant.scales,
+                                          dynamic || c.spec.symmetric ? at::Tensor() : r.quant.zeros,
+                                          r.permutation, keep);
+      EXPECT_LT(relativeDifference(r.quant.dequantized, ref.weight), c.dtype == at::kDouble ? 1e-9 : 1e-4);
+    }
+  }
+}
+
+TEST(Gptq, After24BeatsRtnOfTheKeptValues) {
+  for (const auto& [name, p] : {std::make_pair("correlated", correlatedProblem(64, 256, 2048, 32)),
+                                std::make_pair("low-rank", lowRankProblem(64, 256, 2048, 64, 0.1, 33))}) {
+    const SparseGptResult pruned = sparseGptPrune(p.weight, p.hessian, SparsityPattern::nm(2, 4));
+    const at::Tensor keep = pruned.pruned.mask;
+    // Groups of g kept values are 2g original columns at 2:4.
+    for (const QuantSpec& kept : {QuantSpec::group(4, 64), QuantSpec::group(4, 32, false), QuantSpec::group(3, 64),
+                                  QuantSpec::channel(4)}) {
+      SCOPED_TRACE(std::string(name) + " " + kept.label());
+      QuantSpec original = kept;
+      if (original.granularity == QuantSpec::Granularity::Group) original.groupSize *= 2;
+      GptqOptions options;
+      options.keep = keep;
+      const GptqResult r = gptqQuantize(pruned.pruned.weight, p.hessian, original, options);
+      // The packed form: the bitmask and the kept values' codes, with the solver's weight bit for bit.
+      const QuantResult values = quantKeptColumns(r.quant, keep);
+      ASSERT_EQ(values.codes.sizes(), (at::IntArrayRef{64, 128}));
+      BitmaskNMWeight packed = BitmaskNMWeight::pack(pruned.pruned.weight, keep, 2, 4);
+      packed.values = QuantGroupWeight::pack(values, kept).unpack();
+      EXPECT_TRUE(at::equal(packed.unpack(), r.quant.dequantized));
+      EXPECT_TRUE(at::equal(packed.unpackMask(), keep));
+
+      BitmaskNMWeight rtn = BitmaskNMWeight::pack(pruned.pruned.weight, keep, 2, 4);
+      rtn.values = rtnQuantize(rtn.values, kept).dequantized;
+      const double eGptq = reconstructionError(p, r.quant.dequantized);
+      const double eRtn = reconstructionError(p, rtn.unpack());
+      const double ePruned = reconstructionError(p, pruned.pruned.weight);
+      std::printf("%s 2:4 + %s: pruned only %.4f, + rtn %.4f, + gptq %.4f\n", name, kept.label().c_str(), ePruned,
+                  eRtn, eGptq);
+      EXPECT_LT(eGptq, eRtn);
+      // Measured against the pruned weight too (the quantization error alone).
+      Problem afterPruning = p;
+      afterPruning.weight = pruned.pruned.weight;
+      EXPECT_LT(reconstructionError(afterPruning, r.quant.dequantized),
+                reconstructionError(afterPruning, rtn.unpack()));
+    }
+  }
+  // Rows keeping different counts cannot be compacted.
+  const QuantResult r = rtnQuantize(at::randn({4, 64}), QuantSpec::channel(4));
+  at::Tensor uneven = at::ones({4, 64}, at::kBool);
+  uneven[1][3] = false;
+  EXPECT_THROW(quantKeptColumns(r, uneven), InputError);
+  GptqOptions badMask;
+  badMask.keep = at::ones({4, 32}, at::kBool);
+  EXPECT_THAT([&] { gptqQuantize(at::randn({4, 64}), at::eye(64), QuantSpec::channel(4), badMask, "x.proj"); },
+              testing::ThrowsMessage<InputError>(AllOf(HasSubstr("x.proj"), HasSubstr("keep mask"))));
+}
+
 TEST(Gptq, DeadInputsGetZeroWeightsAndNoNaN) {
   Problem p = correlatedProblem(32, 128, 512, 15);
   for (int64_t c : {0, 5, 77, 127}) p.inputs.select(1, c).zero_();
@@ -341,6 +439,10 @@ TEST(QuantGroupWeight, RoundTripsExactlyToTheSolversWeight) {
         for (const QuantResult& r : {rtnQuantize(p.weight, spec), gptqQuantize(p.weight, p.hessian, spec).quant}) {
           const QuantGroupWeight packed = QuantGroupWeight::pack(r, spec);
           EXPECT_TRUE(at::equal(packed.unpack(), r.dequantized));
+          int64_t bytes = 0;
+          for (const at::Tensor* t : {&packed.codes, &packed.scales, &packed.zeros})
+            if (t->defined()) bytes += t->numel() * int64_t(t->element_size());
+          EXPECT_EQ(packed.storedBytes(), bytes);
           EXPECT_TRUE(at::equal(packed.unpackCodes(), r.codes));
           EXPECT_EQ(packed.unpack(at::kHalf).scalar_type(), at::kHalf);
           const int64_t g = spec.columnsPerGroup(256);
@@ -399,6 +501,44 @@ TEST(QuantGroupWeight, RejectsWhatItCannotPack) {
   QuantGroupWeight packed = QuantGroupWeight::pack(r, spec);
   packed.codes = packed.codes.narrow(1, 0, 16);
   EXPECT_THROW(packed.unpack(), InputError);
+}
+
+// The block structs of formats/PackedBlocks.h are what the formats count: one block's worth of weight packs to
+// exactly sizeof(block) bytes.
+TEST(PackedBlocks, FormatsStoreExactlyTheirBlocks) {
+  at::manual_seed(34);
+  const QuantSpec g128 = QuantSpec::group(4, 128);
+  const QuantGroupWeight q4 = QuantGroupWeight::pack(rtnQuantize(at::randn({1, 128}), g128), g128);
+  EXPECT_EQ(q4.storedBytes(), int64_t(sizeof(packed::block_int4_g128)));
+  EXPECT_DOUBLE_EQ(q4.bitsPerWeight(), 4.125);
+  EXPECT_EQ(q4.codes.numel(), int64_t(sizeof(packed::block_int4x32)) * 4);
+
+  at::Tensor keep = at::zeros({1, 32}, at::kBool);
+  for (int64_t c = 0; c < 32; c += 4) keep[0][c] = keep[0][c + 3] = true;
+  const BitmaskNMWeight b = BitmaskNMWeight::pack(at::randn({1, 32}).to(at::kHalf), keep, 2, 4);
+  EXPECT_EQ(b.storedBytes(), int64_t(sizeof(packed::block_bitmask24_f16)));
+  EXPECT_DOUBLE_EQ(b.bitsPerWeight(), 9.0);
+
+  // 2:4 + int4: the mask word + the 16 kept values' nibbles, plus the kept values' one fp16 scale.
+  const QuantSpec channel = QuantSpec::channel(4);
+  const QuantGroupWeight kept = QuantGroupWeight::pack(rtnQuantize(b.values.to(at::kFloat), channel), channel);
+  EXPECT_EQ(b.masks.numel() * 4 + kept.storedBytes(), int64_t(sizeof(packed::block_bitmask24_int4)) + 2);
+}
+
+TEST(QuantGroupWeight, ColumnPermutationsAreChecked) {
+  EXPECT_NO_THROW(checkColumnPermutation(at::randperm(40, at::kLong).to(at::kInt), 40));
+  EXPECT_THAT([] { checkColumnPermutation(at::arange(39, at::kInt), 40); },
+              testing::ThrowsMessage<InputError>(HasSubstr("[40]")));
+  at::Tensor repeated = at::arange(40, at::kInt);
+  repeated[7] = 3;
+  EXPECT_THAT([&] { checkColumnPermutation(repeated, 40); },
+              testing::ThrowsMessage<InputError>(HasSubstr("column 7 is missing")));
+  at::Tensor outside = at::arange(40, at::kInt);
+  outside[0] = 40;
+  EXPECT_THAT([&] { checkColumnPermutation(outside, 40); },
+              testing::ThrowsMessage<InputError>(HasSubstr("outside 0..39")));
+  EXPECT_THROW(checkColumnPermutation(at::arange(40, at::kFloat), 40), InputError);
+  EXPECT_THROW(checkColumnPermutation(at::Tensor(), 40), InputError);
 }
 
 }  // namespace

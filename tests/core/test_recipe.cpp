@@ -2,7 +2,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "SharedData.h"
 #include "compress/Recipe.h"
@@ -159,12 +163,21 @@ TEST(Recipe, FromFileResolvesPathsAgainstItsFolder) {
 }
 
 TEST(Recipe, ShippedRecipesParse) {
-  for (const char* name : {"sparsegpt-2of4-text", "sparsegpt-2of4-decode", "wanda-50", "magnitude-2of4", "int8-channel",
-                           "int4-g128-rtn", "int4-tensor-rtn", "gptq-4bit-g128", "gptq-3bit-g128", "spqr-3bit",
-                           "sparsegpt-2of4-int4"}) {
+  const std::vector<std::string> shipped = {
+      "sparsegpt-2of4-text", "sparsegpt-2of4-decode", "wanda-50",       "magnitude-2of4",  "int8-channel",
+      "int4-g128-rtn",       "int4-tensor-rtn",       "gptq-4bit-g128", "gptq-3bit-g128",  "spqr-3bit",
+      "sparsegpt-2of4-int4", "sparsegpt-2of4-gptq4"};
+  const std::string dir = std::string(PARETO_SOURCE_DIR) + "/resources/recipes/";
+  for (const std::string& name : shipped) {
     SCOPED_TRACE(name);
-    Recipe r = Recipe::fromFile(std::string(PARETO_SOURCE_DIR) + "/resources/recipes/" + name + ".json");
+    Recipe r = Recipe::fromFile(dir + name + ".json");
     EXPECT_TRUE(r.prune.has_value() || r.quantize.has_value());
+  }
+  // Every recipe the folder ships is in the list above, so a new one cannot go unparsed.
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    EXPECT_NE(std::find(shipped.begin(), shipped.end(), entry.path().stem().string()), shipped.end())
+        << entry.path() << " is not in the shipped-recipe list";
   }
 }
 

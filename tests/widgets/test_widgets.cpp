@@ -111,6 +111,30 @@ TEST(ModelSummaryView, ShowsTheSummary) {
   EXPECT_EQ(str(textOf(&view, "tensorCount")), "4 tensors");
 }
 
+// A compressed folder's formats, with GPTQ act-order (ModuleFormatSummary::actOrder) marked per format.
+TEST(ModelSummaryView, ShowsCompressedFormatsAndActOrder) {
+  ModelSummaryView view;
+  ModelSummary s = syntheticSummary();
+  view.setSummary(s);
+  EXPECT_EQ(str(textOf(&view, "compression")), "none (dense checkpoint)");
+  s.compressed = true;
+  s.linearBitsPerWeight = 3.125;
+  s.modules = {{"model.layers.0.mlp.up_proj", "bitmask-2:4+int4", 3.125, 0.5, "sparsegpt+gptq", true},
+               {"model.layers.1.mlp.up_proj", "bitmask-2:4+int4", 3.125, 0.5, "sparsegpt+gptq", true},
+               {"model.layers.0.self_attn.q_proj", "int4", 4.25, 0, "gptq", true},
+               {"model.layers.1.self_attn.q_proj", "int4", 4.125, 0, "gptq", false},
+               {"model.layers.0.self_attn.k_proj", "bitmask-2:4+spqr3", 2.1, 0.5, "magnitude+spqr", false}};
+  view.setSummary(s);
+  EXPECT_EQ(str(textOf(&view, "compression")),
+            "3.125 bits per weight over the block linears\n"
+            "bitmask-2:4+int4: 2 modules (act-order)\n"
+            "int4: 2 modules (act-order in 1)\n"
+            "bitmask-2:4+spqr3: 1 module");
+  EXPECT_TRUE(view.findChild<QLabel*>("compression")->toolTip().contains("qperm"));
+  view.clear();
+  EXPECT_EQ(str(textOf(&view, "compression")), "—");
+}
+
 TEST(ModelSummaryView, TensorTableSortsNaturallyAndNumerically) {
   ModelSummaryView view;
   view.setSummary(syntheticSummary());
@@ -243,31 +267,15 @@ TEST_F(MainWindowTest, WindowLayoutPersists) {
   {
     TestWindow t;
     t.window.show();
-    t.window.resize(900, 640);
+    t.window.resize(1000, 700);   // above the window's minimum size with every dock
     QApplication::processEvents();
     t.window.close();
   }
   EXPECT_TRUE(QSettings().contains("mainWindow/geometry"));
   EXPECT_TRUE(QSettings().contains("mainWindow/state"));
   TestWindow reopened;
-  EXPECT_EQ(reopened.window.size(), QSize(900, 640));
+  EXPECT_EQ(reopened.window.size(), QSize(1000, 700));
 }
 
 }  // namespace
 }  // namespace pareto
-
-int main(int argc, char** argv) {
-  qputenv("QT_QPA_PLATFORM", "offscreen");
-  QStandardPaths::setTestModeEnabled(true);
-  // Settings go to a fresh folder so that neither the user's settings nor an earlier run leak in.
-  QTemporaryDir settingsDir;
-  QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settingsDir.path());
-  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, settingsDir.path());
-  QApplication app(argc, argv);
-  QCoreApplication::setOrganizationName("Pareto");
-  QCoreApplication::setApplicationName("test_widgets");
-  // Numbers are checked as text; fix the locale that formats them.
-  QLocale::setDefault(QLocale(QLocale::English, QLocale::UnitedStates));
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -1,0 +1,316 @@
+// LibTorch first: its headers use `slots` as an identifier, which Qt's headers (through EngineWorker.h) define
+// as a macro.
+#include <ATen/ATen.h>
+#include <torch/cuda.h>
+
+#include "app/gui/EngineWorker.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QLocale>
+#include <QTemporaryDir>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "analysis/ActivationDrift.h"
+#include "analysis/HessianStudy.h"
+#include "calib/CalibrationSet.h"
+#include "compress/CompressJob.h"
+#include "compress/Recipe.h"
+#include "eval/DecodeFidelity.h"
+#include "eval/Perplexity.h"
+#include "model/Generation.h"
+#include "model/LoadedModel.h"
+#include "model/ModelSummary.h"
+#include "util/Error.h"
+#include "util/FileSystem.h"
+#include "util/Json.h"
+
+namespace pareto {
+
+namespace {
+
+std::string str(const QString& s) { return s.toStdString(); }
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+// CPU models compute in float32 (LibTorch's CPU matmuls are slow or missing in half precision); CUDA in bf16.
+RuntimeOptions runtimeFor(const QString& device) {
+  return makeRuntimeOptions(str(device), device.startsWith("cuda") ? "bfloat16" : "float32");
+}
+
+std::vector<std::string> firstPrompts(const QString& file, int count) {
+  std::vector<std::string> prompts = readPrompts(str(file));
+  if (count > 0 && int(prompts.size()) > count) prompts.resize(size_t(count));
+  return prompts;
+}
+
+bool isFile(const QString& path) { return !path.isEmpty() && QFileInfo(path).isFile(); }
+
+}  // namespace
+
+DecodeBandwidth ComputeDevice::bandwidth() const {
+  DecodeBandwidth b;
+  b.bytesPerSecond = copyBytesPerSecond;
+  b.source = QObject::tr("measured %1 copy bandwidth %2 GB/s (no stored kernel benchmarks)")
+                 .arg(label, QLocale().toString(copyBytesPerSecond / 1e9, 'f', 1))
+                 .toStdString();
+  return b;
+}
+
+EngineWorker::EngineWorker() {
+  qRegisterMetaType<pareto::RunRecord>();
+  qRegisterMetaType<pareto::ComputeDevice>();
+  qRegisterMetaType<QVector<pareto::ComputeDevice>>();
+}
+
+EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::probeDevices() {
+  QVector<ComputeDevice> devices;
+  ComputeDevice cpu{"cpu", tr("CPU"), measureHostCopyBandwidth()};
+  devices << cpu;
+  const size_t cudaDevices = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
+  for (size_t i = 0; i < cudaDevices; ++i) {
+    const QString id = QStringLiteral("cuda:%1").arg(i);
+    ComputeDevice d{id, QStringLiteral("%1 (%2)").arg(qs(deviceDescription(c10::Device(c10::kCUDA, c10::DeviceIndex(i)))), id), 0};
+    try {
+      d.copyBytesPerSecond = measureCopyBandwidth(str(id));
+    } catch (const std::exception&) {
+      d.copyBytesPerSecond = 0;   // listed, but no tokens/s is predicted for it
+    }
+    devices << d;
+  }
+  devices_ = devices;
+  emit devicesProbed(devices);
+}
+
+LoadedModel& EngineWorker::denseModel(const QString& dir, const QString& device) {
+  const QString key = QFileInfo(dir).absoluteFilePath() + "|" + device;
+  if (!dense_ || denseKey_ != key) {
+    dense_.reset();   // free the old one before loading the next
+    dense_ = std::make_unique<LoadedModel>(loadModel(str(dir), runtimeFor(device)));
+    denseKey_ = key;
+  }
+  return *dense_;
+}
+
+LoadedModel& EngineWorker::compressedModel(const QString& dir, const QString& device) {
+  const QString key = QFileInfo(dir).absoluteFilePath() + "|" + device;
+  if (!compressed_ || compressedKey_ != key) {
+    compressed_.reset();
+    compressed_ = std::make_unique<LoadedModel>(loadModel(str(dir), runtimeFor(device)));
+    compressedKey_ = key;
+  }
+  return *compressed_;
+}
+
+void EngineWorker::run(const RunRequest& request) {
+  QElapsedTimer timer;
+  timer.start();
+  const CancelToken* cancel = request.cancel.get();
+  const ProgressCallback progressCallback = [this](const ProgressUpdate& u) {
+    emit progress(qs(u.stage), u.fraction, qs(u.message));
+  };
+  bool wroteOutput = false;
+  try {
+    RunRecord record;
+    record.modelDir = QFileInfo(request.modelDir).absoluteFilePath();
+    record.outDir = QFileInfo(request.outDir).absoluteFilePath();
+    record.recipeJson = request.recipeJson;
+    DecodeBandwidth bandwidth = request.bandwidth;
+    if (bandwidth.bytesPerSecond <= 0)   // asked for before the window heard the probe's result
+      for (const ComputeDevice& d : devices_)
+        if (d.id == request.device) bandwidth = d.bandwidth();
+    record.bandwidthSource = qs(bandwidth.source);
+
+    // The job reads its recipe from a file; a private temporary one, so that no recipe file is left anywhere.
+    QTemporaryDir scratch;
+    if (!scratch.isValid()) throw Error("cannot create a temporary folder for the recipe: " + str(scratch.errorString()));
+    const std::string recipePath = str(scratch.filePath("recipe.json"));
+    std::ofstream(recipePath) << request.recipeJson;
+
+    CompressOptions options;
+    options.modelDir = str(request.modelDir);
+    options.recipePath = recipePath;
+    options.outDir = str(request.outDir);
+    options.runtime = runtimeFor(request.device);
+    record.device = qs(deviceDescription(options.runtime.device));
+    // The folder the job was given must not pre-exist (the window picks a fresh name), so anything there after
+    // a cancel was written by this run.
+    const CompressReport report = runCompress(options, progressCallback, cancel);
+    wroteOutput = true;
+    record.metrics[metric::kLinearBitsPerWeight] = report.linearBitsPerWeight;
+    record.metrics[metric::kModelBitsPerWeight] = report.modelBitsPerWeight;
+    record.metrics[metric::kBytes] = double(report.bytes);
+
+    // Predicted decode speed from the same estimate the Recipe dock showed (its bytes are the bytes written).
+    const ModelSummary summary = summarizeModel(options.modelDir);
+    const Recipe recipe = Recipe::fromFile(recipePath);
+    const RecipeEstimate estimate = estimateRecipe(recipe, summary, bandwidth);
+    record.metrics[metric::kDenseLinearBitsPerWeight] = estimate.denseLinearBitsPerWeight;
+    if (estimate.tokensPerSecond > 0) {
+      record.metrics[metric::kPredictedTokensPerSecond] = estimate.tokensPerSecond;
+      record.metrics[metric::kDensePredictedTokensPerSecond] = estimate.denseTokensPerSecond;
+    }
+
+    evaluate(request, record, progressCallback);
+    record.metrics[metric::kSeconds] = double(timer.elapsed()) / 1000.0;
+    record.finishedAt = QDateTime::currentDateTime();
+    compressed_.reset();   // the evaluation's copy; generation loads the folder again when asked
+    emit runFinished(record);
+  } catch (const Cancelled&) {
+    compressed_.reset();
+    if (wroteOutput) removeTree(str(request.outDir));
+    emit runCancelled(tr("Run cancelled; %1 was not kept.").arg(request.outDir));
+  } catch (const std::exception& e) {
+    compressed_.reset();
+    // A run that did not finish keeps nothing, like a cancelled one: the folder alone, without its evaluation,
+    // would look like a complete run in the runs folder.
+    if (wroteOutput) {
+      try {
+        removeTree(str(request.outDir));
+      } catch (const std::exception&) {
+        // the failure being reported matters more
+      }
+    }
+    emit runFailed(qs(e.what()));
+  }
+}
+
+void EngineWorker::evaluate(const RunRequest& request, RunRecord& record, const ProgressCallback& progress) {
+  const EvaluationSettings& eval = request.evaluation;
+  const CancelToken* cancel = request.cancel.get();
+  const bool text = isFile(eval.heldOutText), prompts = isFile(eval.prompts);
+  if (!text && !prompts) return;
+  if (progress) progress({"load", 0, "dense and compressed models"});
+  LoadedModel& dense = denseModel(request.modelDir, request.device);
+  LoadedModel& compressed = compressedModel(request.outDir, request.device);
+  const QString modelKey = denseKey_;
+
+  if (text) {
+    const std::vector<TokenId> ids = dense.tokenizer->encode(readTextFile(str(eval.heldOutText)), false);
+    PerplexityOptions o;
+    o.window = eval.perplexityWindow;
+    o.maxWindows = eval.perplexityMaxWindows;
+    record.metrics[metric::kPerplexity] = computePerplexity(*compressed.model, ids, o, progress, cancel).ppl;
+    const QString key = QStringLiteral("%1|%2|%3|%4").arg(modelKey, eval.heldOutText).arg(o.window).arg(o.maxWindows);
+    auto cached = densePerplexity_.find(key);
+    if (cached == densePerplexity_.end())
+      cached = densePerplexity_.emplace(key, computePerplexity(*dense.model, ids, o, progress, cancel).ppl).first;
+    record.metrics[metric::kDensePerplexity] = cached->second;
+  }
+  if (prompts) {
+    const std::vector<std::vector<TokenId>> ids =
+        comparablePromptIds(dense, compressed, firstPrompts(eval.prompts, eval.maxPrompts));
+    DecodeFidelityOptions f;
+    f.maxNewTokens = eval.maxNewTokens;
+    f.eosTokenIds = dense.eosTokenIds;
+    const FidelityResult fidelity = decodeFidelity(*dense.model, *compressed.model, ids, f, progress, cancel);
+    record.metrics[metric::kDecodeNll] = fidelity.decodeNll;
+    record.metrics[metric::kDenseDecodeNll] = fidelity.denseNll;
+    record.metrics[metric::kTop1Agreement] = fidelity.top1Agreement;
+    record.metrics[metric::kSharedPrefix] = fidelity.sharedPrefixMean;
+
+    if (eval.driftSteps > 0) {
+      ActivationDriftOptions d;
+      d.steps = eval.driftSteps;
+      d.eosTokenIds = dense.eosTokenIds;
+      auto drift = std::make_shared<ActivationDriftResult>(
+          activationDrift(*dense.model, *compressed.model, ids, d, progress, cancel));
+      double plateau = 0;
+      int64_t settling = -1;
+      for (const DriftCurveSummary& s : drift->free.summary) {
+        if (!std::isnan(s.plateau)) plateau = std::max(plateau, s.plateau);
+        settling = std::max(settling, s.stepsTo90);
+      }
+      record.metrics[metric::kDriftPlateauMax] = plateau;
+      if (settling >= 0) record.metrics[metric::kDriftStepsTo90Max] = double(settling);
+      record.drift = std::move(drift);
+    }
+    if (eval.hessianStudy && text) {
+      const QString key = QStringLiteral("%1|%2|%3|%4|%5|%6")
+                              .arg(modelKey, eval.heldOutText, eval.prompts)
+                              .arg(eval.studyTokens)
+                              .arg(eval.perplexityWindow)
+                              .arg(eval.maxNewTokens);
+      auto cached = studies_.find(key);
+      if (cached == studies_.end()) {
+        HessianStudyOptions h;
+        h.textFile = str(eval.heldOutText);
+        h.promptsFile = str(eval.prompts);
+        h.calibTokens = eval.studyTokens;
+        h.window = eval.perplexityWindow;
+        h.maxNewTokens = eval.maxNewTokens;
+        auto study = std::make_shared<const HessianStudyResult>(runHessianStudy(dense, h, progress, cancel));
+        cached = studies_.emplace(key, std::move(study)).first;
+      }
+      record.discrepancy = cached->second;
+      record.metrics[metric::kDiscrepancyFraction] = cached->second->summary.fractionDecodeSmaller;
+      record.metrics[metric::kDiscrepancyMedianRatio] = cached->second->summary.medianRatio;
+    }
+  }
+}
+
+void EngineWorker::generate(const GenerationRequest& request) {
+  try {
+    QElapsedTimer timer;
+    timer.start();
+    LoadedModel& dense = denseModel(request.modelDir, request.device);
+    LoadedModel* compressed =
+        request.compressedDir.isEmpty() ? nullptr : &compressedModel(request.compressedDir, request.device);
+    const std::vector<TokenId> prompt = dense.promptIds(str(request.prompt));
+    if (compressed != nullptr && compressed->promptIds(str(request.prompt)) != prompt)
+      throw InputError(fileMessage(str(request.compressedDir), "its tokenizer reads the prompt differently from the dense model's"));
+    const int64_t capacity = int64_t(prompt.size()) + request.maxNewTokens;
+    if (capacity > dense.config.maxPositionEmbeddings)
+      throw InputError("the prompt (" + std::to_string(prompt.size()) + " tokens) plus " +
+                       std::to_string(request.maxNewTokens) + " new tokens exceed the model's " +
+                       std::to_string(dense.config.maxPositionEmbeddings) + " positions");
+
+    // The decode loop of model/Generation.cpp's generate(), one step at a time for each model so that tokens
+    // can be shown as they come (generate() returns only when a sequence is complete).
+    struct Stream {
+      LoadedModel* model;
+      bool compressed;
+      KVCache cache;
+      at::Tensor next;
+      std::vector<TokenId> tokens;
+      bool done = false;
+    };
+    std::vector<Stream> streams;
+    const at::Tensor promptIds = at::tensor(prompt, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);
+    streams.push_back({&dense, false, dense.model->makeCache(1, capacity), promptIds, {}});
+    if (compressed != nullptr)
+      streams.push_back({compressed, true, compressed->model->makeCache(1, capacity), promptIds, {}});
+    TokenSampler sampler(SamplingOptions{});   // greedy: the same choice rule for both models
+    int64_t generated = 0;
+    for (int64_t step = 0; step < request.maxNewTokens; ++step) {
+      if (request.cancel && request.cancel->isCancelled()) break;
+      bool any = false;
+      for (Stream& s : streams) {
+        if (s.done) continue;
+        const at::Tensor logits = s.model->model->forward(s.next, &s.cache, /*lastOnly=*/true);
+        const TokenId token = sampler.next(logits);
+        s.tokens.push_back(token);
+        ++generated;
+        const auto& eos = s.model->eosTokenIds;
+        s.done = std::find(eos.begin(), eos.end(), token) != eos.end();
+        s.next = at::full({1, 1}, token, at::TensorOptions().dtype(at::kLong));
+        emit generationText(s.compressed, qs(s.model->tokenizer->decode(s.tokens, /*skipSpecialTokens=*/true)));
+        any = true;
+      }
+      if (!any) break;
+    }
+    const double seconds = double(timer.elapsed()) / 1000.0;
+    emit generationFinished(tr("%1 tokens in %2 s on %3")
+                                .arg(generated)
+                                .arg(QLocale().toString(seconds, 'f', 1))
+                                .arg(qs(deviceDescription(dense.model->options().device))));
+  } catch (const std::exception& e) {
+    emit generationFailed(qs(e.what()));
+  }
+}
+
+}  // namespace pareto

@@ -1,0 +1,101 @@
+// The workbench's only caller of the engine. It lives on its own QThread; the window hands it work through
+// queued calls and hears back through queued signals, so no engine call ever runs on the GUI thread.
+//
+// A run compresses the model with the recipe (compress/CompressJob.h: written under a temporary name, renamed
+// at the end), then evaluates the folder it wrote against the dense model: perplexity on held-out text, decode
+// fidelity and activation drift on held-out prompts, and, when asked, the Hessian-discrepancy study. Cancel
+// stops within one layer (the job checks its token between layers and batches) and leaves no output folder:
+// a cancel during compression leaves nothing by the job's guarantee, one during evaluation removes the folder
+// the run wrote.
+//
+// The dense model, its perplexity and the Hessian study depend only on the model, the device and the data, so
+// they are kept between runs.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "compress/RecipeEstimate.h"
+#include "util/Progress.h"
+#include "widgets/EvaluationPanel.h"
+#include "widgets/RunRecord.h"
+
+namespace pareto {
+
+struct LoadedModel;
+struct HessianStudyResult;
+struct PerplexityResult;
+
+struct RunRequest {
+  QString modelDir;
+  std::string recipeJson;
+  QString outDir;       // must not exist yet
+  QString device;       // "cpu", "cuda:0"
+  EvaluationSettings evaluation;
+  DecodeBandwidth bandwidth;
+  std::shared_ptr<CancelToken> cancel;   // the window keeps a copy to cancel with
+};
+
+struct GenerationRequest {
+  QString modelDir;         // dense
+  QString compressedDir;    // "" for the dense model alone
+  QString device;
+  QString prompt;
+  int maxNewTokens = 48;
+  std::shared_ptr<CancelToken> cancel;
+};
+
+struct ComputeDevice {
+  QString id;      // "cpu", "cuda:0"
+  QString label;   // "CPU", "NVIDIA H200 (cuda:0)"
+  double copyBytesPerSecond = 0;
+  // Where predicted tokens/s on this device come from. No store of kernel benchmarks exists yet, so it is the
+  // measured copy bandwidth: the ceiling of any decode kernel that streams the weights.
+  DecodeBandwidth bandwidth() const;
+};
+
+class EngineWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  EngineWorker();
+  ~EngineWorker() override;
+
+  // Called on the worker thread (through QMetaObject::invokeMethod with a queued functor).
+  void probeDevices();
+  void run(const RunRequest& request);
+  void generate(const GenerationRequest& request);
+
+ signals:
+  void devicesProbed(const QVector<pareto::ComputeDevice>& devices);
+  void progress(const QString& stage, double fraction, const QString& message);
+  void runFinished(const pareto::RunRecord& record);
+  void runCancelled(const QString& message);
+  void runFailed(const QString& message);
+  void generationText(bool compressed, const QString& text);
+  void generationFinished(const QString& summary);
+  void generationFailed(const QString& message);
+
+ private:
+  LoadedModel& denseModel(const QString& dir, const QString& device);
+  LoadedModel& compressedModel(const QString& dir, const QString& device);
+  void evaluate(const RunRequest& request, RunRecord& record, const ProgressCallback& progress);
+
+  QVector<ComputeDevice> devices_;   // as probed, for runs asked for before the window heard of them
+  std::unique_ptr<LoadedModel> dense_;
+  QString denseKey_;
+  std::unique_ptr<LoadedModel> compressed_;
+  QString compressedKey_;
+  std::map<QString, double> densePerplexity_;                          // by model, device, text, window
+  std::map<QString, std::shared_ptr<const HessianStudyResult>> studies_;   // by model, device, files, tokens
+};
+
+}  // namespace pareto
+
+Q_DECLARE_METATYPE(pareto::RunRecord)
+Q_DECLARE_METATYPE(pareto::ComputeDevice)

@@ -1,0 +1,255 @@
+#include "compress/RecipeEstimate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include <ATen/ATen.h>
+#include <torch/cuda.h>
+
+#include "compress/Recipe.h"
+#include "compress/Spqr.h"
+#include "formats/PackedBlocks.h"
+#include "formats/SpqrWeight.h"
+#include "model/Device.h"
+#include "model/ModelSummary.h"
+#include "util/Error.h"
+
+namespace pareto {
+namespace {
+
+const std::string kWeightSuffix = ".weight";
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The linears the compress job visits: the 2-D weights of the decoder blocks.
+bool isBlockLinear(const TensorSummary& t) {
+  return t.shape.size() == 2 && endsWith(t.name, kWeightSuffix) && t.name.find(".layers.") != std::string::npos;
+}
+
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Bytes of a packed integer grid (formats/QuantGroupWeight.h) for a [rows, cols] weight, counted as its
+// storedBytes() counts them (formats/PackedBlocks.h): each row's codes, and per grid an fp16 scale (and a uint8
+// zero when asymmetric). Throws InputError naming the module where the job's packing would refuse the shape.
+uint64_t quantGridBytes(int64_t rows, int64_t cols, const QuantSpec& grid, const std::string& who) {
+  const int64_t groupsPerRow = grid.groupsPerRow(cols, who);   // throws when the groups do not fit
+  if ((cols * grid.bits) % 8 != 0 && grid.bits != 8)
+    throw InputError(who + ": " + std::to_string(cols) + " columns do not fill whole bytes of " +
+                     std::to_string(grid.bits) + "-bit codes");
+  int64_t grids = 1;
+  if (grid.granularity == QuantSpec::Granularity::Channel) grids = rows;
+  if (grid.granularity == QuantSpec::Granularity::Group) grids = rows * groupsPerRow;
+  const int64_t perGrid = grid.columnsPerGroup(cols);
+  const int64_t statBytes = packed::quantGroupBytes(grid.bits, perGrid, grid.symmetric) -
+                            packed::quantRowCodeBytes(perGrid, grid.bits);
+  return uint64_t(rows * packed::quantRowCodeBytes(cols, grid.bits) + grids * statBytes);
+}
+
+struct ModuleLayout {
+  ModuleEstimate estimate;
+  std::string problem;   // non-empty: the job would refuse this module
+  std::string note;
+};
+
+// SpQR's stored bytes for a [rows, cols] code matrix in groups of groupSize (formats/SpqrWeight.h).
+uint64_t spqrBytes(int64_t rows, int64_t cols, int64_t groupSize, int64_t outliers, const QuantizeSpec& q,
+                   const std::string& who) {
+  const SpqrOptions defaults;   // the job uses the solver's second-level group
+  if (cols % groupSize != 0)
+    throw InputError(who + ": " + std::to_string(cols) + " columns are not a multiple of the SpQR group size " +
+                     std::to_string(groupSize));
+  if (rows % defaults.scaleGroup != 0)
+    throw InputError(who + ": " + std::to_string(rows) + " output rows are not a multiple of the SpQR scale group " +
+                     std::to_string(defaults.scaleGroup));
+  return uint64_t(spqrStoredBits(rows, cols, q.grid.bits, groupSize, q.scaleBits, defaults.scaleGroup, outliers) / 8);
+}
+
+// Weights an unstructured prune keeps in a [rows, cols] weight, counted as compress/PruneMask.cpp counts them:
+// exactly floor(s · count) removed per scope (magnitude: the whole tensor; Wanda: each row; SparseGPT: each
+// lazy-update block of columns). SpQR's outlier ratio is a share of these.
+int64_t removedCount(double sparsity, int64_t count) { return int64_t(std::floor(sparsity * double(count) + 1e-9)); }
+
+int64_t unstructuredKept(const PruneSpec& prune, int64_t rows, int64_t cols) {
+  const double s = prune.pattern.sparsity();
+  if (prune.method == "wanda") return rows * (cols - removedCount(s, cols));
+  if (prune.method == "sparsegpt") {
+    int64_t kept = 0;
+    for (int64_t c = 0; c < cols; c += prune.block) {
+      const int64_t n = rows * std::min(prune.block, cols - c);
+      kept += n - removedCount(s, n);
+    }
+    return kept;
+  }
+  return rows * cols - removedCount(s, rows * cols);   // magnitude
+}
+
+// The job's rule for grids over the kept values of an N:M weight: the solvers see g kept values as g·M/N
+// original columns, so g must be a multiple of N and divide the kept values of a row.
+void checkKeptGroups(const std::string& who, int64_t keptGroup, const SparsityPattern& p, int64_t keptCols) {
+  if ((keptGroup * p.m()) % p.n() != 0 || keptCols % keptGroup != 0)
+    throw InputError(who + ": groups of " + std::to_string(keptGroup) + " kept values do not fit " + p.label() +
+                     " pruning with " + std::to_string(keptCols) + " kept values per row");
+}
+
+ModuleLayout layoutOf(const TensorSummary& t, const Recipe& recipe) {
+  ModuleLayout out;
+  ModuleEstimate& e = out.estimate;
+  e.module = t.name.substr(0, t.name.size() - kWeightSuffix.size());
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  e.weights = rows * cols;
+  e.format = "dense";
+  e.bytes = t.bytes;
+  const int64_t valueBytes = e.weights ? int64_t(t.bytes) / e.weights : 0;   // the checkpoint's dtype
+  const std::optional<PruneSpec> prune = recipe.pruneFor(e.module);
+  const std::optional<QuantizeSpec> quant = recipe.quantizeFor(e.module);
+  // GPTQ with act-order stores its column order beside the codes: int32 per input column.
+  const uint64_t permutationBytes = quant && quant->method == "gptq" && quant->actOrder ? uint64_t(cols) * 4 : 0;
+  auto outlierCount = [&](int64_t kept) -> int64_t {
+    if (quant->outlierRatio >= 0) return std::llround(quant->outlierRatio * double(kept));
+    out.note = "SpQR with an outlier threshold: outliers are only known after the run, estimated without them";
+    return 0;
+  };
+  try {
+    if (prune) prune->pattern.checkColumns(cols, e.module);
+    if (quant && quant->method == "gptq" && quant->actOrder && !quant->staticGroups &&
+        quant->grid.granularity == QuantSpec::Granularity::Group)   // as compress/Gptq.cpp refuses it
+      throw InputError(e.module + ": GPTQ act-order with groups (" + quant->grid.label() +
+                       ") needs static groups; dynamic groups with act-order are not supported");
+    const bool bitmask = prune && prune->pattern.isNM() && cols % packed::kMaskWordColumns == 0;
+    if (bitmask) {
+      const SparsityPattern& p = prune->pattern;
+      e.format = "bitmask-" + std::to_string(p.n()) + ":" + std::to_string(p.m());
+      const int64_t keptCols = cols * p.n() / p.m();
+      const int64_t blocks = rows * (cols / packed::kMaskWordColumns);
+      if (!quant) {
+        e.bytes = uint64_t(blocks * packed::bitmaskBlockBytes(p.n(), p.m(), valueBytes));
+      } else if (quant->method == "spqr") {
+        checkKeptGroups(e.module, quant->grid.groupSize, p, keptCols);
+        e.format += "+spqr" + std::to_string(quant->grid.bits);
+        e.bytes = uint64_t(blocks * packed::bitmaskBlockBytes(p.n(), p.m(), 0)) +
+                  spqrBytes(rows, keptCols, quant->grid.groupSize, outlierCount(rows * keptCols), *quant, e.module);
+      } else {
+        if (quant->method == "gptq" && quant->grid.granularity == QuantSpec::Granularity::Group)
+          checkKeptGroups(e.module, quant->grid.groupSize, p, keptCols);
+        e.format += "+int" + std::to_string(quant->grid.bits);
+        e.bytes = uint64_t(blocks * packed::bitmaskBlockBytes(p.n(), p.m(), 0)) +
+                  quantGridBytes(rows, keptCols, quant->grid, e.module) + permutationBytes;
+      }
+    } else if (quant && quant->method == "spqr") {
+      int64_t kept = e.weights;
+      if (prune) {
+        // Outliers are a ratio of the kept weights: every M columns keep N (an N:M pattern that does not pack
+        // as a bitmask), or the unstructured count of the pruning method.
+        kept = prune->pattern.isNM() ? e.weights / prune->pattern.m() * prune->pattern.n()
+                                     : unstructuredKept(*prune, rows, cols);
+      }
+      e.format = "spqr" + std::to_string(quant->grid.bits);
+      e.bytes = spqrBytes(rows, cols, quant->grid.groupSize, outlierCount(kept), *quant, e.module);
+    } else if (quant) {
+      e.format = "int" + std::to_string(quant->grid.bits);
+      e.bytes = quantGridBytes(rows, cols, quant->grid, e.module) + permutationBytes;
+    }
+    // Unstructured (or unpackable N:M) pruning alone keeps the dense layout with zeros in it.
+  } catch (const InputError& err) {
+    out.problem = err.what();
+    e.format = "dense";
+    e.bytes = t.bytes;
+  }
+  return out;
+}
+
+}  // namespace
+
+RecipeEstimate estimateRecipe(const Recipe& recipe, const ModelSummary& model, const DecodeBandwidth& bandwidth) {
+  if (model.compressed)
+    throw InputError(fileMessage(model.path, "is already a compressed folder; estimates and runs start from the "
+                                             "dense source model"));
+  RecipeEstimate r;
+  r.bandwidthSource = bandwidth.source;
+  uint64_t linearBytes = 0, denseLinearBytes = 0;
+  int64_t linearWeights = 0;
+  std::vector<std::string> notes;
+  for (const TensorSummary& t : model.tensors) {
+    const int64_t n = numel(t.shape);
+    r.parameters += n;
+    r.denseModelBytes += t.bytes;
+    uint64_t bytes = t.bytes;
+    if (isBlockLinear(t)) {
+      ModuleLayout layout = layoutOf(t, recipe);
+      if (!layout.problem.empty()) r.problems.push_back(layout.problem);
+      if (!layout.note.empty() && std::find(notes.begin(), notes.end(), layout.note) == notes.end())
+        notes.push_back(layout.note);
+      bytes = layout.estimate.bytes;
+      linearBytes += bytes;
+      denseLinearBytes += t.bytes;
+      linearWeights += n;
+      r.modules.push_back(layout.estimate);
+    }
+    r.modelBytes += bytes;
+    // A decode step reads each block weight and the output head in full; of the embedding it reads one row,
+    // unless the head is tied to it (then the head's read is the embedding's).
+    const bool embedding = t.name.find("embed_tokens") != std::string::npos;
+    if (!embedding || model.tiedEmbeddings) {
+      r.bytesPerToken += bytes;
+      r.denseBytesPerToken += t.bytes;
+    }
+  }
+  r.notes = notes;
+  r.linearBitsPerWeight = linearWeights ? 8.0 * double(linearBytes) / double(linearWeights) : 0;
+  r.denseLinearBitsPerWeight = linearWeights ? 8.0 * double(denseLinearBytes) / double(linearWeights) : 0;
+  r.modelBitsPerWeight = r.parameters ? 8.0 * double(r.modelBytes) / double(r.parameters) : 0;
+  r.denseModelBitsPerWeight = r.parameters ? 8.0 * double(r.denseModelBytes) / double(r.parameters) : 0;
+  if (bandwidth.bytesPerSecond > 0 && r.bytesPerToken > 0) {
+    r.tokensPerSecond = bandwidth.bytesPerSecond / double(r.bytesPerToken);
+    r.denseTokensPerSecond = bandwidth.bytesPerSecond / double(r.denseBytesPerToken);
+  }
+  return r;
+}
+
+double measureHostCopyBandwidth(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1 << 20);
+  std::unique_ptr<char[]> from(new char[bytes]), to(new char[bytes]);
+  // Touch both buffers first so that page faults are not timed.
+  std::memset(from.get(), 1, bytes);
+  std::memset(to.get(), 0, bytes);
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(to.get(), from.get(), bytes);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Keep the copy observable so that it is not optimised away.
+    if (to[bytes / 2] != from[bytes / 2]) return 0;
+    if (s > 0) best = std::max(best, 2.0 * double(bytes) / s);
+  }
+  return best;
+}
+
+double measureCopyBandwidth(const std::string& device, size_t bytes) {
+  const c10::Device d = parseDevice(device);
+  if (!d.is_cuda()) return measureHostCopyBandwidth(std::min(bytes, size_t(64) << 20));
+  const int64_t n = int64_t(bytes / 4);
+  at::Tensor from = at::ones({n}, at::TensorOptions().dtype(at::kFloat).device(d));
+  at::Tensor to = at::empty_like(from);
+  to.copy_(from);   // warm-up: allocation and the first launch are not timed
+  torch::cuda::synchronize(d.index());
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    to.copy_(from);
+    torch::cuda::synchronize(d.index());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 0) best = std::max(best, 2.0 * double(n) * 4.0 / s);
+  }
+  return best;
+}
+
+}  // namespace pareto

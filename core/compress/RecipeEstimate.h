@@ -1,0 +1,79 @@
+// What a recipe will cost and buy before it runs: the bytes every module will store (hence bits per weight and
+// model size) and the tokens per second batch-1 decode can reach when it is bound by reading those bytes.
+//
+// Bytes come from the model's tensor shapes (ModelSummary, headers only) and the storage layout each module
+// will get, decided as the compress job decides it (compress/CompressJob.cpp), and counted with the formats'
+// own byte-count functions (formats/PackedBlocks.h, spqrStoredBits):
+//   N:M pruning of a module whose columns are a multiple of 32   → bitmask N:M (formats/BitmaskNMWeight.h), its
+//                                                                   kept values stored as fp values, or as an
+//                                                                   integer grid (rtn, gptq) or SpQR over them
+//   rtn, gptq (also after unstructured pruning)                  → packed integer grid (formats/QuantGroupWeight.h),
+//                                                                   plus the int32 column order with act-order
+//   spqr (also after unstructured pruning)                       → SpQR (formats/SpqrWeight.h)
+//   otherwise (unstructured pruning alone, skipped modules)      → the checkpoint's dtype, dense
+// so for every recipe the job accepts, the estimated bytes are the bytes it writes (tests compare the two).
+// SpQR with an outlier ratio keeps that share of the weights pruning kept (N:M: N of every M; unstructured: as
+// the pruning method counts them, compress/PruneMask.h), so its outlier count is exact.
+// SpQR with an outlier threshold instead of a ratio cannot know its outlier count before running; it is then
+// estimated with no outliers and says so in `notes`.
+//
+// Tokens per second: batch-1 decode reads every weight of the blocks and the output head once per token (the
+// embedding only one row, ignored; the KV cache, small at short contexts, ignored), so a memory-bound decode
+// runs at most at bandwidth / bytes per token. The bandwidth comes with a label saying where it is from (a
+// stored kernel benchmark of this device, or a measured copy bandwidth), shown next to the number.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pareto {
+
+struct Recipe;
+struct ModelSummary;
+
+struct ModuleEstimate {
+  std::string module;      // "model.layers.0.mlp.up_proj"
+  std::string format;      // "dense", "bitmask-2:4", "bitmask-2:4+int4", "int4", "spqr3"
+  int64_t weights = 0;     // rows · cols
+  uint64_t bytes = 0;      // everything the format stores
+  double bitsPerWeight() const { return weights ? 8.0 * double(bytes) / double(weights) : 0.0; }
+};
+
+// Where a bandwidth figure comes from, shown with every tokens/s predicted from it.
+struct DecodeBandwidth {
+  double bytesPerSecond = 0;   // 0: unknown (no tokens/s is predicted)
+  std::string source;          // e.g. "measured CPU copy bandwidth (memcpy, no stored kernel benchmarks)"
+};
+
+struct RecipeEstimate {
+  std::vector<ModuleEstimate> modules;   // the block linears, in checkpoint (name) order
+  int64_t parameters = 0;                // every stored weight of the model
+  uint64_t modelBytes = 0;               // every weight byte after compression
+  uint64_t denseModelBytes = 0;          // the same, as the checkpoint stores it now
+  double linearBitsPerWeight = 0;        // over the block linears (CompressReport::linearBitsPerWeight)
+  double denseLinearBitsPerWeight = 0;   // the same, as the checkpoint stores them now
+  double modelBitsPerWeight = 0;         // over every weight (CompressReport::modelBitsPerWeight)
+  double denseModelBitsPerWeight = 0;
+  uint64_t bytesPerToken = 0;            // weight bytes one batch-1 decode step reads
+  uint64_t denseBytesPerToken = 0;
+  double tokensPerSecond = 0;            // bandwidth / bytesPerToken; 0 when the bandwidth is unknown
+  double denseTokensPerSecond = 0;
+  std::string bandwidthSource;           // DecodeBandwidth::source
+  // Modules the compress job would refuse with this recipe (e.g. "model.layers.0.mlp.down_proj: 512 input
+  // columns are not a multiple of the group size 384"), and caveats of the estimate itself.
+  std::vector<std::string> problems;
+  std::vector<std::string> notes;
+};
+
+// Throws InputError when `model` is already a compressed folder (the job compresses dense models only).
+RecipeEstimate estimateRecipe(const Recipe& recipe, const ModelSummary& model, const DecodeBandwidth& bandwidth);
+
+// Host memory copy bandwidth in bytes per second (read plus written bytes of a `bytes`-sized memcpy, best of a
+// few repetitions): the ceiling of a CPU decode that streams its weights. Takes ~0.1 s for the default size.
+double measureHostCopyBandwidth(size_t bytes = size_t(64) << 20);
+// The same for a CUDA device (a device-to-device tensor copy, synchronised); the host figure for the CPU.
+// Throws InputError when the device is unavailable.
+double measureCopyBandwidth(const std::string& device, size_t bytes = size_t(256) << 20);
+
+}  // namespace pareto

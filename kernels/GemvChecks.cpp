@@ -1,0 +1,98 @@
+// Host-side checks ("can implement") and split choices of the packed-weight GEMV kernels. They live apart from
+// the .cu files so that the CPU references, which accept exactly what the kernels accept, use them on machines
+// without nvcc.
+#include <cstdint>
+#include <string>
+
+#include "BitmaskInt4Gemv.h"
+#include "BitmaskNMGemv.h"
+#include "QuantGroupGemv.h"
+#include "SpqrGemv.h"
+
+namespace pareto::kernels {
+
+std::string checkBitmaskNMGemv(const GemvProblem& p, const BitmaskNMGemvWeight& w) {
+  if (auto e = checkGemvProblem(p); !e.empty()) return e;
+  if (w.m <= 0 || w.n <= 0 || w.n > w.m || 32 % w.m != 0)
+    return "pattern " + std::to_string(w.n) + ":" + std::to_string(w.m) + " is not N:M with M dividing 32";
+  const int k = bitmaskKeptPerWord(w.n, w.m);
+  if (k != 8 && k != 16 && k != 24)
+    return "pattern " + std::to_string(w.n) + ":" + std::to_string(w.m) + " keeps " + std::to_string(k) +
+           " of 32 columns; the kernel is compiled for 8, 16 and 24 (25%, 50%, 75% density)";
+  if (p.cols % 32 != 0) return "columns (" + std::to_string(p.cols) + ") must be a multiple of 32";
+  if (w.masks == nullptr || w.values == nullptr) return "missing mask or value pointer";
+  if (reinterpret_cast<uintptr_t>(w.masks) % 16 != 0 || reinterpret_cast<uintptr_t>(w.values) % 16 != 0)
+    return "masks and values must be 16-byte aligned (the kernel reads them with 16-byte loads)";
+  return {};
+}
+
+GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, int multiprocessors) {
+  return chooseGemvSplit(p.rows, bitmaskChunks(p.cols), kBitmaskChunkCols, compiledBatch(p.batch), 0,
+                         multiprocessors, kMaxStagedBytes);
+}
+
+std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight& w) {
+  if (auto e = checkGemvProblem(p); !e.empty()) return e;
+  if (w.bits != 4 && w.bits != 8) return std::to_string(w.bits) + "-bit codes: the kernel reads 4 and 8 bits";
+  const int64_t chunk = quantChunkCols(w.bits);
+  const bool perChannel = w.groupSize == p.cols;
+  if (w.groupSize <= 0 || p.cols % w.groupSize != 0)
+    return "group size " + std::to_string(w.groupSize) + " does not divide the " + std::to_string(p.cols) +
+           " columns";
+  if (!perChannel && (w.groupSize % 32 != 0 || (w.groupSize < chunk ? chunk % w.groupSize : w.groupSize % chunk)))
+    return "group size " + std::to_string(w.groupSize) + " must be 32, 64, 128, a multiple of " +
+           std::to_string(chunk) + ", or the whole row";
+  if (w.bits == 4 && p.cols % 2 != 0) return "4-bit codes need an even number of columns";
+  if (w.scaleColumns != quantScaleColumns(p.cols, w.groupSize, w.bits)) return "scale layout does not match the shape";
+  if (w.codes == nullptr || w.scales == nullptr || (!w.symmetric && w.zeros == nullptr))
+    return "missing code, scale or zero pointer";
+  if (reinterpret_cast<uintptr_t>(w.codes) % 16 != 0) return "codes must be 16-byte aligned";
+  return {};
+}
+
+GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {
+  return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), compiledBatch(p.batch),
+                         int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kMaxStagedBytes);
+}
+
+std::string checkSpqrGemv(const GemvProblem& p, const SpqrGemvWeight& w) {
+  if (auto e = checkGemvProblem(p); !e.empty()) return e;
+  if (w.bits < 2 || w.bits > 4) return std::to_string(w.bits) + "-bit codes: the kernel reads 2, 3 and 4 bits";
+  if (w.scaleGroup <= 0 || 32 % w.scaleGroup != 0)
+    return "second-level groups of " + std::to_string(w.scaleGroup) + " rows: the kernel needs a divisor of 32";
+  if (p.cols % kSpqrGroupCols != 0) return "columns (" + std::to_string(p.cols) + ") must be a multiple of 16";
+  if (p.cols > 65536) return "more than 65536 columns: outlier columns are 16-bit in the kernel layout";
+  if (!w.codes || !w.stats || !w.second || !w.rowOffsets || !w.outlierColumns || !w.outlierValues)
+    return "missing pointer in the SpQR weight";
+  if (reinterpret_cast<uintptr_t>(w.codes) % 16 != 0 || reinterpret_cast<uintptr_t>(w.stats) % 8 != 0)
+    return "codes must be 16-byte and stats 8-byte aligned";
+  return {};
+}
+
+GemvSplit spqrGemvSplit(const GemvProblem& p, int multiprocessors) {
+  return chooseGemvSplit(p.rows, spqrChunks(p.cols), kSpqrChunkCols, compiledBatch(p.batch), kSpqrGroupCols,
+                         multiprocessors, kMaxStagedBytes);
+}
+
+std::string checkBitmaskInt4Gemv(const GemvProblem& p, const BitmaskInt4GemvWeight& w) {
+  if (auto e = checkGemvProblem(p); !e.empty()) return e;
+  if (p.cols % 32 != 0) return "columns (" + std::to_string(p.cols) + ") must be a multiple of 32";
+  const int64_t kept = p.cols / 2;
+  const int64_t g = w.groupSize;
+  const bool ok = g == kept || (g >= 16 && g < 128 && 128 % g == 0) || (g >= 128 && g % 128 == 0 && kept % g == 0);
+  if (!ok)
+    return "groups of " + std::to_string(g) + " kept values: the kernel needs 16, 32, 64, a multiple of 128 " +
+           "dividing the row, or the whole row";
+  if (w.scaleColumns != bitmaskInt4ScaleColumns(p.cols, g)) return "scale layout does not match the shape";
+  if (!w.masks || !w.codes || !w.scales || (!w.symmetric && !w.zeros)) return "missing pointer in the weight";
+  if (reinterpret_cast<uintptr_t>(w.masks) % 16 != 0 || reinterpret_cast<uintptr_t>(w.codes) % 16 != 0)
+    return "masks and codes must be 16-byte aligned";
+  return {};
+}
+
+GemvSplit bitmaskInt4GemvSplit(const GemvProblem& p, int multiprocessors) {
+  return chooseGemvSplit(p.rows, ceilDiv(p.cols, 256), 256, compiledBatch(p.batch), 0, multiprocessors,
+                         kMaxStagedBytes);
+}
+
+}  // namespace pareto::kernels

@@ -1,0 +1,233 @@
+// The launch skeleton shared by the packed-weight GEMV kernels (see GemvProblem.h for the decomposition):
+// stage the block's slice of x in shared memory as fp32, let each warp walk its chunks through the format's
+// `accumulate`, reduce the warps of the block, and combine the splits of a row group.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "GemvProblem.h"
+
+namespace pareto::kernels::detail {
+
+template <ActivationType T> struct Act;
+template <> struct Act<ActivationType::Float16> {
+  using type = __half;
+  static __device__ __forceinline__ float toFloat(type v) { return __half2float(v); }
+  static __device__ __forceinline__ type fromFloat(float v) { return __float2half_rn(v); }
+  // The low / high 16 bits of a 32-bit word of packed values.
+  static __device__ __forceinline__ float lowToFloat(uint32_t w) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xFFFFu)));
+  }
+  static __device__ __forceinline__ float highToFloat(uint32_t w) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
+  }
+};
+template <> struct Act<ActivationType::BFloat16> {
+  using type = __nv_bfloat16;
+  static __device__ __forceinline__ float toFloat(type v) { return __bfloat162float(v); }
+  static __device__ __forceinline__ type fromFloat(float v) { return __float2bfloat16_rn(v); }
+  // bf16 is the top half of an fp32: placing the bits is the whole conversion (one shift or one mask).
+  static __device__ __forceinline__ float lowToFloat(uint32_t w) { return __uint_as_float(w << 16); }
+  static __device__ __forceinline__ float highToFloat(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+};
+
+// The weight is read exactly once per launch: stream it past L1 and mark it evict-first in L2 (ld.global.cs) so
+// that it does not push the activations, scales and the other weights of the same graph out of the caches.
+__device__ __forceinline__ uint4 loadStreaming(const uint4* p) { return __ldcs(p); }
+__device__ __forceinline__ uint2 loadStreaming(const uint2* p) { return __ldcs(p); }
+
+struct GemvLaunch {
+  int64_t rows = 0, cols = 0;
+  int batch = 1;
+  int splits = 1;
+  int64_t totalChunks = 0, chunksPerSplit = 0, sliceCols = 0;
+  int sumUnit = 0;          // columns per activation sum (0: none)
+  const void* x = nullptr;
+  void* y = nullptr;
+  float* partials = nullptr;
+  int* counters = nullptr;
+};
+
+// Format concept (a struct with):
+//   static constexpr int kChunkCols;
+//   struct Params;                       (device pointers and sizes of the re-laid-out weight)
+//   template <int B> __device__ static void accumulate(const Params&, int64_t group, int64_t chunk, int lane,
+//        const float* xs, int64_t xStride, const float* xsum, int64_t sumStride, float (&acc)[B]);
+//     xs points at the chunk's first column of batch row 0 (row b at xs + b·xStride), xsum likewise for the
+//     per-unit activation sums.
+//   template <int B, ActivationType T> __device__ static void rowExtra(const Params&, int64_t row, int part,
+//        int parts, const typename Act<T>::type* x, int64_t cols, float (&acc)[B]);
+//     work outside the chunks (SpQR's outliers), shared out over `parts` warps; a no-op for most formats.
+template <class Format, int B, ActivationType T>
+__global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock)
+    packedGemvKernel(const typename Format::Params w, const GemvLaunch a) {
+  using A = Act<T>;
+  extern __shared__ float shared[];
+  __shared__ float warpSums[kWarpsPerBlock][B][kRowsPerGroup];
+  __shared__ bool lastBlock;
+
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int64_t group = blockIdx.x;
+  const int split = blockIdx.y;
+  const int64_t chunk0 = int64_t(split) * a.chunksPerSplit;
+  const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
+  const int64_t col0 = chunk0 * Format::kChunkCols;
+  const auto* x = static_cast<const typename A::type*>(a.x);
+
+  // Stage x[:, slice] as fp32 (zero past the last column and for batch rows past `batch`, so padded weight
+  // entries and unused batch lanes contribute exactly 0), and per-unit sums for the quantized formats.
+  // Each thread takes 8 consecutive columns with one 16-byte load; the loop is unrolled so that a thread's loads
+  // are all in flight together (a load-then-store loop costs one memory latency per iteration, which for a
+  // 3072-column slice at batch 8 was most of the kernel). A unit (≤ 256 columns, dividing the slice) is
+  // unit/8 consecutive threads of one warp, so its sum is a shuffle reduction.
+  float* xs = shared;
+  float* xsum = shared + int64_t(B) * a.sliceCols;
+  const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
+  {
+    const int64_t vectors = int64_t(B) * a.sliceCols / 8;
+    constexpr int kUnroll = 4;
+    for (int64_t base = threadIdx.x; base < vectors; base += int64_t(blockDim.x) * kUnroll) {
+      uint4 raw[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t v = base + int64_t(u) * blockDim.x;
+        const int64_t b = v * 8 / a.sliceCols, i = v * 8 % a.sliceCols, c = col0 + i;
+        raw[u] = (v < vectors && b < a.batch && c < a.cols)
+                     ? __ldg(reinterpret_cast<const uint4*>(x + b * a.cols + c))
+                     : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t v = base + int64_t(u) * blockDim.x;
+        const uint32_t words[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
+        float f[8];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          f[2 * k] = A::lowToFloat(words[k]);
+          f[2 * k + 1] = A::highToFloat(words[k]);
+        }
+        if (v < vectors) {
+          float4* dst = reinterpret_cast<float4*>(xs + v * 8);
+          dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+          dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+        }
+        if (a.sumUnit > 0) {  // uniform across the block: every thread of a warp takes part in the shuffles
+          float sum = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
+          const int threadsPerUnit = a.sumUnit / 8;
+          for (int off = threadsPerUnit / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
+          if (v < vectors && lane % threadsPerUnit == 0) xsum[v * 8 / a.sumUnit] = sum;
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  float acc[B];
+#pragma unroll
+  for (int b = 0; b < B; ++b) acc[b] = 0.f;
+  const int64_t unitsPerChunk = a.sumUnit > 0 ? Format::kChunkCols / a.sumUnit : 0;
+  for (int64_t c = chunk0 + warp; c < chunkEnd; c += kWarpsPerBlock) {
+    const int64_t local = c - chunk0;
+    Format::template accumulate<B>(w, group, c, lane, xs + local * Format::kChunkCols, a.sliceCols,
+                                   xsum + local * unitsPerChunk, units, acc);
+  }
+  const int64_t row = group * kRowsPerGroup + lane;
+  Format::template rowExtra<B, T>(w, row, split * kWarpsPerBlock + warp, a.splits * kWarpsPerBlock, x, a.cols,
+                                  acc);
+
+#pragma unroll
+  for (int b = 0; b < B; ++b) warpSums[warp][b][lane] = acc[b];
+  __syncthreads();
+  if (warp != 0) return;
+  float total[B];
+#pragma unroll
+  for (int b = 0; b < B; ++b) {
+    total[b] = 0.f;
+#pragma unroll
+    for (int v = 0; v < kWarpsPerBlock; ++v) total[b] += warpSums[v][b][lane];
+  }
+  auto* y = static_cast<typename A::type*>(a.y);
+  if (a.splits == 1) {
+    if (row < a.rows)
+#pragma unroll
+      for (int b = 0; b < B; ++b)
+        if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(total[b]);
+    return;
+  }
+  // Several blocks share this row group: publish the partial sums, and let the last block to arrive add them
+  // up (threadfence reduction: the fence makes the partials visible before the counter says they are there).
+  const int64_t paddedRows = int64_t(gridDim.x) * kRowsPerGroup;
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+    if (b < a.batch) a.partials[(int64_t(split) * a.batch + b) * paddedRows + row] = total[b];
+  __threadfence();
+  if (lane == 0) lastBlock = atomicAdd(&a.counters[group], 1) == a.splits - 1;
+  __syncwarp();
+  if (!lastBlock) return;
+  __threadfence();
+  if (row < a.rows) {
+    for (int b = 0; b < a.batch; ++b) {
+      float sum = 0.f;
+#pragma unroll 8
+      for (int s = 0; s < a.splits; ++s) sum += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
+      y[int64_t(b) * a.rows + row] = A::fromFloat(sum);
+    }
+  }
+  if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
+}
+
+inline std::string cudaErrorText(cudaError_t e, const char* what) {
+  return std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+// Launches packedGemvKernel<Format, B, T> for the smallest compiled B ≥ batch.
+template <class Format, ActivationType T>
+cudaError_t launchPackedGemv(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
+                             cudaStream_t stream) {
+  const dim3 grid(unsigned(rowGroups(a.rows)), unsigned(a.splits));
+  const dim3 block(kRowsPerGroup * kWarpsPerBlock);
+  // A non-sticky error left behind by an unrelated runtime call elsewhere in the process (cudaGetLastError is
+  // per thread) would otherwise be reported as this launch's failure; sticky errors survive this and resurface.
+  (void)cudaGetLastError();
+  auto launch = [&](auto kernel) {
+    // Static shared memory (the warp sums) counts against the same 48 KB default, so opt in well below it.
+    if (sharedBytes > 32 * 1024) {
+      const cudaError_t e =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes));
+      if (e != cudaSuccess) return e;
+    }
+    kernel<<<grid, block, sharedBytes, stream>>>(w, a);
+    return cudaGetLastError();
+  };
+  if (a.batch <= 1) return launch(packedGemvKernel<Format, 1, T>);
+  if (a.batch <= 2) return launch(packedGemvKernel<Format, 2, T>);
+  if (a.batch <= 4) return launch(packedGemvKernel<Format, 4, T>);
+  if (a.batch <= 8) return launch(packedGemvKernel<Format, 8, T>);
+  return launch(packedGemvKernel<Format, 16, T>);
+}
+
+// Fills the launch record from a problem and its split.
+inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t totalChunks, int sumUnit,
+                             float* partials, int* counters) {
+  GemvLaunch a;
+  a.rows = p.rows;
+  a.cols = p.cols;
+  a.batch = p.batch;
+  a.splits = s.splits;
+  a.totalChunks = totalChunks;
+  a.chunksPerSplit = s.chunksPerSplit;
+  a.sliceCols = s.sliceCols;
+  a.sumUnit = sumUnit;
+  a.x = p.x;
+  a.y = p.y;
+  a.partials = partials;
+  a.counters = counters;
+  return a;
+}
+
+}  // namespace pareto::kernels::detail

@@ -1,0 +1,77 @@
+// What every packed-weight GEMV kernel computes, and the host-side pieces they share. Plain C++ (no CUDA types,
+// no LibTorch) so that the CPU references and the LibTorch wrappers in core include it too.
+//
+//   y[b, r] = Σ_c x[b, c] · Ŵ[r, c]      b < batch ≤ 16, r < rows, c < cols
+//
+// x and y are row-major fp16 or bf16 ([batch, cols] and [batch, rows]), Ŵ is the packed weight's dequantized
+// value, and the sum is accumulated in fp32 (the references in float64).
+//
+// All kernels share one work decomposition, chosen for batch-1 decode, where the whole cost is streaming the
+// weight once: one warp lane owns one output row, a warp owns 32 consecutive rows ("row group") and walks a run
+// of column chunks of them, and the warps of a block (and, when there are few row groups, several blocks: the
+// "splits") share the columns of one row group. Because the 32 lanes of a warp always work on the same columns,
+// every activation read of a warp falls in one 128-byte span of shared memory (a single wavefront, no bank
+// conflicts) however irregular the weight is, which is what lets the bitmask kernel gather x at the kept
+// columns for free. The price is that the packed weight must be re-laid out once at load time so that the 32
+// lanes' bytes of a chunk are adjacent ("lane-interleaved": 16 bytes of lane 0, 16 of lane 1, ...), turning each
+// load instruction of the warp into one 512-byte contiguous transaction. The re-layout keeps every byte count
+// of the stored format (see each kernel's header); rows are padded to a multiple of 32 and columns to a whole
+// chunk with entries that contribute exactly 0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace pareto::kernels {
+
+enum class ActivationType { Float16, BFloat16 };
+
+inline constexpr int kRowsPerGroup = 32;   // one warp, one lane per row
+inline constexpr int kWarpsPerBlock = 4;   // warps of a block split the columns of one row group
+inline constexpr int kMaxBatch = 16;
+// Shared memory a block may use for staged activations (Hopper allows 227 KB a block; staying well below
+// leaves room for two blocks a multiprocessor).
+inline constexpr size_t kMaxStagedBytes = 96 * 1024;
+
+// Kernels are compiled for batch 1, 2, 4, 8 and 16; a batch runs in the smallest that holds it (the extra rows
+// of x are staged as zeros).
+inline int compiledBatch(int batch) { return batch <= 1 ? 1 : batch <= 2 ? 2 : batch <= 4 ? 4 : batch <= 8 ? 8 : 16; }
+
+struct GemvProblem {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int batch = 1;
+  ActivationType type = ActivationType::Float16;
+  const void* x = nullptr;  // [batch, cols]
+  void* y = nullptr;        // [batch, rows]
+};
+
+// How a launch splits the columns of each row group across blocks. Blocks of one row group write fp32 partial
+// sums to `partials` and the last one to finish adds them up (a counter per row group, left at 0 afterwards so
+// that the same counters serve the next launch, CUDA-graph replays included).
+struct GemvSplit {
+  int splits = 1;           // blocks per row group
+  int64_t chunksPerSplit = 0;
+  int64_t sliceCols = 0;    // columns of x a block stages in shared memory (chunksPerSplit · chunk columns)
+  size_t sharedBytes = 0;   // dynamic shared memory of a block
+};
+
+inline int64_t rowGroups(int64_t rows) { return (rows + kRowsPerGroup - 1) / kRowsPerGroup; }
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Chooses the splits for `chunks` column chunks of `chunkCols` columns: enough blocks to cover the device
+// (about four per multiprocessor, so that row groups of unequal cost and the tail of the grid even out) while
+// keeping every warp at least two chunks long and the staged activations within `maxSharedBytes`.
+// `sumUnitCols` > 0 adds one float per unit and batch row for per-unit activation sums.
+GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
+                          int multiprocessors, size_t maxSharedBytes);
+
+// Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1) and one
+// int counter per row group that must be zero before the first launch (the kernels leave it zero).
+size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s);
+
+// "" when the common part of a problem is launchable, else what is wrong (shapes, batch, pointers).
+std::string checkGemvProblem(const GemvProblem& p);
+
+}  // namespace pareto::kernels

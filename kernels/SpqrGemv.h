@@ -1,0 +1,54 @@
+// spqr_gemv: y = x · Ŵᵀ for a SpQR weight (core/formats/SpqrWeight.h) in one kernel: the dense low-bit part
+// (groups of 16 input columns, each with a quantized scale and an integer zero code; the scale codes decoded
+// with fp16 second-level statistics shared by `scaleGroup` consecutive rows) and the fp16 outliers in CSR.
+//   ŝ = base + scaleCode · step,   Ŵ[r, c] = (q[r, c] − z) · ŝ  (+ the outlier's addition at its position)
+// Kernel layout (GemvProblem.h):
+//
+//   chunk      128 columns = 8 groups of 16; C = ceil(cols / 128); b = bits (2, 3 or 4)
+//   codes      [G][C][b pieces][32 lanes][16 bytes]   a lane's 128 codes of a chunk as one little-endian bit
+//              stream: the code of column 128c + i at bits [b·i, b·i + b)
+//   stats      uint8 [G][C][32 lanes][8]   per group: scale code in the low nibble, zero code in the high one
+//   second     fp16 pairs (base, step) [G][C·8][32 / scaleGroup]: the scale's second-level grid of the rows
+//              32g + scaleGroup·j ... of one group
+//   outliers   rowOffsets int32 [32·G + 1], columns uint16 [nnz], values fp16 [nnz]: CSR by row, columns
+//              increasing; the value is what the outlier adds to the dense part at its position (the re-layout
+//              sets the dense code there to the group's zero code, so that it is the outlier itself)
+//   padding    rows past `rows`: codes 0, stats 0, no outliers; columns past `cols`: any codes (x is 0 there)
+//
+// Bytes per weight: b/8 + 1/16 (stats, one byte a group: 2 bits above the stored 3+3) + 4/(16·scaleGroup)
+// + (2 + 2)·outliers/weights + 4/cols: 3-bit, 1% outliers ≈ 0.375 + 0.0625 + 0.016 + 0.04 = 0.49.
+// The dense part uses the same fp32 trick as quant_group_gemv (QuantGroupGemv.h) with sums of x per group.
+// Outliers: each lane adds its own row's, shared out over every warp of the row group; their x is read from
+// global memory (L1/L2), since a row's outliers may fall in any block's slice.
+#pragma once
+
+#include <string>
+
+#include "GemvProblem.h"
+
+struct CUstream_st;
+
+namespace pareto::kernels {
+
+inline constexpr int kSpqrChunkCols = 128;
+inline constexpr int kSpqrGroupCols = 16;
+
+struct SpqrGemvWeight {
+  const void* codes = nullptr;
+  const uint8_t* stats = nullptr;
+  const uint16_t* second = nullptr;      // fp16 bits, pairs (base, step)
+  const int32_t* rowOffsets = nullptr;
+  const uint16_t* outlierColumns = nullptr;
+  const uint16_t* outlierValues = nullptr;  // fp16 bits
+  int bits = 3;
+  int scaleGroup = 16;                   // rows sharing one second-level grid (divides 32)
+};
+
+inline int64_t spqrChunks(int64_t cols) { return ceilDiv(cols, kSpqrChunkCols); }
+
+std::string checkSpqrGemv(const GemvProblem& p, const SpqrGemvWeight& w);
+GemvSplit spqrGemvSplit(const GemvProblem& p, int multiprocessors);
+std::string runSpqrGemv(const GemvProblem& p, const SpqrGemvWeight& w, const GemvSplit& s, float* partials,
+                        int* counters, CUstream_st* stream);
+
+}  // namespace pareto::kernels

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The kernels checks on a CUDA machine (no Qt needed): builds against the LibTorch of the installed PyTorch, runs
+# the packed-GEMV kernel tests on the GPU, compute-sanitizer memcheck over them (small shapes), the kernels'
+# register/SASS summary, and `pareto-cli bench kernels` at Llama-3.1-8B shapes for batch 1..16.
+#   scripts/gpu-kernels.sh [OUTDIR]
+# PARETO_SHARED, PARETO_DEPS_PREFIX, PARETO_CMAKE_ARGS: as scripts/gpu-check.sh.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-$here/build-gpu/results}"
+mkdir -p "$out"
+export PARETO_SHARED="${PARETO_SHARED:-$here/../shared}"
+export PARETO_DB="$out/pareto.db"
+torch_prefix="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
+prefix="$torch_prefix${PARETO_DEPS_PREFIX:+;$PARETO_DEPS_PREFIX}"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+step() { echo; echo "== $*"; }
+status=0
+
+step configure+build
+cmake -S "$here" -B "$here/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARETO_GUI=OFF \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CUDA_FLAGS="-Xptxas=-v" ${PARETO_CMAKE_ARGS:-} >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+grep "Pareto:" "$out/configure.log"
+cmake --build "$here/build-gpu" -j "$(nproc)" --target pareto-cli test_packed_gemv ${PARETO_EXTRA_TARGETS:-} \
+  >"$out/build.log" 2>&1 || { grep -B2 -A12 "error" "$out/build.log" | head -80; exit 1; }
+grep -E "registers|spill" "$out/build.log" | sort | uniq -c | sort -rn | head -12 >"$out/ptxas.txt"
+cli="$here/build-gpu/app/cli/pareto-cli"
+
+step "kernel tests on CUDA"
+"$here/build-gpu/tests/core/test_packed_gemv" >"$out/test_packed_gemv.log" 2>&1 || status=1
+grep -E "^\[  (PASSED|FAILED|SKIPPED|     OK) |Failure|Expected|Which is|batch" "$out/test_packed_gemv.log" | head -40
+
+step "SASS summary"
+lib="$here/build-gpu/kernels/libpareto_kernels.a"
+cuobjdump -res-usage "$lib" 2>/dev/null | grep -E "Function|REG" | paste - - | sed -E 's/.*Function ([^ :]*).*REG:([0-9]+).*/\2 \1/' \
+  | sort -n | tail -12 >"$out/registers.txt"
+cuobjdump -sass "$lib" >"$out/sass.txt" 2>/dev/null
+python3 - "$out/sass.txt" <<'PY' | tee "$out/sass-summary.txt"
+import re, sys
+fn, counts = None, {}
+for line in open(sys.argv[1]):
+    m = re.search(r"Function : (\S+)", line)
+    if m:
+        fn = m.group(1); counts[fn] = {}
+        continue
+    if fn:
+        for op in ("LDG.E.128", "LDG.E.64", "LDS.128", "LDS", "FLO", "FFMA", "PRMT", "SHFL", "LDL", "STL", "BRA"):
+            if re.search(r"\b" + re.escape(op) + r"\b", line):
+                counts[fn][op] = counts[fn].get(op, 0) + 1
+                break
+for fn, c in counts.items():
+    if "ILi1ELN" in fn or "Li1EL" in fn:
+        print(fn[:110], c)
+PY
+
+step "bench kernels (Llama-3.1-8B shapes, batch 1..16)"
+"$cli" --no-record bench kernels --shapes llama-3.1-8b --batch 1,2,4,8,16 --runs 50 --output "$out/bench-kernels.json" \
+  2>"$out/bench.err" | tee "$out/bench-kernels.txt" || { status=1; tail -20 "$out/bench.err"; }
+
+if [ "${PARETO_EXPORT_CHECK:-1}" = 1 ]; then
+step "export hf of an int4 ref-small, perplexity in Pareto (compressed folder) and in transformers (export)"
+rm -rf "$here/build-gpu/q4" "$here/build-gpu/q4-hf"
+"$cli" --no-record compress --model "$PARETO_SHARED/models/ref-small" --recipe "$here/resources/recipes/int4-g128-rtn.json" \
+  --out "$here/build-gpu/q4" --device cuda --json >"$out/q4-compress.json" || status=1
+"$cli" --no-record export hf --model "$here/build-gpu/q4" --out "$here/build-gpu/q4-hf" || status=1
+for dt in float32 bfloat16; do
+  "$cli" --no-record perplexity --model "$here/build-gpu/q4" --text "$PARETO_SHARED/data/heldout-prose.txt" \
+    --max-windows 40 --device cuda --dtype $dt --json | tee "$out/q4-pareto-$dt.json" || status=1
+  python3 "$here/tests/gpu/hf_perplexity.py" --model "$here/build-gpu/q4-hf" --text "$PARETO_SHARED/data/heldout-prose.txt" \
+    --max-windows 40 --dtype $dt | tee "$out/q4-transformers-$dt.json" || status=1
+done
+fi
+
+if [ "${PARETO_SANITIZE:-1}" = 1 ]; then
+  step "compute-sanitizer memcheck over the kernel tests (small shapes)"
+  PARETO_KERNEL_TEST_SMALL=1 timeout 300 compute-sanitizer --tool memcheck --leak-check no \
+    "$here/build-gpu/tests/core/test_packed_gemv" --gtest_filter='PackedGemvCuda.*' >"$out/memcheck.log" 2>&1
+  echo "memcheck exit $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | head -5
+fi
+exit $status

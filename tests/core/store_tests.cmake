@@ -1,0 +1,9 @@
+# The experiment store (SQLite, no LibTorch), the CLI's run history and recording, and export hf.
+find_package(SQLite3 REQUIRED)   # imported targets are per directory; the test opens files directly too
+pareto_add_test(test_store SOURCES test_store.cpp LIBS pareto_store SQLite::SQLite3)
+pareto_add_test(test_store_cli SOURCES test_store_cli.cpp LIBS pareto_store)
+add_dependencies(test_store_cli pareto-cli)
+target_compile_definitions(test_store_cli PRIVATE PARETO_CLI_PATH="$<TARGET_FILE:pareto-cli>")
+pareto_add_test(test_export SOURCES test_export.cpp LIBS pareto_export pareto_compress)
+add_dependencies(test_export pareto-cli)
+target_compile_definitions(test_export PRIVATE PARETO_CLI_PATH="$<TARGET_FILE:pareto-cli>")

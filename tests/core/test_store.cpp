@@ -1,0 +1,477 @@
+// The experiment store: schema and migrations (from an empty file and from a version-1 file), the run life
+// cycle through RunRecorder, the result-JSON rules, and what several processes do to one file: two writers at
+// once lose nothing, and a writer killed with SIGKILL in the middle of a transaction leaves a consistent file
+// whose run reads as interrupted, not finished.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "SharedData.h"
+#include "store/ExperimentStore.h"
+#include "store/ResultJson.h"
+#include "store/RunRecorder.h"
+#include "util/Error.h"
+
+namespace pareto {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// Direct SQL on the file, independent of the store's code: what another tool (or a version-1 Pareto) sees.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path) {
+    if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) ADD_FAILURE() << "cannot open " << path;
+    sqlite3_busy_timeout(db_, 10000);
+  }
+  ~RawDb() { sqlite3_close(db_); }
+  void exec(const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      ADD_FAILURE() << sql << ": " << (err ? err : "?");
+      sqlite3_free(err);
+    }
+  }
+  // The first column of the first row as text ("" when there is no row or it is NULL).
+  std::string text(const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
+      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
+      return {};
+    }
+    std::string out;
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0) != nullptr)
+      out = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    return out;
+  }
+  int64_t number(const std::string& sql) { return std::stoll(text(sql).empty() ? "0" : text(sql)); }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+class Store : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = test::scratchDir("store"); }
+  std::string db(const std::string& name = "pareto.db") { return dir_ + "/" + name; }
+  static RunStart start(const std::string& kind = "perplexity") {
+    RunStart s;
+    s.kind = kind;
+    s.recipe = {{"window", 128}};
+    s.device = "cpu";
+    s.versions = {{"pareto", "test"}};
+    return s;
+  }
+  std::string dir_;
+};
+
+// Waits for a forked child; its exit code, or 128 + the signal that ended it.
+int waitChild(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST_F(Store, EmptyFileGetsEveryMigrationWalAndForeignKeys) {
+  const std::string path = dir_ + "/nested/folder/pareto.db";   // the folder is created
+  {
+    ExperimentStore store(path);
+    EXPECT_EQ(store.schemaVersion(), ExperimentStore::kSchemaVersion);
+    EXPECT_EQ(store.path(), path);
+  }
+  RawDb raw(path);
+  EXPECT_EQ(raw.text("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(raw.number("SELECT count(*) FROM schema_version"), ExperimentStore::kSchemaVersion);
+  EXPECT_EQ(raw.number("SELECT max(version) FROM schema_version"), 2);
+  for (const char* table : {"models", "runs", "metrics", "module_stats", "curves", "benchmarks"})
+    EXPECT_EQ(raw.number(std::string("SELECT count(*) FROM sqlite_master WHERE name='") + table + "'"), 1) << table;
+  EXPECT_EQ(raw.number("SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ('pid', 'host', 'output')"), 3);
+  // Opening again applies nothing twice.
+  ExperimentStore again(path);
+  EXPECT_EQ(raw.number("SELECT count(*) FROM schema_version"), ExperimentStore::kSchemaVersion);
+}
+
+TEST_F(Store, Version1FileMigratesAndKeepsItsRuns) {
+  {
+    ExperimentStore v1(db(), 1);
+    EXPECT_EQ(v1.schemaVersion(), 1);
+  }
+  {
+    // What Pareto with schema 1 wrote: no pid, host or output columns.
+    RawDb raw(db());
+    EXPECT_EQ(raw.number("SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'pid'"), 0);
+    raw.exec("INSERT INTO models (path, content_hash, architecture, size_bytes) "
+             "VALUES ('/m/ref', 'abc', 'LlamaForCausalLM', 10)");
+    raw.exec("INSERT INTO runs (kind, model_id, recipe, status, started_at, ended_at, versions, device) VALUES "
+             "('perplexity', 1, '{\"window\": 64}', 'finished', 1700000000, 1700000010, '{}', 'cpu')");
+    raw.exec("INSERT INTO metrics (run_id, name, value) VALUES (1, 'ppl', 12.5)");
+    raw.exec("INSERT INTO curves (run_id, name, x, y) VALUES (1, 'loss', 0, 3.0), (1, 'loss', 1, 2.5)");
+  }
+  ExperimentStore store(db());
+  EXPECT_EQ(store.schemaVersion(), 2);
+  std::vector<RunSummary> runs = store.listRuns();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, RunStatus::Finished);
+  EXPECT_EQ(runs[0].modelPath, "/m/ref");
+  EXPECT_DOUBLE_EQ(runs[0].metrics.at("ppl"), 12.5);
+  EXPECT_DOUBLE_EQ(runs[0].endedAt - runs[0].startedAt, 10.0);
+  RunDetails d = store.run(runs[0].id);
+  EXPECT_EQ(d.recipe["window"], 64);
+  ASSERT_EQ(d.curves.size(), 1u);
+  EXPECT_EQ(d.curves[0].y, (std::vector<double>{3.0, 2.5}));
+  // The new columns work for new runs.
+  RunStart s = start("compress");
+  s.output = "/tmp/out";
+  RunRecorder rec(store, s);
+  rec.finish();
+  RunDetails n = store.run(rec.id());
+  EXPECT_EQ(n.summary.output, "/tmp/out");
+  EXPECT_EQ(n.summary.process.pid, static_cast<int64_t>(::getpid()));
+  EXPECT_GT(n.summary.id, runs[0].id);
+}
+
+TEST_F(Store, RefusesNewerForeignAndNonDatabaseFiles) {
+  { ExperimentStore store(db()); }
+  { RawDb(db()).exec("INSERT INTO schema_version (version, applied_at) VALUES (99, 0)"); }
+  try {
+    ExperimentStore store(db());
+    FAIL() << "a file from a newer Pareto was opened";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(db()));
+    EXPECT_THAT(e.what(), HasSubstr("newer"));
+  }
+
+  { RawDb(db("other.db")).exec("CREATE TABLE notes (x TEXT)"); }
+  try {
+    ExperimentStore store(db("other.db"));
+    FAIL() << "another application's database was taken over";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("not a Pareto experiment database"));
+  }
+
+  std::ofstream(db("text.db")) << "this is not a database, just some text that is long enough to have a header\n";
+  try {
+    ExperimentStore store(db("text.db"));
+    FAIL() << "a text file was opened as a database";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(db("text.db")));
+  }
+}
+
+TEST_F(Store, RecorderLifeCycle) {
+  ExperimentStore store(db());
+  ModelIdentity model{"/models/ref", "0123456789abcdef", "LlamaForCausalLM", 1000};
+  RunStart s = start();
+  s.model = model;
+  int64_t finished = 0, dropped = 0, cancelled = 0, failed = 0;
+  {
+    RunRecorder rec(store, s);
+    finished = rec.id();
+    EXPECT_EQ(store.run(finished).summary.status, RunStatus::Running);
+    rec.metric("ppl", 21.5);
+    rec.metric("nan_metric", NAN);
+    rec.moduleStat("model.layers.0.mlp.up_proj", "sparsity", 0.5);
+    rec.curve({"loss", {0, 1, 2}, {3.0, 2.0, 1.5}});
+    rec.benchmark({"cpu", "dense_gemv", "192x512", 1, 12.5, 3.2});
+    rec.setRecipe({{"window", 128}, {"resolved", true}});
+    rec.finish();
+    EXPECT_TRUE(rec.ended());
+  }
+  {
+    RunRecorder rec(store, s);
+    dropped = rec.id();
+    rec.metric("ppl", 1.0);   // never finished: the destructor marks it failed and keeps no results
+  }
+  {
+    RunRecorder rec(store, s);
+    cancelled = rec.id();
+    EXPECT_THROW(rec.run([](RunRecorder& r) {
+      r.metric("ppl", 2.0);
+      throw Cancelled();
+    }),
+                 Cancelled);
+  }
+  {
+    RunRecorder rec(store, s);
+    failed = rec.id();
+    EXPECT_THROW(rec.run([](RunRecorder&) { throw InputError("/data/x.txt: no such file"); }), InputError);
+  }
+
+  RunDetails f = store.run(finished);
+  EXPECT_EQ(f.summary.status, RunStatus::Finished);
+  EXPECT_TRUE(std::isfinite(f.summary.endedAt));
+  EXPECT_EQ(f.summary.modelPath, "/models/ref");
+  EXPECT_EQ(f.summary.modelHash, "0123456789abcdef");
+  EXPECT_EQ(f.summary.modelSize, 1000u);
+  EXPECT_EQ(f.recipe["resolved"], true);
+  EXPECT_FALSE(f.versions["sqlite"].get<std::string>().empty());
+  ASSERT_EQ(f.metrics.size(), 2u);
+  EXPECT_TRUE(std::isnan(f.summary.metrics.at("nan_metric")));
+  EXPECT_DOUBLE_EQ(f.summary.metrics.at("ppl"), 21.5);
+  ASSERT_EQ(f.moduleStats.size(), 1u);
+  EXPECT_DOUBLE_EQ(f.moduleStats[0].value, 0.5);
+  ASSERT_EQ(f.curves.size(), 1u);
+  EXPECT_EQ(f.curves[0].x, (std::vector<double>{0, 1, 2}));
+  ASSERT_EQ(f.benchmarks.size(), 1u);
+  EXPECT_DOUBLE_EQ(f.benchmarks[0].gbps, 3.2);
+
+  for (auto [id, status] : {std::pair{dropped, RunStatus::Failed}, std::pair{cancelled, RunStatus::Cancelled},
+                            std::pair{failed, RunStatus::Failed}}) {
+    RunDetails d = store.run(id);
+    EXPECT_EQ(d.summary.status, status) << id;
+    EXPECT_TRUE(d.metrics.empty()) << "a run that did not finish keeps no results (run " << id << ")";
+    EXPECT_TRUE(std::isfinite(d.summary.endedAt));
+  }
+  EXPECT_THAT(store.run(failed).summary.error, HasSubstr("/data/x.txt"));
+  EXPECT_THAT(store.run(dropped).summary.error, HasSubstr("without finishing"));
+
+  // One model row for the four runs; filters by model path substring and by kind.
+  EXPECT_EQ(RawDb(db()).number("SELECT count(*) FROM models"), 1);
+  EXPECT_EQ(store.listRuns({"models/re", ""}).size(), 4u);
+  EXPECT_EQ(store.listRuns({"elsewhere", ""}).size(), 0u);
+  EXPECT_EQ(store.listRuns({"", "compress"}).size(), 0u);
+  std::vector<RunSummary> all = store.listRuns();
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all.front().id, failed);   // newest first
+
+  EXPECT_THROW(store.beginRun(start("training")), InputError);
+}
+
+TEST_F(Store, DeleteTakesEverythingWithItAndIdsAreNotReused) {
+  ExperimentStore store(db());
+  RunRecorder a(store, start());
+  a.metric("ppl", 3.0);
+  a.curve({"c", {0, 1}, {1, 2}});
+  a.moduleStat("m", "s", 1);
+  a.benchmark({"cpu", "k", "1x1", 1, 1.0, NAN});
+  a.finish();
+  store.deleteRun(a.id());
+  EXPECT_FALSE(store.hasRun(a.id()));
+  RawDb raw(db());
+  for (const char* table : {"metrics", "curves", "module_stats", "benchmarks"})
+    EXPECT_EQ(raw.number(std::string("SELECT count(*) FROM ") + table), 0) << table;
+  EXPECT_THROW(store.deleteRun(a.id()), InputError);
+  try {
+    store.run(a.id());
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("no run " + std::to_string(a.id())));
+  }
+  RunRecorder b(store, start());
+  b.finish();
+  EXPECT_GT(b.id(), a.id());
+}
+
+TEST_F(Store, BenchmarkHook) {
+  ExperimentStore store(db());
+  RunStart s = start("perplexity");   // the hook makes it a bench run whatever the caller says
+  const int64_t id = recordBenchmarks(store, s, {{"NVIDIA H200", "bitmask_nm_gemv 2:4", "4096x14336", 1, 21.0, 2900.0},
+                                                 {"NVIDIA H200", "dense_gemv", "4096x14336", 1, 30.0, 3900.0}});
+  RunDetails d = store.run(id);
+  EXPECT_EQ(d.summary.kind, "bench");
+  EXPECT_EQ(d.summary.status, RunStatus::Finished);
+  EXPECT_EQ(d.benchmarks.size(), 2u);
+  std::vector<BenchmarkRow> rows = store.benchmarks("NVIDIA H200", "dense_gemv");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(rows[0].timeUs, 30.0);
+  store.addBenchmarks(std::nullopt, {{"cpu", "dense_gemv", "8x8", 2, 1.0, NAN}});
+  EXPECT_EQ(store.benchmarks("cpu").size(), 1u);
+  EXPECT_TRUE(std::isnan(store.benchmarks("cpu")[0].gbps));
+  EXPECT_THROW(store.addBenchmarks(std::nullopt, {{"cpu", "", "8x8", 1, 1.0, NAN}}), InputError);
+}
+
+TEST(ResultJson, NumbersArraysAndNamedObjects) {
+  nlohmann::json result = nlohmann::json::parse(R"({
+    "ppl": 12.5, "converged": true, "out": "/tmp/x",
+    "timings": {"total_s": 3.0},
+    "counts": [4, 4, 3],
+    "free": [[0.1, 0.2, null], [0.3, null, 0.5]],
+    "modules": [{"name": "model.layers.0.mlp.up_proj", "sparsity": 0.5, "quant": {"bits": 4}, "method": "rtn"}],
+    "settings": {"window": 64}
+  })");
+  RunResults r;
+  r.recipe = nlohmann::json{{"text", "/data/t.txt"}};
+  addResultsFromJson(r, result);
+  std::map<std::string, double> metrics;
+  for (const auto& m : r.metrics) metrics[m.name] = m.value;
+  EXPECT_EQ(metrics, (std::map<std::string, double>{{"ppl", 12.5}, {"converged", 1.0}, {"timings.total_s", 3.0}}));
+  ASSERT_EQ(r.curves.size(), 3u);
+  EXPECT_EQ(r.curves[0].name, "counts");
+  EXPECT_EQ(r.curves[0].y, (std::vector<double>{4, 4, 3}));
+  EXPECT_EQ(r.curves[1].name, "free[0]");
+  EXPECT_EQ(r.curves[1].x, (std::vector<double>{0, 1}));   // the null step is no point
+  EXPECT_EQ(r.curves[2].x, (std::vector<double>{0, 2}));
+  ASSERT_EQ(r.moduleStats.size(), 2u);
+  EXPECT_EQ(r.moduleStats[0].module, "model.layers.0.mlp.up_proj");
+  EXPECT_EQ(r.moduleStats[0].name, "quant.bits");
+  EXPECT_EQ(r.moduleStats[1].name, "sparsity");
+  EXPECT_EQ(*r.recipe, (nlohmann::json{{"text", "/data/t.txt"}, {"window", 64}}));
+}
+
+TEST_F(Store, DefaultPathFollowsXdg) {
+  struct Env {
+    std::string name;
+    std::optional<std::string> old;
+    explicit Env(std::string n) : name(std::move(n)) {
+      if (const char* v = std::getenv(name.c_str())) old = v;
+    }
+    ~Env() { old ? ::setenv(name.c_str(), old->c_str(), 1) : ::unsetenv(name.c_str()); }
+  } db("PARETO_DB"), xdg("XDG_DATA_HOME"), home("HOME");
+  ::setenv("PARETO_DB", "/x/explicit.db", 1);
+  ::setenv("XDG_DATA_HOME", "/xdg", 1);
+  ::setenv("HOME", "/home/u", 1);
+  EXPECT_EQ(defaultStorePath(), "/x/explicit.db");
+  ::unsetenv("PARETO_DB");
+  EXPECT_EQ(defaultStorePath(), "/xdg/pareto/pareto.db");
+  ::setenv("XDG_DATA_HOME", "relative/is/ignored", 1);
+  EXPECT_EQ(defaultStorePath(), "/home/u/.local/share/pareto/pareto.db");
+  ::unsetenv("XDG_DATA_HOME");
+  EXPECT_EQ(defaultStorePath(), "/home/u/.local/share/pareto/pareto.db");
+}
+
+TEST_F(Store, ProcessLiveness) {
+  ProcessIdentity me = currentProcess();
+  EXPECT_EQ(processLiveness(me), Liveness::Alive);
+  ProcessIdentity other = me;
+  other.host = me.host + "-elsewhere";
+  EXPECT_EQ(processLiveness(other), Liveness::Unknown);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(waitChild(child), 0);
+  ProcessIdentity gone = me;
+  gone.pid = child;
+  EXPECT_EQ(processLiveness(gone), Liveness::Dead);
+  // This pid with another start time: the pid was reused, the recorder is gone.
+  ASSERT_FALSE(me.startToken.empty()) << "no boot id or /proc/self/stat";
+  ProcessIdentity reused = me;
+  reused.startToken = me.startToken + "0";
+  EXPECT_EQ(processLiveness(reused), Liveness::Dead);
+}
+
+// Two processes create the file at the same moment (both migrate) and then record runs as fast as they can;
+// every run and every metric of both must be there.
+TEST_F(Store, TwoProcessesWritingAtOnceLoseNothing) {
+  constexpr int kRuns = 100, kMetrics = 20;
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  std::vector<pid_t> children;
+  for (int c = 0; c < 2; ++c) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(gate[1]);
+      char byte;
+      (void)::read(gate[0], &byte, 1);   // returns when the parent closes its end: both start together
+      try {
+        ExperimentStore store(db());
+        for (int i = 0; i < kRuns; ++i) {
+          RunStart s = start();
+          s.recipe = {{"writer", c}, {"i", i}};
+          RunRecorder rec(store, s);
+          for (int m = 0; m < kMetrics; ++m) rec.metric("m" + std::to_string(m), c * 1000 + i + m / 100.0);
+          rec.curve({"c", {0, 1, 2}, {1, 2, 3}});
+          rec.finish();
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "writer %d: %s\n", c, e.what());
+        ::_exit(1);
+      }
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  ::close(gate[0]);
+  ::close(gate[1]);
+  for (pid_t pid : children) EXPECT_EQ(waitChild(pid), 0);
+
+  ExperimentStore store(db());
+  std::vector<RunSummary> runs = store.listRuns();
+  ASSERT_EQ(runs.size(), size_t{2 * kRuns});
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.status, RunStatus::Finished) << r.id;
+    EXPECT_EQ(r.metrics.size(), size_t{kMetrics}) << r.id;
+  }
+  RawDb raw(db());
+  EXPECT_EQ(raw.number("SELECT count(*) FROM metrics"), 2 * kRuns * kMetrics);
+  EXPECT_EQ(raw.number("SELECT count(*) FROM curves"), 2 * kRuns * 3);
+  EXPECT_EQ(raw.number("SELECT count(DISTINCT json_extract(recipe, '$.writer') || '/' || "
+                       "json_extract(recipe, '$.i')) FROM runs"),
+            2 * kRuns);
+  EXPECT_EQ(raw.number("SELECT count(*) FROM schema_version"), ExperimentStore::kSchemaVersion);
+}
+
+// A child begins a run and is killed with SIGKILL while it writes a large result in one transaction. The file
+// must pass integrity_check, hold none of the half-written result, keep the run "running" (read as interrupted)
+// and take new runs.
+TEST_F(Store, KilledWriterLeavesConsistentFileAndUnfinishedRun) {
+  { ExperimentStore init(db()); }
+  int ids[2];
+  ASSERT_EQ(::pipe(ids), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(ids[0]);
+    try {
+      ExperimentStore store(db());
+      RunRecorder rec(store, start("compress"));
+      const int64_t id = rec.id();
+      (void)::write(ids[1], &id, sizeof id);
+      // About 100 MB of curve points: SQLite spills the open transaction into the WAL long before it commits.
+      Curve big{"big", std::vector<double>(4'000'000), std::vector<double>(4'000'000, 1.0)};
+      for (size_t i = 0; i < big.x.size(); ++i) big.x[i] = static_cast<double>(i);
+      rec.curve(std::move(big));
+      rec.finish();
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  ::close(ids[1]);
+  int64_t id = 0;
+  ASSERT_EQ(::read(ids[0], &id, sizeof id), static_cast<ssize_t>(sizeof id));
+  ::close(ids[0]);
+  // Kill once the WAL holds megabytes of the uncommitted transaction (the begin commit is a few KB).
+  const std::string wal = db() + "-wal";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::error_code ec;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(wal, ec) && fs::file_size(wal, ec) > (4u << 20)) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_EQ(waitChild(pid), 128 + SIGKILL) << "the writer finished before it was killed; raise the result size";
+
+  {
+    RawDb raw(db());
+    EXPECT_EQ(raw.text("PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(raw.text("PRAGMA foreign_key_check"), "");
+    EXPECT_EQ(raw.text("SELECT status FROM runs WHERE id = " + std::to_string(id)), "running");
+    EXPECT_EQ(raw.text("SELECT ended_at FROM runs WHERE id = " + std::to_string(id)), "");
+    EXPECT_EQ(raw.number("SELECT count(*) FROM curves"), 0) << "half a transaction reached the file";
+  }
+  ExperimentStore store(db());
+  RunDetails d = store.run(id);
+  EXPECT_EQ(d.summary.status, RunStatus::Interrupted);
+  EXPECT_EQ(d.summary.process.pid, static_cast<int64_t>(pid));
+  EXPECT_EQ(store.listRuns().at(0).status, RunStatus::Interrupted);
+  RunRecorder next(store, start());
+  next.metric("ppl", 1.0);
+  next.finish();
+  EXPECT_EQ(store.run(next.id()).summary.status, RunStatus::Finished);
+}
+
+}  // namespace
+}  // namespace pareto

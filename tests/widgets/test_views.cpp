@@ -1,0 +1,372 @@
+// The plot tabs and the run history: what they draw for known results, the Pareto front, clicking a point,
+// comparing runs, exports, and the Hugging Face cache discovery of the Model dock.
+#include <gtest/gtest.h>
+
+#include <QAbstractItemModel>
+#include <QComboBox>
+#include <QDir>
+#include <QFile>
+#include <QImage>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTableView>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTreeWidget>
+#include <cmath>
+#include <qcustomplot.h>
+
+#include "WidgetTestSupport.h"
+#include "analysis/ActivationDrift.h"
+#include "analysis/HessianStudy.h"
+#include "app/gui/HuggingFaceCache.h"
+#include "widgets/DiscrepancyView.h"
+#include "widgets/DriftView.h"
+#include "widgets/EvaluationPanel.h"
+#include "widgets/GenerationPanel.h"
+#include "widgets/ParetoFront.h"
+#include "widgets/ParetoView.h"
+#include "widgets/PlotSupport.h"
+#include "widgets/RunCompareView.h"
+#include "widgets/RunHistory.h"
+#include "widgets/RunsPanel.h"
+
+namespace pareto {
+namespace {
+
+using test::str;
+
+RunRecord run(double ppl, double nll, double bits, double tokensPerSecond) {
+  RunRecord r;
+  r.recipeJson = R"({"prune": {"method": "magnitude", "pattern": "2:4"}})";
+  r.finishedAt = QDateTime::currentDateTime();
+  r.metrics = {{metric::kPerplexity, ppl},
+               {metric::kDecodeNll, nll},
+               {metric::kLinearBitsPerWeight, bits},
+               {metric::kPredictedTokensPerSecond, tokensPerSecond},
+               {metric::kDensePerplexity, 10.0},
+               {metric::kDenseDecodeNll, 1.0},
+               {metric::kDenseLinearBitsPerWeight, 16.0},
+               {metric::kDensePredictedTokensPerSecond, 100.0}};
+  return r;
+}
+
+std::shared_ptr<ActivationDriftResult> syntheticDrift(int rows, int steps) {
+  auto d = std::make_shared<ActivationDriftResult>();
+  d->layers = rows;
+  d->steps = steps;
+  d->prompts = 4;
+  for (DriftCurves* c : {&d->free, &d->forced}) {
+    const double scale = c == &d->free ? 1.0 : 0.5;
+    c->drift.assign(size_t(rows), std::vector<double>(size_t(steps)));
+    c->counts.assign(size_t(steps), 4);
+    for (int l = 0; l < rows; ++l) {
+      for (int t = 0; t < steps; ++t) c->drift[size_t(l)][size_t(t)] = scale * (l + 1) * (1 - std::exp(-t / double(l + 1)));
+      c->summary.push_back(summarizeDriftCurve(c->drift[size_t(l)]));
+    }
+  }
+  return d;
+}
+
+TEST(ParetoFront, KeepsTheNonDominatedPoints) {
+  // cost = bits per weight (lower better), quality = perplexity (lower better)
+  const std::vector<TradeoffPoint> points = {{4, 12}, {3, 15}, {4, 14}, {8, 11}, {3, 20}, {NAN, 1}, {16, 10}, {9, 11}};
+  EXPECT_EQ(paretoFront(points, false), (std::vector<size_t>{1, 0, 3, 6}));
+  // cost = tokens/s (higher better): the fastest with the best quality wins.
+  const std::vector<TradeoffPoint> speed = {{100, 10}, {300, 12}, {200, 11}, {250, 13}, {300, 14}};
+  EXPECT_EQ(paretoFront(speed, true), (std::vector<size_t>{0, 2, 1}));
+  EXPECT_TRUE(paretoFront({}, true).empty());
+}
+
+TEST(RunHistory, ListsRunsWithSortableMetricsAndTooltips) {
+  RunHistory history;
+  QSignalSpy added(&history, &RunHistory::runAdded);
+  const int a = history.add(run(12.5, 2.1, 9.0, 300));
+  const int b = history.add(run(11.0, 2.0, 16.0, 100));
+  EXPECT_EQ(added.count(), 2);
+  EXPECT_EQ(history.rowCount(), 2);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(str(history.find(a)->name), "#1 magnitude 2:4");
+  EXPECT_EQ(str(history.index(0, RunHistory::PerplexityColumn).data().toString()), "12.500");
+  EXPECT_EQ(history.index(1, RunHistory::BitsColumn).data(RunHistory::SortRole).toDouble(), 16.0);
+  for (int c = 0; c < RunHistory::ColumnCount; ++c) {
+    EXPECT_FALSE(history.headerData(c, Qt::Horizontal, Qt::DisplayRole).toString().isEmpty()) << c;
+    EXPECT_FALSE(history.headerData(c, Qt::Horizontal, Qt::ToolTipRole).toString().isEmpty()) << c;
+  }
+  EXPECT_EQ(history.find(99), nullptr);
+}
+
+TEST(RunsPanel, SelectsComparesAndExports) {
+  RunHistory history;
+  RunsPanel panel(&history);
+  for (double ppl : {14.0, 12.0, 13.0}) history.add(run(ppl, 2, 9, 200));
+  QSignalSpy compare(&panel, &RunsPanel::compareRequested);
+  QSignalSpy recipe(&panel, &RunsPanel::recipeRequested);
+  auto* compareButton = panel.findChild<QPushButton*>("compareRuns");
+  auto* recipeButton = panel.findChild<QPushButton*>("useRunRecipe");
+  EXPECT_FALSE(compareButton->isEnabled());
+  // Sorted by perplexity ascending, the rows are runs 2, 3, 1.
+  panel.table()->sortByColumn(RunHistory::PerplexityColumn, Qt::AscendingOrder);
+  EXPECT_EQ(panel.table()->model()->index(0, 0).data(RunHistory::RunIdRole).toInt(), 2);
+  panel.table()->selectRow(0);
+  EXPECT_TRUE(recipeButton->isEnabled());
+  recipeButton->click();
+  ASSERT_EQ(recipe.count(), 1);
+  EXPECT_EQ(recipe.first().first().toInt(), 2);
+  panel.table()->selectionModel()->select(panel.table()->model()->index(2, 0),
+                                          QItemSelectionModel::Select | QItemSelectionModel::Rows);
+  EXPECT_TRUE(compareButton->isEnabled());
+  EXPECT_FALSE(recipeButton->isEnabled());
+  compareButton->click();
+  ASSERT_EQ(compare.count(), 1);
+  EXPECT_EQ(compare.first().first().value<QList<int>>(), (QList<int>{2, 1}));
+
+  QTemporaryDir dir;
+  QString error;
+  ASSERT_TRUE(panel.writeCsv(dir.filePath("runs.csv"), &error)) << str(error);
+  QFile csv(dir.filePath("runs.csv"));
+  ASSERT_TRUE(csv.open(QIODevice::ReadOnly));
+  const QStringList lines = QString::fromUtf8(csv.readAll()).split("\r\n", Qt::SkipEmptyParts);
+  ASSERT_EQ(lines.size(), 4);
+  EXPECT_TRUE(lines[0].startsWith("run,name,model,output,recipe,ppl")) << str(lines[0]);
+  // The recipe JSON has commas and quotes: quoted, quotes doubled.
+  EXPECT_TRUE(lines[1].contains(R"("{""prune"": {""method"": ""magnitude"")")) << str(lines[1]);
+}
+
+TEST(RunCompareView, ShowsRunsSideBySideWithTheBestInBold) {
+  RunHistory history;
+  history.add(run(14.0, 2.5, 9.0, 200));
+  history.add(run(12.0, 2.7, 4.1, 350));
+  RunCompareView view;
+  view.setRuns({history.find(1), history.find(2)});
+  QTableWidget* t = view.table();
+  ASSERT_EQ(t->columnCount(), 2);
+  int pplRow = -1, nllRow = -1, tpsRow = -1;
+  for (int r = 0; r < t->rowCount(); ++r) {
+    EXPECT_FALSE(t->verticalHeaderItem(r)->toolTip().isEmpty()) << r;
+    const std::string caption = str(t->verticalHeaderItem(r)->text());
+    if (caption == "Perplexity") pplRow = r;
+    if (caption == "Decode NLL") nllRow = r;
+    if (caption == "Predicted tok/s") tpsRow = r;
+  }
+  ASSERT_GE(pplRow, 0);
+  EXPECT_EQ(str(t->item(pplRow, 1)->text()), "12.000");
+  EXPECT_TRUE(t->item(pplRow, 1)->font().bold());    // lower perplexity is better
+  EXPECT_FALSE(t->item(pplRow, 0)->font().bold());
+  EXPECT_TRUE(t->item(nllRow, 0)->font().bold());
+  EXPECT_TRUE(t->item(tpsRow, 1)->font().bold());    // higher tokens/s is better
+  EXPECT_TRUE(t->item(t->rowCount() - 1, 0)->text().contains("magnitude"));   // the recipe row
+}
+
+TEST(ParetoView, DrawsTheFrontAndOpensAClickedRun) {
+  RunHistory history;
+  ParetoView view(&history);
+  view.resize(800, 600);
+  view.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));   // mouse events go through the (offscreen) window
+  history.add(run(12.0, 2.0, 9.0, 200));    // 1: on the front
+  history.add(run(11.0, 1.9, 16.0, 100));   // 2: on the front (best quality)
+  history.add(run(13.0, 2.5, 9.0, 150));    // 3: dominated by 1
+  history.add(run(15.0, 3.0, 3.0, 500));    // 4: on the front (fastest)
+  view.setAxes("ppl", "predicted_tok_s");
+  EXPECT_EQ(view.frontRunIds(), (std::vector<int>{2, 1, 4}));
+  view.setAxes("decode_nll", "linear_bpw");
+  EXPECT_EQ(view.frontRunIds(), (std::vector<int>{4, 1, 2}));
+
+  QSignalSpy activated(&view, &ParetoView::runActivated);
+  QApplication::processEvents();   // the resize reaches the plot
+  view.plot()->replot();
+  const QPointF p = view.pointOf(3);
+  ASSERT_GE(p.x(), 0);
+  QTest::mouseClick(view.plot(), Qt::LeftButton, Qt::NoModifier, p.toPoint());
+  ASSERT_EQ(activated.count(), 1);
+  EXPECT_EQ(activated.first().first().toInt(), 3);
+
+  QTemporaryDir dir;
+  QString error;
+  for (const char* name : {"pareto.png", "pareto.pdf"}) {
+    ASSERT_TRUE(exportPlot(view.plot(), dir.filePath(name), &error)) << str(error);
+    EXPECT_GT(QFileInfo(dir.filePath(name)).size(), 1000) << name;
+  }
+  EXPECT_FALSE(QImage(dir.filePath("pareto.png")).isNull());
+  EXPECT_FALSE(exportPlot(view.plot(), dir.filePath("pareto.svg"), &error));
+  EXPECT_TRUE(error.contains("pareto.svg") && error.contains("Qt SVG")) << str(error);
+  ASSERT_TRUE(view.writeCsv(dir.filePath("front.csv"), &error)) << str(error);
+}
+
+TEST(DriftView, ShowsTheHeatmapCurvesAndPlateauMarkers) {
+  DriftView view;
+  EXPECT_FALSE(view.hasData());
+  const auto drift = syntheticDrift(4, 20);
+  view.setDrift("#7 test", drift);
+  ASSERT_TRUE(view.hasData());
+  QCPColorMapData* data = view.colorMap()->data();
+  EXPECT_EQ(data->keySize(), 20);
+  EXPECT_EQ(data->valueSize(), 4);
+  EXPECT_DOUBLE_EQ(data->cell(10, 2), drift->free.drift[2][10]);
+  EXPECT_NE(view.colorMap()->colorScale(), nullptr);
+  // One curve per layer row plus the markers, each marker at that layer's settling step.
+  ASSERT_EQ(view.curves()->graphCount(), 5);
+  QCPGraph* markers = view.curves()->graph(4);
+  ASSERT_EQ(markers->data()->size(), 4);
+  std::vector<double> steps;
+  for (auto it = markers->data()->constBegin(); it != markers->data()->constEnd(); ++it) steps.push_back(it->key);
+  std::vector<double> expected;
+  for (const auto& s : drift->free.summary) expected.push_back(double(s.stepsTo90));
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(steps, expected);
+  const QString title = qobject_cast<QCPTextElement*>(view.curves()->plotLayout()->element(0, 0))->text();
+  EXPECT_TRUE(title.contains(QString::number(*std::max_element(expected.begin(), expected.end())))) << str(title);
+
+  // The teacher-forced variant shows its own numbers.
+  auto* variant = view.findChild<QComboBox*>("driftVariant");
+  variant->setCurrentIndex(variant->findData("forced"));
+  EXPECT_DOUBLE_EQ(view.colorMap()->data()->cell(10, 2), drift->forced.drift[2][10]);
+
+  QTemporaryDir dir;
+  QString error;
+  ASSERT_TRUE(view.writeCsv(dir.filePath("drift.csv"), &error)) << str(error);
+  QFile csv(dir.filePath("drift.csv"));
+  ASSERT_TRUE(csv.open(QIODevice::ReadOnly));
+  EXPECT_EQ(QString::fromUtf8(csv.readAll()).count("\r\n"), 1 + 2 * 4 * 20);
+  EXPECT_TRUE(exportPlot(view.heatmap(), dir.filePath("heatmap.png"), &error)) << str(error);
+}
+
+TEST(DiscrepancyView, SortsModulesAndTitlesTheSummary) {
+  auto study = std::make_shared<HessianStudyResult>();
+  const std::vector<std::tuple<const char*, double, double>> modules = {
+      {"model.layers.0.self_attn.q_proj", 0.4, 0.2}, {"model.layers.0.mlp.down_proj", 0.3, 0.6},
+      {"model.layers.1.self_attn.q_proj", 0.9, 0.3}, {"model.layers.1.mlp.down_proj", 0.5, 0.4}};
+  std::vector<double> text, decode;
+  for (const auto& [name, t, d] : modules) {
+    ModuleDiscrepancy m;
+    m.name = name;
+    m.columns = 192;
+    m.text.delta = t;
+    m.decode.delta = d;
+    study->modules.push_back(m);
+    text.push_back(t);
+    decode.push_back(d);
+  }
+  study->summary = summarizeDiscrepancies(text, decode);
+  DiscrepancyView view;
+  view.setStudy("#2 test", study);
+  // 3 of 4 modules have the smaller δ with decode calibration; ratios 2, 0.5, 3, 1.25 → median 1.625.
+  EXPECT_TRUE(view.title().contains("75.0%")) << str(view.title());
+  EXPECT_TRUE(view.title().contains("1.63")) << str(view.title());
+  QTreeWidget* table = view.table();
+  ASSERT_EQ(table->topLevelItemCount(), 4);
+  EXPECT_EQ(str(table->topLevelItem(0)->text(1)), "model.layers.1.self_attn.q_proj");   // ratio 3 first
+  EXPECT_EQ(str(table->topLevelItem(3)->text(1)), "model.layers.0.mlp.down_proj");      // ratio 0.5 last
+  ASSERT_EQ(view.plot()->graphCount(), 2);
+  EXPECT_DOUBLE_EQ(view.plot()->graph(0)->data()->at(0)->value, 0.9);   // text δ of the first module
+  EXPECT_DOUBLE_EQ(view.plot()->graph(1)->data()->at(0)->value, 0.3);
+  for (int c = 0; c < table->columnCount(); ++c) EXPECT_FALSE(table->headerItem()->toolTip(c).isEmpty()) << c;
+  QTemporaryDir dir;
+  QString error;
+  ASSERT_TRUE(view.writeCsv(dir.filePath("d.csv"), &error)) << str(error);
+}
+
+TEST(HuggingFaceCache, FindsSnapshotsWithWeights) {
+  QTemporaryDir hub;
+  auto touch = [](const QString& path) {
+    QDir().mkpath(QFileInfo(path).absolutePath());
+    QFile f(path);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write("{}");
+  };
+  // A complete model whose refs/main names a snapshot, one with two snapshots and no ref, one without weights,
+  // and a dataset (not a model).
+  touch(hub.filePath("models--meta-llama--Llama-3.2-1B/snapshots/abc123/config.json"));
+  touch(hub.filePath("models--meta-llama--Llama-3.2-1B/snapshots/abc123/model.safetensors"));
+  touch(hub.filePath("models--meta-llama--Llama-3.2-1B/snapshots/old999/config.json"));
+  touch(hub.filePath("models--meta-llama--Llama-3.2-1B/snapshots/old999/model.safetensors"));
+  touch(hub.filePath("models--meta-llama--Llama-3.2-1B/refs/main"));
+  QFile ref(hub.filePath("models--meta-llama--Llama-3.2-1B/refs/main"));
+  ASSERT_TRUE(ref.open(QIODevice::WriteOnly));
+  ref.write("abc123\n");
+  ref.close();
+  touch(hub.filePath("models--Qwen--Qwen3-8B/snapshots/r1/config.json"));
+  touch(hub.filePath("models--Qwen--Qwen3-8B/snapshots/r1/model.safetensors.index.json"));
+  touch(hub.filePath("models--gpt2--tokenizer-only/snapshots/r/config.json"));
+  touch(hub.filePath("datasets--wikitext--wikitext/snapshots/r/config.json"));
+
+  const QList<CachedModel> models = discoverCachedModels(hub.path());
+  ASSERT_EQ(models.size(), 2);
+  EXPECT_EQ(str(models[0].repo), "meta-llama/Llama-3.2-1B");
+  EXPECT_EQ(str(models[0].revision), "abc123");
+  EXPECT_TRUE(models[0].path.endsWith("snapshots/abc123"));
+  EXPECT_EQ(str(models[1].repo), "Qwen/Qwen3-8B");
+  EXPECT_TRUE(discoverCachedModels(hub.filePath("nowhere")).isEmpty());
+
+  QProcessEnvironment env;
+  env.insert("HOME", "/home/u");
+  EXPECT_EQ(str(huggingFaceHubDir(env)), "/home/u/.cache/huggingface/hub");
+  env.insert("XDG_CACHE_HOME", "/xdg");
+  EXPECT_EQ(str(huggingFaceHubDir(env)), "/xdg/huggingface/hub");
+  env.insert("HF_HOME", "/hf");
+  EXPECT_EQ(str(huggingFaceHubDir(env)), "/hf/hub");
+  env.insert("HF_HUB_CACHE", "/cache");
+  EXPECT_EQ(str(huggingFaceHubDir(env)), "/cache");
+}
+
+using EvaluationPanelTest = test::SettingsTest;
+
+TEST_F(EvaluationPanelTest, SettingsPersistAndSayWhatWillBeMeasured) {
+  const QString text = QStringLiteral(PARETO_SOURCE_DIR "/README.md");   // any existing file
+  {
+    EvaluationPanel panel;
+    EvaluationSettings s = panel.settings();
+    s.heldOutText = text;
+    s.perplexityWindow = 64;
+    s.maxPrompts = 3;
+    s.driftSteps = 0;
+    s.hessianStudy = true;
+    s.runsFolder = "/tmp/pareto-runs";
+    panel.setSettings(s);
+    EXPECT_TRUE(test::textOf(&panel, "eval.notes").contains("perplexity")) << str(test::textOf(&panel, "eval.notes"));
+    EXPECT_TRUE(test::textOf(&panel, "eval.notes").contains("choose held-out prompts"));
+    panel.saveSettings();
+  }
+  EvaluationPanel reopened;
+  reopened.loadSettings();
+  const EvaluationSettings s = reopened.settings();
+  EXPECT_EQ(s.heldOutText, text);
+  EXPECT_EQ(s.perplexityWindow, 64);
+  EXPECT_EQ(s.maxPrompts, 3);
+  EXPECT_EQ(s.driftSteps, 0);
+  EXPECT_TRUE(s.hessianStudy);
+  EXPECT_EQ(str(s.runsFolder), "/tmp/pareto-runs");
+  reopened.setRunnable(false, "Open a model first.");
+  EXPECT_FALSE(reopened.runButton()->isEnabled());
+  EXPECT_EQ(str(reopened.runButton()->toolTip()), "Open a model first.");
+  for (const QLabel* label : reopened.findChildren<QLabel*>())
+    EXPECT_FALSE(label->toolTip().isEmpty()) << str(label->text());
+}
+
+TEST(GenerationPanel, GeneratesOnlyWithAModelAndAPrompt) {
+  GenerationPanel panel;
+  auto* generate = panel.findChild<QPushButton*>("generateButton");
+  QSignalSpy requested(&panel, &GenerationPanel::generateRequested);
+  EXPECT_FALSE(generate->isEnabled());
+  panel.setDenseAvailable(true);
+  EXPECT_FALSE(generate->isEnabled());   // no prompt yet
+  panel.findChild<QPlainTextEdit*>("generationPrompt")->setPlainText("Once upon a time");
+  EXPECT_TRUE(generate->isEnabled());
+  generate->click();
+  ASSERT_EQ(requested.count(), 1);
+  EXPECT_EQ(str(requested.first().at(0).toString()), "Once upon a time");
+  panel.setBusy(true);
+  EXPECT_FALSE(generate->isEnabled());
+  EXPECT_TRUE(panel.findChild<QPushButton*>("stopGenerationButton")->isEnabled());
+  panel.showContinuation(true, "there was");
+  EXPECT_EQ(str(panel.compressedText()->toPlainText()), "there was");
+}
+
+}  // namespace
+}  // namespace pareto

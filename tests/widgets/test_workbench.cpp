@@ -1,0 +1,331 @@
+// The whole window on ref-tiny: a run goes through the worker thread and fills the runs table and every view;
+// Cancel stops within a layer and leaves no output folder; generation streams both models; the window's
+// settings persist; `pareto --screenshot` renders a PNG.
+#include <gtest/gtest.h>
+
+#include <QApplication>
+#include <QComboBox>
+#include <QDir>
+#include <QImage>
+#include <QMutex>
+#include <QMutexLocker>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QLabel>
+#include <QTabWidget>
+#include <QTableWidget>
+#include <QUndoStack>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QThread>
+#include <QTreeWidget>
+#include <atomic>
+#include <qcustomplot.h>
+
+#include "SharedData.h"
+#include "WidgetTestSupport.h"
+#include "analysis/ActivationDrift.h"
+#include "analysis/HessianStudy.h"
+#include "widgets/DiscrepancyView.h"
+#include "widgets/DriftView.h"
+#include "widgets/EvaluationPanel.h"
+#include "widgets/GenerationPanel.h"
+#include "widgets/ModelSummaryView.h"
+#include "widgets/ParetoView.h"
+#include "widgets/RecipePanel.h"
+#include "widgets/RunHistory.h"
+
+namespace pareto {
+namespace {
+
+using nlohmann::json;
+using test::str;
+
+class Workbench : public test::SettingsTest {
+ protected:
+  void SetUp() override {
+    test::SettingsTest::SetUp();
+    if (!test::sharedAvailable()) GTEST_SKIP() << "shared data not found at " << test::sharedDir();
+    runs_ = QString::fromStdString(test::scratchDir("widgets-runs"));
+  }
+
+  // Small evaluation settings so that a ref-tiny run takes seconds.
+  EvaluationSettings quickEvaluation(bool hessianStudy) const {
+    EvaluationSettings s;
+    s.heldOutText = QString::fromStdString(test::sharedPath("data/heldout-prose.txt"));
+    s.perplexityWindow = 64;
+    s.perplexityMaxWindows = 4;
+    s.prompts = QString::fromStdString(test::sharedPath("data/prompts-prose.txt"));
+    s.maxPrompts = 4;
+    s.maxNewTokens = 12;
+    s.driftSteps = 12;
+    s.hessianStudy = hessianStudy;
+    s.studyTokens = 128;
+    s.runsFolder = runs_;
+    return s;
+  }
+
+  bool openTiny(test::TestWindow& t) {
+    return t.window.openModel(QString::fromStdString(test::sharedPath("models/ref-tiny")));
+  }
+
+  static void setRecipe(MainWindow& w, const json& doc) {
+    QString error;
+    ASSERT_TRUE(w.recipePanel()->setRecipe(doc, QString(), "test", &error)) << str(error);
+  }
+
+  QStringList runFolderEntries() const {
+    return QDir(runs_).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot);
+  }
+
+  QString runs_;
+};
+
+TEST_F(Workbench, ARunCompletesThroughTheWorkerAndFillsTheViews) {
+  test::TestWindow t;
+  ASSERT_TRUE(openTiny(t));
+  setRecipe(t.window, {{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}});
+  t.window.evaluationPanel()->setSettings(quickEvaluation(/*hessianStudy=*/true));
+  ASSERT_TRUE(t.window.evaluationPanel()->runButton()->isEnabled());
+
+  // Every engine callback arrives on the worker thread, never on the GUI thread.
+  std::atomic<int> callbacks{0}, onGuiThread{0};
+  QThread* gui = QApplication::instance()->thread();
+  QObject::connect(t.window.worker(), &EngineWorker::progress, t.window.worker(),
+                   [&](const QString&, double, const QString&) {
+                     ++callbacks;
+                     if (QThread::currentThread() == gui) ++onGuiThread;
+                   },
+                   Qt::DirectConnection);
+  QSignalSpy ended(&t.window, &MainWindow::runEnded);
+  ASSERT_TRUE(t.window.startRun()) << str(t.errors.join("\n"));
+  EXPECT_TRUE(t.window.isRunning());
+  EXPECT_FALSE(t.window.startRun());   // one run at a time
+  ASSERT_TRUE(test::waitForSignals(ended));
+  ASSERT_TRUE(ended.first().at(0).toBool()) << str(ended.first().at(1).toString()) << str(t.errors.join("\n"));
+  EXPECT_FALSE(t.window.isRunning());
+  EXPECT_GT(callbacks.load(), 5);
+  EXPECT_EQ(onGuiThread.load(), 0);
+
+  ASSERT_EQ(t.window.history()->rowCount(), 1);
+  const RunRecord run = t.window.history()->runs().front();   // a copy: the history grows below
+  EXPECT_EQ(t.window.currentRunId(), run.id);
+  EXPECT_TRUE(QFileInfo(run.outDir + "/pareto.json").isFile());
+  EXPECT_TRUE(run.outDir.startsWith(runs_));
+  EXPECT_DOUBLE_EQ(run.metric(metric::kLinearBitsPerWeight), 9.0);
+  EXPECT_NEAR(run.metric(metric::kLinearBitsPerWeight), t.window.recipePanel()->estimate()->linearBitsPerWeight, 1e-12);
+  for (const char* key : {metric::kPerplexity, metric::kDensePerplexity, metric::kDecodeNll, metric::kDenseDecodeNll,
+                          metric::kTop1Agreement, metric::kDriftPlateauMax, metric::kDiscrepancyFraction,
+                          metric::kDiscrepancyMedianRatio, metric::kSeconds})
+    EXPECT_TRUE(std::isfinite(run.metric(key))) << key;
+  EXPECT_GT(run.metric(metric::kPerplexity), run.metric(metric::kDensePerplexity));   // 2:4 magnitude hurts
+  EXPECT_LE(run.metric(metric::kTop1Agreement), 1.0);
+
+  // The views show this run.
+  ASSERT_TRUE(t.window.driftView()->hasData());
+  EXPECT_EQ(t.window.driftView()->colorMap()->data()->valueSize(), 5);   // 4 layers + the final norm input
+  EXPECT_EQ(t.window.driftView()->colorMap()->data()->keySize(), 12);
+  ASSERT_TRUE(t.window.discrepancyView()->hasData());
+  EXPECT_EQ(t.window.discrepancyView()->table()->topLevelItemCount(), 7 * 4);
+  EXPECT_TRUE(t.window.discrepancyView()->title().contains("%")) << str(t.window.discrepancyView()->title());
+  EXPECT_GE(t.window.paretoView()->pointOf(run.id).x(), 0);
+  EXPECT_EQ(t.window.paretoView()->frontRunIds(), std::vector<int>{run.id});
+  EXPECT_EQ(t.window.history()->index(0, RunHistory::BitsColumn).data().toString(), "9.000");
+
+  // Generation: both models, streamed token by token, on the worker.
+  QSignalSpy tokens(t.window.worker(), &EngineWorker::generationText);
+  QSignalSpy generated(&t.window, &MainWindow::generationEnded);
+  t.window.generationPanel()->findChild<QPlainTextEdit*>("generationPrompt")->setPlainText("The river");
+  t.window.generationPanel()->findChild<QPushButton*>("generateButton")->click();
+  ASSERT_TRUE(test::waitForSignals(generated));
+  EXPECT_TRUE(generated.first().at(0).toBool()) << str(t.errors.join("\n"));
+  EXPECT_GT(tokens.count(), 4);   // more than one update per side: streamed
+  EXPECT_FALSE(t.window.generationPanel()->denseText()->toPlainText().isEmpty());
+  EXPECT_FALSE(t.window.generationPanel()->compressedText()->toPlainText().isEmpty());
+
+  // A second run with another recipe: two points, the Runs dock re-opens the first recipe.
+  setRecipe(t.window, {{"quantize", {{"method", "rtn"}, {"bits", 8}, {"granularity", "channel"}}}});
+  EvaluationSettings noStudy = quickEvaluation(false);
+  noStudy.driftSteps = 0;
+  t.window.evaluationPanel()->setSettings(noStudy);
+  ASSERT_TRUE(t.window.startRun());
+  ASSERT_TRUE(test::waitForSignals(ended, 2));
+  ASSERT_TRUE(ended.at(1).at(0).toBool()) << str(ended.at(1).at(1).toString());
+  ASSERT_EQ(t.window.history()->rowCount(), 2);
+  EXPECT_FALSE(t.window.driftView()->hasData());   // the second run measured no drift
+  t.window.openRun(run.id);
+  EXPECT_TRUE(t.window.driftView()->hasData());
+  EXPECT_EQ(t.window.paretoView()->frontRunIds().size(), 1u);   // int8 beats 2:4 on quality and speed here
+  t.window.compareRuns({1, 2});
+  EXPECT_EQ(t.window.centralWidget()->findChild<QTableWidget*>("compareTable")->columnCount(), 2);
+  EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
+}
+
+TEST_F(Workbench, CancelStopsWithinALayerAndLeavesNoOutputFolder) {
+  test::TestWindow t;
+  ASSERT_TRUE(openTiny(t));
+  // SparseGPT with text calibration goes through the sequential pass, one progress report per layer.
+  setRecipe(t.window, {{"calibration", {{"source", "text"}, {"text", test::sharedPath("data/heldout-prose.txt")},
+                                        {"tokens", 256}, {"window", 64}}},
+                       {"prune", {{"method", "sparsegpt"}, {"pattern", "2:4"}}}});
+  t.window.evaluationPanel()->setSettings(quickEvaluation(false));
+  QSignalSpy ended(&t.window, &MainWindow::runEnded);
+  ASSERT_TRUE(t.window.startRun()) << str(t.errors.join("\n"));
+  const std::shared_ptr<CancelToken> token = t.window.runCancelToken();
+  ASSERT_TRUE(token);
+  // Cancel from inside the first layer's report (on the worker thread, as a click would land mid-layer).
+  QMutex mutex;
+  QStringList passReports;
+  QObject::connect(t.window.worker(), &EngineWorker::progress, t.window.worker(),
+                   [&](const QString& stage, double, const QString& message) {
+                     if (stage != "sequential pass") return;
+                     QMutexLocker lock(&mutex);
+                     passReports << message;
+                     token->cancel();
+                   },
+                   Qt::DirectConnection);
+  ASSERT_TRUE(test::waitForSignals(ended));
+  EXPECT_FALSE(ended.first().at(0).toBool());
+  EXPECT_TRUE(ended.first().at(1).toString().contains("cancelled")) << str(ended.first().at(1).toString());
+  {
+    QMutexLocker lock(&mutex);
+    EXPECT_EQ(passReports, QStringList{"layer 1/4"});   // stopped before the second layer finished
+  }
+  EXPECT_EQ(t.window.history()->rowCount(), 0);
+  EXPECT_TRUE(runFolderEntries().isEmpty()) << str(runFolderEntries().join(", "));   // not even a .partial
+  EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));   // a cancel is not an error
+  EXPECT_TRUE(t.window.evaluationPanel()->runButton()->isEnabled());
+}
+
+TEST_F(Workbench, CancelDuringEvaluationRemovesTheWrittenFolder) {
+  test::TestWindow t;
+  ASSERT_TRUE(openTiny(t));
+  setRecipe(t.window, {{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}});
+  t.window.evaluationPanel()->setSettings(quickEvaluation(false));
+  QSignalSpy ended(&t.window, &MainWindow::runEnded);
+  ASSERT_TRUE(t.window.startRun());
+  const std::shared_ptr<CancelToken> token = t.window.runCancelToken();
+  std::atomic<bool> sawFolder{false};
+  const QString runs = runs_;
+  QObject::connect(t.window.worker(), &EngineWorker::progress, t.window.worker(),
+                   [&](const QString& stage, double, const QString&) {
+                     if (stage != "perplexity") return;
+                     // The compressed folder exists by now; the run is cancelled while evaluating it.
+                     sawFolder = !QDir(runs).entryList(QDir::Dirs | QDir::NoDotAndDotDot).isEmpty();
+                     token->cancel();
+                   },
+                   Qt::DirectConnection);
+  ASSERT_TRUE(test::waitForSignals(ended));
+  EXPECT_FALSE(ended.first().at(0).toBool());
+  EXPECT_TRUE(sawFolder.load());
+  EXPECT_TRUE(runFolderEntries().isEmpty()) << str(runFolderEntries().join(", "));
+}
+
+TEST_F(Workbench, RecipesThatCannotRunAreRefusedOrReportedWithTheirCause) {
+  test::TestWindow t;
+  ASSERT_TRUE(openTiny(t));
+  // Groups of 256 do not divide ref-tiny's 192 columns: refused before any run, with the module named.
+  setRecipe(t.window, {{"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 256}}}});
+  EXPECT_FALSE(t.window.evaluationPanel()->runButton()->isEnabled());
+  EXPECT_TRUE(t.window.evaluationPanel()->runButton()->toolTip().contains("model.layers.0"))
+      << str(t.window.evaluationPanel()->runButton()->toolTip());
+  EXPECT_FALSE(t.window.startRun());
+  ASSERT_EQ(t.errors.size(), 1);
+
+  // A prompts file without a prompt passes the panel's checks (it exists) and fails in the worker: the error
+  // names the file, the run ends, and nothing is left in the runs folder.
+  t.errors.clear();
+  QTemporaryDir dir;
+  const QString empty = dir.filePath("no-prompts.txt");
+  QFile file(empty);
+  ASSERT_TRUE(file.open(QIODevice::WriteOnly));
+  file.write("\n\n");
+  file.close();
+  setRecipe(t.window, {{"calibration", {{"source", "decode"}, {"prompts", str(empty)}, {"tokens", 64}}},
+                       {"prune", {{"method", "wanda"}, {"sparsity", 0.5}}}});
+  t.window.evaluationPanel()->setSettings(quickEvaluation(false));
+  QSignalSpy ended(&t.window, &MainWindow::runEnded);
+  ASSERT_TRUE(t.window.startRun()) << str(t.errors.join("\n"));
+  ASSERT_TRUE(test::waitForSignals(ended));
+  EXPECT_FALSE(ended.first().at(0).toBool());
+  ASSERT_EQ(t.errors.size(), 1);
+  EXPECT_TRUE(t.errors[0].contains("no-prompts.txt")) << str(t.errors[0]);
+  EXPECT_TRUE(runFolderEntries().isEmpty()) << str(runFolderEntries().join(", "));
+  EXPECT_EQ(t.window.history()->rowCount(), 0);
+}
+
+TEST_F(Workbench, DevicesAreProbedOnTheWorkerAndPredictTokensPerSecond) {
+  test::TestWindow t;
+  QSignalSpy ready(&t.window, &MainWindow::devicesReady);
+  ASSERT_TRUE(test::waitForSignals(ready, 1, 60000));
+  auto* devices = t.window.findChild<QComboBox*>("deviceCombo");
+  ASSERT_GE(devices->count(), 1);
+  EXPECT_EQ(str(devices->itemData(0).toString()), "cpu");
+  EXPECT_EQ(str(test::textOf(t.window.modelView(), "device")), "CPU");
+  ASSERT_TRUE(openTiny(t));
+  setRecipe(t.window, {{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}});
+  const auto& estimate = t.window.recipePanel()->estimate();
+  ASSERT_TRUE(estimate);
+  EXPECT_GT(estimate->tokensPerSecond, 0);
+  EXPECT_TRUE(QString::fromStdString(estimate->bandwidthSource).contains("measured CPU copy bandwidth"));
+  EXPECT_TRUE(QSettings().contains("device"));
+}
+
+TEST_F(Workbench, RecipeAndEvaluationSettingsPersist) {
+  const json doc = {{"prune", {{"method", "magnitude"}, {"pattern", "4:8"}}}};
+  {
+    test::TestWindow t;
+    setRecipe(t.window, doc);
+    t.window.evaluationPanel()->setSettings(quickEvaluation(true));
+    t.window.close();
+  }
+  test::TestWindow reopened;
+  EXPECT_EQ(reopened.window.recipePanel()->recipeJson()["prune"], doc["prune"]);
+  EXPECT_EQ(reopened.window.recipePanel()->undoStack()->count(), 0);   // restoring is not an edit
+  EXPECT_EQ(reopened.window.evaluationPanel()->settings().runsFolder, runs_);
+  EXPECT_TRUE(reopened.window.evaluationPanel()->settings().hessianStudy);
+}
+
+TEST_F(Workbench, EveryLabelAndHeaderSaysWhatItMeans) {
+  test::TestWindow t;
+  ASSERT_TRUE(openTiny(t));
+  setRecipe(t.window, {{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}});
+  for (const QLabel* label : t.window.findChildren<QLabel*>()) {
+    if (label->text().isEmpty() && label->objectName().isEmpty()) continue;   // an empty spacer caption
+    EXPECT_FALSE(label->toolTip().isEmpty())
+        << "no tooltip on " << str(label->objectName()) << " \"" << str(label->text()) << "\"";
+  }
+  const auto* tabs = t.window.findChild<QTabWidget*>("centralTabs");
+  ASSERT_NE(tabs, nullptr);
+  for (int tab = 0; tab < tabs->count(); ++tab) EXPECT_FALSE(tabs->tabToolTip(tab).isEmpty()) << str(tabs->tabText(tab));
+}
+
+TEST_F(Workbench, ScreenshotRendersAPng) {
+  QTemporaryDir dir;
+  QProcess p;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("QT_QPA_PLATFORM", "offscreen");
+  env.insert("XDG_CONFIG_HOME", dir.filePath("config"));   // the user's settings stay untouched
+  env.insert("XDG_DATA_HOME", dir.filePath("data"));
+  p.setProcessEnvironment(env);
+  const QString shot = dir.filePath("shot.png");
+  p.start(PARETO_GUI_PATH, {"--model", QString::fromStdString(test::sharedPath("models/ref-tiny")), "--screenshot",
+                            shot, "--tab", "pareto"});
+  ASSERT_TRUE(p.waitForFinished(120000));
+  EXPECT_EQ(p.exitCode(), 0) << p.readAllStandardError().toStdString();
+  const QImage image(shot);
+  ASSERT_FALSE(image.isNull());
+  EXPECT_GT(image.width(), 600);
+
+  QProcess bad;
+  bad.setProcessEnvironment(env);
+  bad.start(PARETO_GUI_PATH, {"--model", QString::fromStdString(test::sharedPath("models/ref-tiny")), "--screenshot",
+                              dir.filePath("x.png"), "--tab", "nosuchtab"});
+  ASSERT_TRUE(bad.waitForFinished(120000));
+  EXPECT_EQ(bad.exitCode(), 2);
+  EXPECT_TRUE(bad.readAllStandardError().contains("nosuchtab"));
+}
+
+}  // namespace
+}  // namespace pareto

@@ -1,0 +1,214 @@
+#include "widgets/DriftView.h"
+
+#include <QComboBox>
+#include <QEvent>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLocale>
+#include <QSplitter>
+#include <QVBoxLayout>
+#include <cmath>
+#include <qcustomplot.h>
+
+#include "analysis/ActivationDrift.h"
+#include "widgets/PlotSupport.h"
+
+namespace pareto {
+
+namespace {
+
+QCPTextElement* addTitle(QCustomPlot* plot, const QString& objectName) {
+  plot->plotLayout()->insertRow(0);
+  auto* title = new QCPTextElement(plot, QString(), QFont(plot->font().family(), plot->font().pointSize() + 1, QFont::Bold));
+  title->setObjectName(objectName);
+  plot->plotLayout()->addElement(0, 0, title);
+  return title;
+}
+
+QCPTextElement* titleOf(QCustomPlot* plot) {
+  return qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0));
+}
+
+// Distinct, evenly spaced hues; lightness kept mid so that lines read on light and dark backgrounds.
+QColor layerColor(int layer, int layers) {
+  return QColor::fromHsl(int(300.0 * layer / std::max(1, layers - 1)), 180, 120);
+}
+
+}  // namespace
+
+DriftView::DriftView(QWidget* parent) : QWidget(parent) {
+  variant_ = new QComboBox;
+  variant_->setObjectName("driftVariant");
+  variant_->addItem(tr("Free decoding (each model on its own tokens)"), "free");
+  variant_->addItem(tr("Teacher-forced (both on the dense tokens)"), "forced");
+  variant_->setToolTip(tr("Free: each model consumes its own greedy tokens, so errors compound through the "
+                          "context. Teacher-forced: both consume the dense model's tokens, isolating the "
+                          "per-step error."));
+  connect(variant_, qOverload<int>(&QComboBox::currentIndexChanged), this, &DriftView::rebuild);
+  summary_ = new QLabel;
+  summary_->setObjectName("driftSummary");
+  summary_->setToolTip(tr("Per layer: the plateau is the mean drift over the last quarter of the decode steps; "
+                          "the settling step is the first step whose drift reaches 90% of that plateau."));
+
+  heatmap_ = new QCustomPlot;
+  heatmap_->setObjectName("driftHeatmap");
+  heatmap_->setToolTip(tr("D(l, t) = ‖h_c − h_d‖ / ‖h_d‖ of the input hidden state of layer l at decode step t, "
+                          "averaged over the prompts that reach step t. The top row is the final norm's input."));
+  heatmap_->xAxis->setLabel(tr("decode step t"));
+  heatmap_->yAxis->setLabel(tr("layer input l"));
+  colorMap_ = new QCPColorMap(heatmap_->xAxis, heatmap_->yAxis);
+  colorScale_ = new QCPColorScale(heatmap_);
+  colorScale_->setType(QCPAxis::atRight);
+  colorScale_->axis()->setLabel(tr("drift D"));
+  heatmap_->plotLayout()->addElement(0, 1, colorScale_);
+  colorMap_->setColorScale(colorScale_);
+  QCPColorGradient gradient(QCPColorGradient::gpThermal);
+  gradient.setNanHandling(QCPColorGradient::nhTransparent);   // steps no prompt reached
+  colorMap_->setGradient(gradient);
+  colorMap_->setInterpolate(false);
+  auto* margins = new QCPMarginGroup(heatmap_);
+  heatmap_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+  colorScale_->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
+  addTitle(heatmap_, "driftHeatmapTitle");
+
+  curves_ = new QCustomPlot;
+  curves_->setObjectName("driftCurves");
+  curves_->setToolTip(tr("One curve per layer: D(l, t) over the decode steps; the dots mark the first step at "
+                         "which each layer reaches 90% of its plateau. Colours run from red (layer 0) through the "
+                         "spectrum to magenta (the final norm's input)."));
+  curves_->xAxis->setLabel(tr("decode step t"));
+  curves_->yAxis->setLabel(tr("drift D"));
+  addTitle(curves_, "driftCurvesTitle");
+
+  auto* top = new QHBoxLayout;
+  top->addWidget(variant_);
+  top->addWidget(summary_, 1);
+  top->addWidget(makeExportButton(this, {{tr("Heatmap"), heatmap_}, {tr("Curves"), curves_}},
+                                  [this](const QString& path, QString* error) { return writeCsv(path, error); }));
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(heatmap_);
+  split->addWidget(curves_);
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(top);
+  layout->addWidget(split, 1);
+  rebuild();
+}
+
+void DriftView::setDrift(const QString& runName, std::shared_ptr<const ActivationDriftResult> drift) {
+  runName_ = runName;
+  drift_ = std::move(drift);
+  rebuild();
+}
+
+const DriftCurves* DriftView::shownCurves() const {
+  if (!drift_) return nullptr;
+  return variant_->currentData().toString() == "forced" ? &drift_->forced : &drift_->free;
+}
+
+void DriftView::rebuild() {
+  curves_->clearGraphs();
+  const DriftCurves* c = shownCurves();
+  if (c == nullptr || c->drift.empty()) {
+    colorMap_->data()->clear();
+    titleOf(heatmap_)->setText(tr("Activation drift: run an evaluation with drift steps > 0 to see it"));
+    titleOf(curves_)->setText(QString());
+    summary_->clear();
+  } else {
+    const int layers = int(c->drift.size());
+    const int steps = int(c->drift.front().size());
+    colorMap_->data()->setSize(steps, layers);
+    colorMap_->data()->setRange(QCPRange(0, std::max(1, steps - 1)), QCPRange(0, std::max(1, layers - 1)));
+    for (int l = 0; l < layers; ++l)
+      for (int t = 0; t < steps; ++t) colorMap_->data()->setCell(t, l, c->drift[size_t(l)][size_t(t)]);
+    colorMap_->rescaleDataRange(true);
+    heatmap_->rescaleAxes();
+    heatmap_->xAxis->setRange(-0.5, steps - 0.5);
+    heatmap_->yAxis->setRange(-0.5, layers - 0.5);
+    const QString variant = variant_->currentData().toString() == "forced" ? tr("teacher-forced") : tr("free decoding");
+    titleOf(heatmap_)->setText(tr("Activation drift, %1 (%2 prompts × %3 steps)").arg(variant).arg(drift_->prompts).arg(steps));
+
+    QVector<double> markerSteps, markerDrift;
+    int worstLayer = -1;
+    int64_t worstSteps = -1;
+    for (int l = 0; l < layers; ++l) {
+      QVector<double> x, y;
+      for (int t = 0; t < steps; ++t) {
+        const double d = c->drift[size_t(l)][size_t(t)];
+        if (std::isnan(d)) continue;
+        x << t;
+        y << d;
+      }
+      QCPGraph* g = curves_->addGraph();
+      g->setName(l == layers - 1 ? tr("final norm input") : tr("layer %1").arg(l));
+      g->setPen(QPen(layerColor(l, layers), 1.5));
+      g->setData(x, y, true);
+      const DriftCurveSummary& s = c->summary[size_t(l)];
+      if (s.stepsTo90 >= 0 && s.stepsTo90 < steps) {
+        markerSteps << double(s.stepsTo90);
+        markerDrift << c->drift[size_t(l)][size_t(s.stepsTo90)];
+        if (s.stepsTo90 > worstSteps) {
+          worstSteps = s.stepsTo90;
+          worstLayer = l;
+        }
+      }
+    }
+    // Added last so that the markers sit on top of the curves.
+    QCPGraph* markers = curves_->addGraph();
+    markers->setObjectName("plateauMarkers");
+    markers->setName(tr("90% of plateau"));
+    markers->setLineStyle(QCPGraph::lsNone);
+    markers->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(Qt::black), QBrush(Qt::white), 7));
+    markers->setData(markerSteps, markerDrift);
+    curves_->rescaleAxes();
+    curves_->yAxis->setRangeLower(0);
+    curves_->legend->setVisible(layers <= 6);   // a longer legend hides the curves; the tooltip gives the colour order
+    titleOf(curves_)->setText(worstLayer < 0 ? tr("No layer reached 90% of its plateau")
+                                             : tr("Steps to 90% of plateau: at most %1 (layer %2)")
+                                                   .arg(worstSteps)
+                                                   .arg(worstLayer));
+    double maxPlateau = 0;
+    for (const auto& s : c->summary)
+      if (!std::isnan(s.plateau)) maxPlateau = std::max(maxPlateau, s.plateau);
+    summary_->setText(tr("%1 · largest plateau %2 · latest settling step %3")
+                          .arg(runName_, QLocale().toString(maxPlateau, 'f', 4))
+                          .arg(worstSteps));
+  }
+  applyPalette(heatmap_);
+  applyPalette(curves_);
+  heatmap_->replot();
+  curves_->replot();
+}
+
+bool DriftView::writeCsv(const QString& path, QString* error) const {
+  if (!drift_) {
+    if (error) *error = tr("%1: there is no drift to export yet").arg(path);
+    return false;
+  }
+  QVector<QStringList> rows;
+  for (const auto& [name, curves] : {std::pair<QString, const DriftCurves*>{"free", &drift_->free},
+                                     std::pair<QString, const DriftCurves*>{"forced", &drift_->forced}}) {
+    for (size_t l = 0; l < curves->drift.size(); ++l) {
+      const DriftCurveSummary& s = curves->summary[l];
+      for (size_t t = 0; t < curves->drift[l].size(); ++t)
+        rows << QStringList{name,
+                            QString::number(l),
+                            QString::number(t),
+                            QString::number(curves->drift[l][t], 'g', 9),
+                            QString::number(t < curves->counts.size() ? curves->counts[t] : 0),
+                            QString::number(s.plateau, 'g', 9),
+                            QString::number(s.stepsTo90)};
+    }
+  }
+  return pareto::writeCsv(path, {"variant", "layer", "step", "drift", "prompts", "plateau", "steps_to_90"}, rows,
+                          error);
+}
+
+void DriftView::changeEvent(QEvent* event) {
+  if (event->type() == QEvent::PaletteChange) {
+    applyPalette(heatmap_);
+    applyPalette(curves_);
+  }
+  QWidget::changeEvent(event);
+}
+
+}  // namespace pareto

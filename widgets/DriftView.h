@@ -1,0 +1,54 @@
+// The activation-drift tab: D(l, t) of a run (analysis/ActivationDrift.h) as a heatmap over layer × decode step
+// with a colour scale, and as one curve per layer with a marker at the first step that reaches 90% of the
+// layer's plateau. A selector switches between the free variant (each model on its own greedy tokens) and the
+// teacher-forced one (both on the dense tokens).
+#pragma once
+
+#include <QWidget>
+#include <memory>
+
+class QComboBox;
+class QCustomPlot;
+class QCPColorMap;
+class QCPColorScale;
+class QLabel;
+
+namespace pareto {
+
+struct ActivationDriftResult;
+struct DriftCurves;
+
+class DriftView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit DriftView(QWidget* parent = nullptr);
+
+  // Shows a run's drift; null shows an empty view that says why.
+  void setDrift(const QString& runName, std::shared_ptr<const ActivationDriftResult> drift);
+
+  QCustomPlot* heatmap() const { return heatmap_; }
+  QCustomPlot* curves() const { return curves_; }
+  QCPColorMap* colorMap() const { return colorMap_; }
+  bool hasData() const { return drift_ != nullptr; }
+  // One row per (layer, step): variant, layer, step, drift, prompts; plus per-layer plateau and step to 90%.
+  bool writeCsv(const QString& path, QString* error) const;
+
+ protected:
+  void changeEvent(QEvent* event) override;
+
+ private:
+  void rebuild();
+  const DriftCurves* shownCurves() const;
+
+  QString runName_;
+  std::shared_ptr<const ActivationDriftResult> drift_;
+  QComboBox* variant_ = nullptr;
+  QLabel* summary_ = nullptr;
+  QCustomPlot* heatmap_ = nullptr;
+  QCustomPlot* curves_ = nullptr;
+  QCPColorMap* colorMap_ = nullptr;
+  QCPColorScale* colorScale_ = nullptr;
+};
+
+}  // namespace pareto

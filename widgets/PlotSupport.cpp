@@ -1,0 +1,123 @@
+#include "widgets/PlotSupport.h"
+
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMenu>
+#include <QMessageBox>
+#include <QSaveFile>
+#include <QTextStream>
+#include <QToolButton>
+#include <qcustomplot.h>
+
+namespace pareto {
+
+void applyPalette(QCustomPlot* plot) {
+  const QPalette pal = plot->palette();
+  const QColor text = pal.color(QPalette::WindowText);
+  const QColor base = pal.color(QPalette::Base);
+  QColor grid = text;
+  grid.setAlpha(40);
+  plot->setBackground(base);
+  for (QCPAxisRect* rect : plot->axisRects()) {
+    for (QCPAxis* axis : rect->axes()) {
+      axis->setBasePen(QPen(text));
+      axis->setTickPen(QPen(text));
+      axis->setSubTickPen(QPen(text));
+      axis->setTickLabelColor(text);
+      axis->setLabelColor(text);
+      axis->grid()->setPen(QPen(grid, 0, Qt::DotLine));
+    }
+  }
+  for (int i = 0; i < plot->plotLayout()->elementCount(); ++i)
+    if (auto* title = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementAt(i))) title->setTextColor(text);
+  if (plot->legend) {
+    plot->legend->setBrush(base);
+    plot->legend->setTextColor(text);
+    plot->legend->setBorderPen(QPen(grid));
+  }
+}
+
+QString plotExportFilter() { return QObject::tr("PNG image (*.png);;PDF document (*.pdf)"); }
+
+bool exportPlot(QCustomPlot* plot, const QString& path, QString* error) {
+  const QString suffix = QFileInfo(path).suffix().toLower();
+  bool ok = false;
+  if (suffix == "png") {
+    ok = plot->savePng(path, 0, 0, 2.0);   // twice the screen size: crisp in documents
+  } else if (suffix == "pdf") {
+    ok = plot->savePdf(path);
+  } else {
+    if (error)
+      *error = QObject::tr("%1: plots export to .png or .pdf (SVG needs Qt SVG, which this build lacks)").arg(path);
+    return false;
+  }
+  if (!ok && error) *error = QObject::tr("%1: could not be written").arg(path);
+  return ok;
+}
+
+namespace {
+QString csvField(const QString& field) {
+  if (!field.contains(QLatin1Char(',')) && !field.contains(QLatin1Char('"')) && !field.contains(QLatin1Char('\n')) &&
+      !field.contains(QLatin1Char('\r')))
+    return field;
+  QString quoted = field;
+  quoted.replace(QLatin1String("\""), QLatin1String("\"\""));
+  return QLatin1Char('"') + quoted + QLatin1Char('"');
+}
+}  // namespace
+
+bool writeCsv(const QString& path, const QStringList& header, const QVector<QStringList>& rows, QString* error) {
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly)) {
+    if (error) *error = QObject::tr("%1: cannot write: %2").arg(path, file.errorString());
+    return false;
+  }
+  QTextStream out(&file);
+  auto line = [&out](const QStringList& fields) {
+    QStringList escaped;
+    for (const QString& f : fields) escaped << csvField(f);
+    out << escaped.join(QLatin1Char(',')) << "\r\n";
+  };
+  line(header);
+  for (const QStringList& row : rows) line(row);
+  out.flush();
+  if (!file.commit()) {
+    if (error) *error = QObject::tr("%1: cannot write: %2").arg(path, file.errorString());
+    return false;
+  }
+  return true;
+}
+
+QToolButton* makeExportButton(QWidget* parent, const QVector<ExportTarget>& plots,
+                              std::function<bool(const QString& path, QString* error)> writeTable) {
+  auto* button = new QToolButton(parent);
+  button->setObjectName("exportButton");
+  button->setText(QObject::tr("Export"));
+  button->setToolTip(QObject::tr("Save the plots as PNG or PDF, or the numbers behind them as CSV."));
+  button->setPopupMode(QToolButton::InstantPopup);
+  auto* menu = new QMenu(button);
+  auto report = [parent](const QString& message) {
+    QMessageBox::warning(parent->window(), QObject::tr("Export failed"), message);
+  };
+  for (const ExportTarget& target : plots) {
+    QCustomPlot* plot = target.plot;
+    menu->addAction(QObject::tr("%1 plot…").arg(target.name), parent, [parent, plot, report, name = target.name] {
+      const QString path = QFileDialog::getSaveFileName(parent, QObject::tr("Export %1 Plot").arg(name),
+                                                        name.toLower() + ".png", plotExportFilter());
+      QString error;
+      if (!path.isEmpty() && !exportPlot(plot, path, &error)) report(error);
+    });
+  }
+  if (writeTable) {
+    menu->addAction(QObject::tr("Table as CSV…"), parent, [parent, writeTable, report] {
+      const QString path = QFileDialog::getSaveFileName(parent, QObject::tr("Export Table"), "table.csv",
+                                                        QObject::tr("CSV (*.csv)"));
+      QString error;
+      if (!path.isEmpty() && !writeTable(path, &error)) report(error);
+    });
+  }
+  button->setMenu(menu);
+  return button;
+}
+
+}  // namespace pareto

@@ -1,0 +1,39 @@
+// What every plot tab shares: colours that follow the window palette (light or dark), exporting a plot to an
+// image or PDF, writing a table as CSV, and the "Export" button that offers both.
+//
+// SVG export needs Qt SVG (QSvgGenerator), which this build does not find (no Qt6Svg package), so plots export
+// to PNG and PDF (vector) only.
+#pragma once
+
+#include <QString>
+#include <QStringList>
+#include <QVector>
+#include <functional>
+
+class QCustomPlot;
+class QToolButton;
+class QWidget;
+
+namespace pareto {
+
+// Background, axes, grid and text of the plot from its palette; call again when the palette changes.
+void applyPalette(QCustomPlot* plot);
+
+// The file types plots export to, as a QFileDialog filter.
+QString plotExportFilter();
+// Writes the plot as the file's suffix says (.png or .pdf). On failure returns false with *error naming the file.
+bool exportPlot(QCustomPlot* plot, const QString& path, QString* error);
+
+// RFC 4180 CSV: fields with a comma, quote or line break are quoted, quotes doubled. Written whole or not at all.
+bool writeCsv(const QString& path, const QStringList& header, const QVector<QStringList>& rows, QString* error);
+
+// An "Export" tool button with "Plot…" (one action per plot, named) and "Table as CSV…". Errors go to the
+// message box of `parent`'s window.
+struct ExportTarget {
+  QString name;          // "Heatmap"
+  QCustomPlot* plot;
+};
+QToolButton* makeExportButton(QWidget* parent, const QVector<ExportTarget>& plots,
+                              std::function<bool(const QString& path, QString* error)> writeTable);
+
+}  // namespace pareto

@@ -1,0 +1,97 @@
+#include "widgets/RunHistory.h"
+
+#include <QLocale>
+#include <limits>
+
+namespace pareto {
+
+RunHistory::RunHistory(QObject* parent) : QAbstractTableModel(parent) {}
+
+int RunHistory::add(RunRecord run) {
+  run.id = nextId_++;
+  if (run.name.isEmpty()) run.name = QStringLiteral("#%1 %2").arg(run.id).arg(describeRecipe(run.recipeJson));
+  const int row = int(runs_.size());
+  beginInsertRows({}, row, row);
+  runs_.push_back(std::move(run));
+  endInsertRows();
+  emit runAdded(runs_.back().id);
+  return runs_.back().id;
+}
+
+const RunRecord* RunHistory::find(int id) const {
+  for (const RunRecord& r : runs_)
+    if (r.id == id) return &r;
+  return nullptr;
+}
+
+std::string RunHistory::columnMetric(int column) {
+  switch (column) {
+    case BitsColumn: return metric::kLinearBitsPerWeight;
+    case SizeColumn: return metric::kBytes;
+    case PerplexityColumn: return metric::kPerplexity;
+    case DecodeNllColumn: return metric::kDecodeNll;
+    case Top1Column: return metric::kTop1Agreement;
+    case TokensPerSecondColumn: return metric::kPredictedTokensPerSecond;
+    default: return {};
+  }
+}
+
+int RunHistory::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(runs_.size()); }
+
+int RunHistory::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant RunHistory::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= int(runs_.size())) return {};
+  const RunRecord& run = runs_[size_t(index.row())];
+  if (role == RunIdRole) return run.id;
+  const std::string key = columnMetric(index.column());
+  if (!key.empty()) {
+    const double value = run.metric(key);
+    if (role == Qt::DisplayRole) return formatMetric(key, value);
+    if (role == SortRole) return std::isnan(value) ? std::numeric_limits<double>::infinity() : value;
+    if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::ToolTipRole && key == metric::kPredictedTokensPerSecond && !run.bandwidthSource.isEmpty())
+      return tr("Predicted from %1").arg(run.bandwidthSource);
+    return {};
+  }
+  switch (index.column()) {
+    case NameColumn:
+      if (role == Qt::DisplayRole) return run.name;
+      if (role == SortRole) return run.id;
+      if (role == Qt::ToolTipRole) return tr("%1\nmodel: %2\noutput: %3").arg(run.name, run.modelDir, run.outDir);
+      break;
+    case RecipeColumn:
+      if (role == Qt::DisplayRole || role == SortRole) return describeRecipe(run.recipeJson);
+      if (role == Qt::ToolTipRole) return QString::fromStdString(run.recipeJson);
+      break;
+    case FinishedColumn:
+      if (role == Qt::DisplayRole) return QLocale().toString(run.finishedAt.time(), QLocale::ShortFormat);
+      if (role == SortRole) return run.finishedAt;
+      break;
+    default:
+      break;
+  }
+  return {};
+}
+
+QVariant RunHistory::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal) return {};
+  const std::string key = columnMetric(section);
+  if (!key.empty()) {
+    const MetricInfo* info = findMetric(key);
+    if (role == Qt::DisplayRole) return info->caption;
+    if (role == Qt::ToolTipRole) return info->meaning;
+    return {};
+  }
+  const QString titles[ColumnCount] = {tr("Run"), tr("Recipe"), {}, {}, {}, {}, {}, {}, tr("Finished")};
+  const QString meanings[ColumnCount] = {
+      tr("The run's number in this session and a short description of its recipe."),
+      tr("Pruning and quantization of the recipe; the tooltip of a cell shows the recipe's JSON."),
+      {}, {}, {}, {}, {}, {},
+      tr("When the run finished.")};
+  if (role == Qt::DisplayRole) return titles[section];
+  if (role == Qt::ToolTipRole) return meanings[section];
+  return {};
+}
+
+}  // namespace pareto

@@ -1,0 +1,54 @@
+// The runs the workbench knows, as a table model for the Runs dock and the source of the Pareto view. For now
+// it holds the runs of this session; the SQLite store (core/store) can later fill it through add(), which is
+// why the interface is only: add a run, find one, list them, and hear when one arrives.
+#pragma once
+
+#include <QAbstractTableModel>
+#include <vector>
+
+#include "widgets/RunRecord.h"
+
+namespace pareto {
+
+class RunHistory : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column {
+    NameColumn,
+    RecipeColumn,
+    BitsColumn,
+    SizeColumn,
+    PerplexityColumn,
+    DecodeNllColumn,
+    Top1Column,
+    TokensPerSecondColumn,
+    FinishedColumn,
+    ColumnCount
+  };
+  static constexpr int RunIdRole = Qt::UserRole + 1;   // the run's id, on every cell
+  static constexpr int SortRole = Qt::UserRole + 2;    // numbers as numbers (missing values sort last)
+
+  explicit RunHistory(QObject* parent = nullptr);
+
+  // Takes the run, gives it the next id (returned) and a name if it has none.
+  int add(RunRecord run);
+  const RunRecord* find(int id) const;
+  const std::vector<RunRecord>& runs() const { return runs_; }
+  // The metric key a column shows ("" for text columns).
+  static std::string columnMetric(int column);
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+
+ signals:
+  void runAdded(int id);
+
+ private:
+  std::vector<RunRecord> runs_;
+  int nextId_ = 1;
+};
+
+}  // namespace pareto

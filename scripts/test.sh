@@ -15,3 +15,9 @@ ctest --test-dir "$build_dir" --output-on-failure -j "${PARETO_JOBS:-$(nproc)}"
 if [ "${PARETO_FUZZ_TIME:-20}" != 0 ]; then
   PARETO_FUZZ_TIME="${PARETO_FUZZ_TIME:-20}" "$here/tests/fuzz/run.sh" --if-available
 fi
+# The ASan + UBSan build of everything and its ctest (tests/sanitize.sh) is a second, instrumented full build plus a
+# 3x slower test run: an estimated 20-25 more minutes on 2 cores, so it runs only when asked
+# (PARETO_SANITIZE_TESTS=1); docs/reliability.md records its last clean run.
+if [ "${PARETO_SANITIZE_TESTS:-0}" = 1 ]; then
+  "$here/tests/sanitize.sh"
+fi

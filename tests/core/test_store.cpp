@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -471,6 +472,61 @@ TEST_F(Store, KilledWriterLeavesConsistentFileAndUnfinishedRun) {
   next.metric("ppl", 1.0);
   next.finish();
   EXPECT_EQ(store.run(next.id()).summary.status, RunStatus::Finished);
+}
+
+}  // namespace
+}  // namespace pareto
+
+namespace pareto {
+namespace {
+
+// A full disk while a run's result is written: the child's file size limit (RLIMIT_FSIZE, SIGXFSZ ignored so that
+// write() fails with EFBIG) stops the WAL part way through a large result. The write must fail with an error,
+// the earlier finished run must be intact, the file must pass integrity_check, and no run of the child may read
+// as finished.
+TEST_F(Store, FullDiskWhileWritingKeepsThePreviousRunsIntact) {
+  int64_t earlier = 0;
+  {
+    ExperimentStore store(db());
+    RunRecorder rec(store, start());
+    rec.metric("ppl", 12.5);
+    rec.finish();
+    earlier = rec.id();
+  }
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const rlim_t limit = rlim_t(std::filesystem::file_size(db()) + (256 << 10));
+    rlimit r{limit, limit};
+    ::setrlimit(RLIMIT_FSIZE, &r);
+    ::signal(SIGXFSZ, SIG_IGN);
+    try {
+      ExperimentStore store(db());
+      RunRecorder rec(store, start());
+      std::vector<double> xs(400000), ys(400000);  // ~10 MB of curve rows, far past the limit
+      for (size_t i = 0; i < xs.size(); ++i) xs[i] = ys[i] = double(i);
+      rec.curve({"big", xs, ys});
+      rec.finish();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "writer: %s\n", e.what());
+      ::_exit(3);  // the expected outcome: the write failed and said so
+    }
+    ::_exit(0);
+  }
+  EXPECT_EQ(waitChild(child), 3) << "a write past the file size limit must fail";
+  {
+    RawDb raw(db());
+    EXPECT_EQ(raw.text("PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(raw.text("SELECT status FROM runs WHERE id = " + std::to_string(earlier)), "finished");
+    EXPECT_EQ(raw.text("SELECT value FROM metrics WHERE run_id = " + std::to_string(earlier) + " AND name = 'ppl'"),
+              "12.5");
+    EXPECT_EQ(raw.text("SELECT count(*) FROM runs WHERE status = 'finished'"), "1");
+    EXPECT_EQ(raw.text("SELECT count(*) FROM curves WHERE name = 'big'"), "0");
+  }
+  ExperimentStore store(db());  // and the file still takes new runs
+  RunRecorder rec(store, start());
+  rec.finish();
+  EXPECT_EQ(store.listRuns().size(), 3u);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "CliSupport.h"
+#include "RunRecording.h"
 #include "Commands.h"
 #include "runtime/KernelBenchmark.h"
 #include "util/Error.h"
@@ -97,6 +98,22 @@ void addBenchCommand(CLI::App& app) {
     o.spqrOutlierFraction = args->outliers;
     const KernelBenchReport report = runKernelBenchmark(o, terminalProgress(), interruptToken());
     const nlohmann::json j = toJson(report);
+    // One row per (format, batch) in the run store (the workbench predicts tokens/s from them): time per step
+    // of the model shape, and its bandwidth.
+    std::vector<BenchmarkRow> rows;
+    for (const auto& r : report.results) {
+      if (!r.available) continue;
+      BenchmarkRow row;
+      row.device = report.device;
+      row.kernel = r.format;
+      row.shape = report.shape + " step";
+      row.batch = r.batch;
+      row.timeUs = r.msPerStep * 1e3;
+      row.gbps = r.gbPerSecond;
+      rows.push_back(row);
+    }
+    recordBenchmarks(rows, report.device,
+                     {{"shape", report.shape}, {"copy_gb_per_s", report.copyGbPerSecond}, {"runs", o.runs}});
     if (!args->output.empty()) {
       std::ofstream out(args->output);
       out << j.dump(2) << "\n";

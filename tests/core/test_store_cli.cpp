@@ -296,3 +296,35 @@ TEST_F(StoreCli, KilledJobShowsInterruptedAndCtrlCShowsCancelled) {
 
 }  // namespace
 }  // namespace pareto
+
+namespace pareto {
+namespace {
+
+// bench kernels (here on the CPU references, with a tiny shape file) prints its table and records one bench run
+// whose benchmark rows are one per available (format, batch).
+TEST_F(StoreCli, BenchKernelsRecordsItsRows) {
+  const std::string shape = dir_ + "/tiny-shape.json";
+  {
+    std::ofstream out(shape);
+    out << R"({"name": "tiny", "layers": 1, "linears": [{"name": "qkv", "rows": 64, "cols": 256}]})";
+  }
+  RunResult r = cli("bench kernels --device cpu --shapes " + shape +
+                    " --formats dense,bitmask-2:4,int4-g128 --batch 1,2 --runs 1 --db " + db_);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("bitmask-2:4"), std::string::npos) << r.out;
+  ExperimentStore store(db_);
+  const auto runs = store.listRuns();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].kind, "bench");
+  EXPECT_EQ(runs[0].status, RunStatus::Finished);
+  RunResult shown = cli("runs show " + std::to_string(runs[0].id) + " --json --db " + db_);
+  ASSERT_EQ(shown.exitCode, 0) << shown.err;
+  EXPECT_EQ(json::parse(shown.out)["benchmarks"].size(), 6u) << shown.out;   // 3 formats x 2 batches
+
+  RunResult bad = cli("bench kernels --device cpu --shapes no-such-model --db " + db_);
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("unknown model shape"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace pareto

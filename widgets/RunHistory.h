@@ -1,6 +1,7 @@
-// The runs the workbench knows, as a table model for the Runs dock and the source of the Pareto view. For now
-// it holds the runs of this session; the SQLite store (core/store) can later fill it through add(), which is
-// why the interface is only: add a run, find one, list them, and hear when one arrives.
+// The runs the workbench knows, as a table model for the Runs dock and the source of the Pareto view: the
+// finished compress runs of the experiment store (core/store; read by the window's EngineWorker at startup, off
+// the GUI thread, and added here) followed by this session's runs. The interface is only: add a run, find one,
+// list them, and hear when one arrives.
 #pragma once
 
 #include <QAbstractTableModel>

@@ -8,6 +8,7 @@
 #include <QDateTime>
 #include <QString>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,6 +60,7 @@ QString formatMetric(const std::string& key, double value);
 
 struct RunRecord {
   int id = 0;                 // assigned by RunHistory, unique in the session
+  int64_t storeId = 0;        // the run's id in the experiment store (0: not recorded)
   QString name;               // "#3 sparsegpt 2:4 · text"
   QString modelDir;           // the dense model it compressed
   QString outDir;             // the compressed folder it wrote

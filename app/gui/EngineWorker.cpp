@@ -2,6 +2,7 @@
 // as a macro.
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
+#include <torch/version.h>
 
 #include "app/gui/EngineWorker.h"
 
@@ -24,6 +25,9 @@
 #include "model/Generation.h"
 #include "model/LoadedModel.h"
 #include "model/ModelSummary.h"
+#include "store/ExperimentStore.h"
+#include "store/ModelIdentity.h"
+#include "store/RunRecorder.h"
 #include "util/Error.h"
 #include "util/FileSystem.h"
 #include "util/Json.h"
@@ -48,6 +52,30 @@ std::vector<std::string> firstPrompts(const QString& file, int count) {
 
 bool isFile(const QString& path) { return !path.isEmpty() && QFileInfo(path).isFile(); }
 
+// pareto-cli compress records the names of its result JSON; the workbench's names for the same numbers.
+std::string workbenchMetricName(const std::string& stored) {
+  if (stored == "linear_bits_per_weight") return metric::kLinearBitsPerWeight;
+  if (stored == "model_bits_per_weight") return metric::kModelBitsPerWeight;
+  if (stored == "timings.total_s") return metric::kSeconds;
+  return stored;
+}
+
+RunRecord recordFromStore(const RunDetails& run) {
+  RunRecord r;
+  r.storeId = run.summary.id;
+  r.modelDir = qs(run.summary.modelPath);
+  r.outDir = qs(run.summary.output);
+  r.recipeJson = run.recipe.dump();
+  r.device = qs(run.summary.device);
+  if (!std::isnan(run.summary.endedAt))
+    r.finishedAt = QDateTime::fromMSecsSinceEpoch(qint64(run.summary.endedAt * 1000.0));
+  for (const auto& [name, value] : run.summary.metrics) {
+    const std::string key = workbenchMetricName(name);
+    if (r.metrics.count(key) == 0 || key == name) r.metrics[key] = value;
+  }
+  return r;
+}
+
 }  // namespace
 
 DecodeBandwidth ComputeDevice::bandwidth() const {
@@ -63,9 +91,64 @@ EngineWorker::EngineWorker() {
   qRegisterMetaType<pareto::RunRecord>();
   qRegisterMetaType<pareto::ComputeDevice>();
   qRegisterMetaType<QVector<pareto::ComputeDevice>>();
+  qRegisterMetaType<QVector<pareto::RunRecord>>();
 }
 
 EngineWorker::~EngineWorker() = default;
+
+ExperimentStore* EngineWorker::store() {
+  if (!store_ && storeError_.isEmpty()) {
+    try {
+      store_ = std::make_unique<ExperimentStore>(str(QFileInfo(qs(defaultStorePath())).absoluteFilePath()));
+    } catch (const std::exception& e) {
+      storeError_ = qs(e.what());
+      emit storeProblem(tr("Runs are not recorded: %1").arg(storeError_));
+    }
+  }
+  return store_.get();
+}
+
+std::unique_ptr<RunRecorder> EngineWorker::beginRecording(const RunRequest& request, const RunRecord& record) {
+  ExperimentStore* s = store();
+  if (s == nullptr) return nullptr;
+  RunStart start;
+  start.kind = "compress";
+  try {
+    start.model = identifyModel(str(request.modelDir));
+  } catch (const std::exception&) {
+    // not a model folder: the run fails on it in a moment and records why
+  }
+  nlohmann::json recipe = nlohmann::json::parse(request.recipeJson, nullptr, /*allow_exceptions=*/false);
+  start.recipe = recipe.is_object() ? recipe : nlohmann::json{{"recipe_text", request.recipeJson}};
+  start.versions = {{"pareto", PARETO_VERSION}, {"libtorch", TORCH_VERSION}};
+  start.device = str(record.device);
+  start.output = str(record.outDir);
+  try {
+    return std::make_unique<RunRecorder>(*s, start);
+  } catch (const std::exception& e) {
+    emit storeProblem(tr("This run is not recorded: %1").arg(qs(e.what())));
+    return nullptr;
+  }
+}
+
+void EngineWorker::loadHistory() {
+  QVector<RunRecord> runs;
+  QString error;
+  try {
+    if (ExperimentStore* s = store()) {
+      RunFilter filter;
+      filter.kind = "compress";
+      const std::vector<RunSummary> stored = s->listRuns(filter);   // newest first
+      for (auto it = stored.rbegin(); it != stored.rend(); ++it)
+        if (it->status == RunStatus::Finished) runs << recordFromStore(s->run(it->id));
+    } else {
+      error = storeError_;
+    }
+  } catch (const std::exception& e) {
+    error = qs(e.what());
+  }
+  emit historyLoaded(runs, error);
+}
 
 void EngineWorker::probeDevices() {
   QVector<ComputeDevice> devices;
@@ -114,6 +197,7 @@ void EngineWorker::run(const RunRequest& request) {
     emit progress(qs(u.stage), u.fraction, qs(u.message));
   };
   bool wroteOutput = false;
+  std::unique_ptr<RunRecorder> recorder;
   try {
     RunRecord record;
     record.modelDir = QFileInfo(request.modelDir).absoluteFilePath();
@@ -137,6 +221,7 @@ void EngineWorker::run(const RunRequest& request) {
     options.outDir = str(request.outDir);
     options.runtime = runtimeFor(request.device);
     record.device = qs(deviceDescription(options.runtime.device));
+    recorder = beginRecording(request, record);
     // The folder the job was given must not pre-exist (the window picks a fresh name), so anything there after
     // a cancel was written by this run.
     const CompressReport report = runCompress(options, progressCallback, cancel);
@@ -159,12 +244,23 @@ void EngineWorker::run(const RunRequest& request) {
     record.metrics[metric::kSeconds] = double(timer.elapsed()) / 1000.0;
     record.finishedAt = QDateTime::currentDateTime();
     compressed_.reset();   // the evaluation's copy; generation loads the folder again when asked
+    if (recorder) {
+      for (const auto& [name, value] : record.metrics) recorder->metric(name, value);
+      try {
+        recorder->finish();
+        record.storeId = recorder->id();
+      } catch (const std::exception& e) {
+        emit storeProblem(tr("The result was not recorded: %1").arg(qs(e.what())));
+      }
+    }
     emit runFinished(record);
   } catch (const Cancelled&) {
+    if (recorder) recorder->cancel();
     compressed_.reset();
     if (wroteOutput) removeTree(str(request.outDir));
     emit runCancelled(tr("Run cancelled; %1 was not kept.").arg(request.outDir));
   } catch (const std::exception& e) {
+    if (recorder) recorder->fail(e.what());
     compressed_.reset();
     // A run that did not finish keeps nothing, like a cancelled one: the folder alone, without its evaluation,
     // would look like a complete run in the runs folder.

@@ -10,6 +10,13 @@
 //
 // The dense model, its perplexity and the Hessian study depend only on the model, the device and the data, so
 // they are kept between runs.
+//
+// Every run is recorded in the experiment store (core/store) as pareto-cli records its jobs: kind "compress",
+// the recipe, the model's identity, status running → finished (with the metrics of the RunRecord), failed or
+// cancelled. The database is pareto-cli's default ($PARETO_DB, else the XDG location), so CLI and GUI runs land
+// in one file. The worker owns the only connection and uses it on its thread; loadHistory() reads the stored
+// finished compress runs there too, so no SQLite call ever runs on the GUI thread. History never costs a result:
+// a database that cannot be opened or written leaves the run unrecorded and is reported once (storeProblem).
 #pragma once
 
 #include <QObject>
@@ -30,6 +37,8 @@ namespace pareto {
 struct LoadedModel;
 struct HessianStudyResult;
 struct PerplexityResult;
+class ExperimentStore;
+class RunRecorder;
 
 struct RunRequest {
   QString modelDir;
@@ -70,6 +79,8 @@ class EngineWorker : public QObject {
   void probeDevices();
   void run(const RunRequest& request);
   void generate(const GenerationRequest& request);
+  // Reads the store's finished compress runs, oldest first, and emits historyLoaded (errors in its message).
+  void loadHistory();
 
  signals:
   void devicesProbed(const QVector<pareto::ComputeDevice>& devices);
@@ -80,11 +91,19 @@ class EngineWorker : public QObject {
   void generationText(bool compressed, const QString& text);
   void generationFinished(const QString& summary);
   void generationFailed(const QString& message);
+  void historyLoaded(const QVector<pareto::RunRecord>& runs, const QString& error);
+  // The store could not be used (opened or written); runs go on unrecorded.
+  void storeProblem(const QString& message);
 
  private:
   LoadedModel& denseModel(const QString& dir, const QString& device);
   LoadedModel& compressedModel(const QString& dir, const QString& device);
   void evaluate(const RunRequest& request, RunRecord& record, const ProgressCallback& progress);
+  ExperimentStore* store();   // opened on first use; null when it cannot be
+  std::unique_ptr<RunRecorder> beginRecording(const RunRequest& request, const RunRecord& record);
+
+  std::unique_ptr<ExperimentStore> store_;
+  QString storeError_;
 
   QVector<ComputeDevice> devices_;   // as probed, for runs asked for before the window heard of them
   std::unique_ptr<LoadedModel> dense_;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "InputErrors.h"
 #include "formats/BitmaskNMWeight.h"
 #include "compress/MagnitudePrune.h"
 #include "compress/SparsityPattern.h"
@@ -26,12 +27,7 @@ at::Tensor randomNMMask(int64_t rows, int64_t cols, int n, int m, const at::Tens
 }
 
 std::string packError(const at::Tensor& weight, const at::Tensor& mask, int n, int m) {
-  try {
-    BitmaskNMWeight::pack(weight, mask, n, m);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
+  return test::inputErrorOf([&] { BitmaskNMWeight::pack(weight, mask, n, m); });
 }
 
 void expectRoundTrip(const at::Tensor& weight, const at::Tensor& mask, int n, int m) {
@@ -141,14 +137,7 @@ TEST(BitmaskNMWeight, RejectsBadShapesAndPatterns) {
 TEST(BitmaskNMWeight, UnpackRejectsInconsistentParts) {
   at::manual_seed(24);
   const BitmaskNMWeight good = BitmaskNMWeight::pack(at::randn({4, 64}), randomNMMask(4, 64, 2, 4), 2, 4);
-  auto unpackError = [](const BitmaskNMWeight& packed) -> std::string {
-    try {
-      packed.unpack();
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "(no InputError)";
-  };
+  auto unpackError = [](const BitmaskNMWeight& packed) { return test::inputErrorOf([&] { packed.unpack(); }); };
   BitmaskNMWeight flipped = good;
   flipped.masks = good.masks.clone();
   flipped.masks[2][1] = flipped.masks[2][1].item<int32_t>() ^ 1;  // column 32 of row 2 toggled

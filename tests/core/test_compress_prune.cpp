@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "InputErrors.h"
 #include "calib/HessianAccumulator.h"
 #include "compress/MagnitudePrune.h"
 #include "compress/SparseGpt.h"
@@ -154,14 +155,7 @@ TEST(WandaPrune, InputNormsAreTheColumnNormsOfTheActivations) {
 TEST(Pruning, RejectsBadInputNamingTheModule) {
   const Problem p = randomProblem(8, 64, 64, 7);
   const SparsityPattern p24 = SparsityPattern::nm(2, 4);
-  auto message = [](const std::function<void()>& f) -> std::string {
-    try {
-      f();
-    } catch (const InputError& e) {
-      return e.what();
-    }
-    return "(no InputError)";
-  };
+  auto message = [](const std::function<void()>& f) { return test::inputErrorOf(f); };
   EXPECT_THAT(message([&] { magnitudePrune(at::randn({8, 62}), p24, "layers.1.o_proj"); }),
               AllOf(HasSubstr("layers.1.o_proj"), HasSubstr("62"), HasSubstr("2:4")));
   EXPECT_THAT(message([&] { wandaPrune(at::randn({8, 62}), at::ones({62}), p24, "layers.1.o_proj"); }),

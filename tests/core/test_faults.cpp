@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "InputErrors.h"
 #include "SharedData.h"
 #include "TestRuntime.h"
 #include "compress/CompressJob.h"
@@ -85,15 +86,7 @@ std::string modelVariant(const std::string& name, const std::function<void(nlohm
   return dir;
 }
 
-template <class F>
-std::string inputErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
+using test::inputErrorOf;
 
 // --- inputs that disagree with each other ---------------------------------------------------------------------
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "InputErrors.h"
 #include "SharedData.h"
 #include "model/ModelConfig.h"
 #include "model/Safetensors.h"
@@ -43,15 +44,7 @@ std::string nested(size_t depth, const std::string& prefix = "", const std::stri
   return prefix + std::string(depth, '[') + std::string(depth, ']') + suffix;
 }
 
-template <class F>
-std::string inputErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
+using test::inputErrorOf;
 
 json refConfig() {
   return json::parse(R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 8192,

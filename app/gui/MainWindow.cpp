@@ -95,6 +95,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   restoreSettings();
   updateRunnable();
   refreshHuggingFaceModels();
+  // The stored runs are read on the worker, before any run the window starts there (its calls run in order).
+  QMetaObject::invokeMethod(worker_, [w = worker_] { w->loadHistory(); }, Qt::QueuedConnection);
   // The devices (and their copy bandwidth, for predicted tokens/s) are probed on the worker: CUDA's first call
   // can take seconds.
   QMetaObject::invokeMethod(worker_, [w = worker_] { w->probeDevices(); }, Qt::QueuedConnection);
@@ -333,6 +335,13 @@ void MainWindow::connectWorker() {
                       .arg(QLocale().toString(run->metric(metric::kSeconds), 'f', 1))
                       .arg(parts.join(", ")));
   });
+  connect(worker_, &EngineWorker::historyLoaded, this, [this](const QVector<RunRecord>& runs, const QString& error) {
+    for (const RunRecord& run : runs) history_->add(run);
+    if (!error.isEmpty()) statusBar()->showMessage(tr("Run history not read: %1").arg(error));
+    emit historyLoaded(int(runs.size()), error);
+  });
+  connect(worker_, &EngineWorker::storeProblem, this,
+          [this](const QString& message) { statusBar()->showMessage(message); });
   connect(worker_, &EngineWorker::runCancelled, this, [this](const QString& message) { runDone(false, message); });
   connect(worker_, &EngineWorker::runFailed, this, [this](const QString& message) {
     runDone(false, message);

@@ -1,6 +1,8 @@
 // The workbench window. Docks: Model (folder, Hugging Face cache, recent models, device, summary), Recipe
 // (recipe controls with instant estimates, evaluation settings, Run), Runs (this session's history) and
-// Generation (dense vs compressed, streaming). Central tabs: Inspect, Drift, Discrepancy, Pareto and Compare.
+// Generation (dense vs compressed, streaming). The Runs dock starts with the finished compress runs of the
+// experiment store (pareto-cli's database), read on the worker thread; every run the window starts is recorded
+// there by the worker. Central tabs: Inspect, Drift, Discrepancy, Pareto and Compare.
 //
 // All engine work (compress, evaluate, generate, device probing) runs on an EngineWorker on its own QThread,
 // reached through queued calls and queued signals only. Reading a model folder's headers for the summary stays
@@ -92,6 +94,8 @@ class MainWindow : public QMainWindow {
   void runEnded(bool succeeded, const QString& message);
   void devicesReady();
   void generationEnded(bool succeeded);
+  // The experiment store's finished compress runs are in the history (read on the worker at startup).
+  void historyLoaded(int storedRuns, const QString& error);
 
  protected:
   void showEvent(QShowEvent* event) override;

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <QDir>
+#include <QFile>
 #include <QObject>
+#include <QCoreApplication>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QString>
@@ -42,9 +45,31 @@ struct TestWindow {
   QStringList errors;
 };
 
+// Fresh settings, and a fresh experiment database for this test alone (PARETO_DB, which the window's worker
+// records runs in and reads its history from).
 class SettingsTest : public ::testing::Test {
  protected:
-  void SetUp() override { QSettings().clear(); }
+  void SetUp() override {
+    QSettings().clear();
+    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dbPath_ = QDir::temp().filePath(QStringLiteral("pareto-widgets-%1-%2-%3.db")
+                                        .arg(QCoreApplication::applicationPid())
+                                        .arg(info->test_suite_name(), info->name()));
+    removeDatabase();
+    previousDb_ = qgetenv("PARETO_DB");
+    qputenv("PARETO_DB", dbPath_.toUtf8());
+  }
+  void TearDown() override {
+    qputenv("PARETO_DB", previousDb_);
+    removeDatabase();
+  }
+  void removeDatabase() const {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) QFile::remove(dbPath_ + suffix);
+  }
+  std::string dbPath() const { return dbPath_.toStdString(); }
+
+  QString dbPath_;
+  QByteArray previousDb_;
 };
 
 }  // namespace pareto::test

@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
   QTemporaryDir settingsDir;
   QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settingsDir.path());
   QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, settingsDir.path());
+  // Runs are recorded in a scratch experiment database, never the user's (tests that run a window set their own).
+  QTemporaryDir dbDir;
+  qputenv("PARETO_DB", dbDir.filePath("pareto.db").toUtf8());
   QApplication app(argc, argv);
   QCoreApplication::setOrganizationName("Pareto");
   QCoreApplication::setApplicationName("test_widgets");

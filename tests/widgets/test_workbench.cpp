@@ -34,7 +34,9 @@
 #include "widgets/ModelSummaryView.h"
 #include "widgets/ParetoView.h"
 #include "widgets/RecipePanel.h"
+#include "store/ExperimentStore.h"
 #include "widgets/RunHistory.h"
+#include "widgets/RunsPanel.h"
 
 namespace pareto {
 namespace {
@@ -220,6 +222,91 @@ TEST_F(Workbench, CancelDuringEvaluationRemovesTheWrittenFolder) {
   EXPECT_FALSE(ended.first().at(0).toBool());
   EXPECT_TRUE(sawFolder.load());
   EXPECT_TRUE(runFolderEntries().isEmpty()) << str(runFolderEntries().join(", "));
+}
+
+// Runs are recorded in the experiment store ($PARETO_DB, a scratch file per test) as pareto-cli records its jobs,
+// and a new window starts with the store's finished compress runs in its Runs dock and Pareto view.
+TEST_F(Workbench, RunsAreRecordedInTheStoreAndShownByANewWindow) {
+  {
+    test::TestWindow t;
+    QSignalSpy loaded(&t.window, &MainWindow::historyLoaded);
+    ASSERT_TRUE(test::waitForSignals(loaded));
+    EXPECT_EQ(loaded.first().at(0).toInt(), 0);
+    EXPECT_TRUE(loaded.first().at(1).toString().isEmpty()) << str(loaded.first().at(1).toString());
+    ASSERT_TRUE(openTiny(t));
+    setRecipe(t.window, {{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}});
+    EvaluationSettings quick = quickEvaluation(false);
+    quick.driftSteps = 0;
+    t.window.evaluationPanel()->setSettings(quick);
+    QSignalSpy ended(&t.window, &MainWindow::runEnded);
+    ASSERT_TRUE(t.window.startRun()) << str(t.errors.join("\n"));
+    ASSERT_TRUE(test::waitForSignals(ended));
+    ASSERT_TRUE(ended.first().at(0).toBool()) << str(ended.first().at(1).toString());
+    ASSERT_EQ(t.window.history()->rowCount(), 1);
+    EXPECT_GT(t.window.history()->runs().front().storeId, 0);
+  }
+
+  ExperimentStore store(dbPath());
+  const std::vector<RunSummary> runs = store.listRuns();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].kind, "compress");
+  EXPECT_EQ(runs[0].status, RunStatus::Finished);
+  EXPECT_TRUE(QString::fromStdString(runs[0].modelPath).endsWith("ref-tiny")) << runs[0].modelPath;
+  EXPECT_FALSE(runs[0].modelHash.empty());
+  EXPECT_TRUE(QString::fromStdString(runs[0].output).startsWith(runs_)) << runs[0].output;
+  EXPECT_DOUBLE_EQ(runs[0].metrics.at(metric::kLinearBitsPerWeight), 9.0);
+  for (const char* key : {metric::kPerplexity, metric::kDensePerplexity, metric::kDecodeNll, metric::kTop1Agreement,
+                          metric::kSeconds})
+    EXPECT_TRUE(runs[0].metrics.count(key) == 1 && std::isfinite(runs[0].metrics.at(key))) << key;
+  const RunDetails details = store.run(runs[0].id);
+  EXPECT_EQ(details.recipe["prune"]["pattern"], "2:4") << details.recipe.dump();
+
+  test::TestWindow reopened;
+  QSignalSpy loaded(&reopened.window, &MainWindow::historyLoaded);
+  ASSERT_TRUE(test::waitForSignals(loaded));
+  EXPECT_EQ(loaded.first().at(0).toInt(), 1);
+  ASSERT_EQ(reopened.window.history()->rowCount(), 1);
+  ASSERT_EQ(reopened.window.runsPanel()->table()->model()->rowCount(), 1);
+  const RunRecord& shown = reopened.window.history()->runs().front();
+  EXPECT_EQ(shown.storeId, runs[0].id);
+  EXPECT_DOUBLE_EQ(shown.metric(metric::kLinearBitsPerWeight), 9.0);
+  EXPECT_DOUBLE_EQ(shown.metric(metric::kPerplexity), runs[0].metrics.at(metric::kPerplexity));
+  EXPECT_EQ(reopened.window.history()->index(0, RunHistory::BitsColumn).data().toString(), "9.000");
+  EXPECT_TRUE(reopened.window.history()->index(0, RunHistory::RecipeColumn).data().toString().contains("2:4"));
+  EXPECT_GE(reopened.window.paretoView()->pointOf(shown.id).x(), 0);
+  EXPECT_TRUE(reopened.errors.isEmpty()) << str(reopened.errors.join("\n"));
+}
+
+TEST_F(Workbench, ACancelledRunIsStoredAsCancelledAndNotShown) {
+  {
+    test::TestWindow t;
+    ASSERT_TRUE(openTiny(t));
+    setRecipe(t.window, {{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}});
+    t.window.evaluationPanel()->setSettings(quickEvaluation(false));
+    QSignalSpy ended(&t.window, &MainWindow::runEnded);
+    ASSERT_TRUE(t.window.startRun());
+    const std::shared_ptr<CancelToken> token = t.window.runCancelToken();
+    QObject::connect(t.window.worker(), &EngineWorker::progress, t.window.worker(),
+                     [token](const QString& stage, double, const QString&) {
+                       if (stage == "perplexity") token->cancel();
+                     },
+                     Qt::DirectConnection);
+    ASSERT_TRUE(test::waitForSignals(ended));
+    EXPECT_FALSE(ended.first().at(0).toBool());
+    EXPECT_EQ(t.window.history()->rowCount(), 0);
+  }
+  {
+    ExperimentStore store(dbPath());
+    const std::vector<RunSummary> runs = store.listRuns();
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].status, RunStatus::Cancelled);
+    EXPECT_TRUE(runs[0].metrics.empty());
+  }
+  test::TestWindow reopened;
+  QSignalSpy loaded(&reopened.window, &MainWindow::historyLoaded);
+  ASSERT_TRUE(test::waitForSignals(loaded));
+  EXPECT_EQ(loaded.first().at(0).toInt(), 0);
+  EXPECT_EQ(reopened.window.history()->rowCount(), 0);
 }
 
 TEST_F(Workbench, RecipesThatCannotRunAreRefusedOrReportedWithTheirCause) {

@@ -109,13 +109,8 @@ ActivationDriftResult activationDrift(const LlamaModel& dense, const LlamaModel&
                                       const ActivationDriftOptions& opts, const ProgressCallback& progress,
                                       const CancelToken* cancel) {
   const auto start = std::chrono::steady_clock::now();
-  requireComparable(dense, compressed);
-  if (prompts.empty()) throw InputError("activation drift needs at least one prompt");
-  if (opts.steps < 1) throw InputError("activation drift needs steps >= 1");
-  for (const auto& p : prompts)
-    if (p.empty()) throw InputError("activation drift needs non-empty prompts");
   const size_t batch =
-      static_cast<size_t>(opts.batch > 0 ? opts.batch : (dense.options().device.is_cuda() ? 64 : 8));
+      checkComparisonInputs("activation drift", dense, compressed, prompts, opts.steps, "steps", opts.batch);
   const int64_t L = dense.numLayers();
   const size_t rows = static_cast<size_t>(L + 1), steps = static_cast<size_t>(opts.steps);
 

@@ -106,17 +106,23 @@ std::vector<std::vector<TokenId>> comparablePromptIds(const LoadedModel& dense, 
   return ids;
 }
 
+size_t checkComparisonInputs(const std::string& what, const LlamaModel& dense, const LlamaModel& compressed,
+                             const std::vector<std::vector<TokenId>>& prompts, int64_t steps,
+                             const std::string& stepsName, int64_t requestedBatch) {
+  requireComparable(dense, compressed);
+  if (prompts.empty()) throw InputError(what + " needs at least one prompt");
+  if (steps < 1) throw InputError(what + " needs " + stepsName + " >= 1");
+  for (const auto& p : prompts)
+    if (p.empty()) throw InputError(what + " needs non-empty prompts");
+  return static_cast<size_t>(requestedBatch > 0 ? requestedBatch : (dense.options().device.is_cuda() ? 64 : 8));
+}
+
 FidelityResult decodeFidelity(const LlamaModel& dense, const LlamaModel& compressed,
                               const std::vector<std::vector<TokenId>>& prompts, const DecodeFidelityOptions& opts,
                               const ProgressCallback& progress, const CancelToken* cancel) {
   const auto start = std::chrono::steady_clock::now();
-  requireComparable(dense, compressed);
-  if (prompts.empty()) throw InputError("decode fidelity needs at least one prompt");
-  if (opts.maxNewTokens < 1) throw InputError("decode fidelity needs max new tokens >= 1");
-  for (const auto& p : prompts)
-    if (p.empty()) throw InputError("decode fidelity needs non-empty prompts");
-  const size_t batch =
-      static_cast<size_t>(opts.batch > 0 ? opts.batch : (dense.options().device.is_cuda() ? 64 : 8));
+  const size_t batch = checkComparisonInputs("decode fidelity", dense, compressed, prompts, opts.maxNewTokens,
+                                             "max new tokens", opts.batch);
 
   GenerationOptions gen;
   gen.maxNewTokens = opts.maxNewTokens;

@@ -49,6 +49,13 @@ struct FidelityResult {
 // vocabulary, hidden size and depth).
 void requireComparable(const LlamaModel& dense, const LlamaModel& compressed);
 
+// The checks every dense-vs-compressed comparison makes before it runs (requireComparable, at least one prompt,
+// none empty, `steps` ≥ 1, named `stepsName` in the message; `what` names the analysis), and the prompts a batch
+// it should use: `requestedBatch` when positive, else 64 on CUDA and 8 on the CPU.
+size_t checkComparisonInputs(const std::string& what, const LlamaModel& dense, const LlamaModel& compressed,
+                             const std::vector<std::vector<TokenId>>& prompts, int64_t steps,
+                             const std::string& stepsName, int64_t requestedBatch);
+
 // The prompts as token ids (BOS first, LoadedModel::promptIds) for comparing two models. Throws InputError naming
 // the compressed model's folder unless the models are comparable (requireComparable) and both tokenizers give
 // the same ids (else the models would not be reading the same text).

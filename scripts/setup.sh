@@ -28,7 +28,7 @@ done
 packages=(build-essential cmake ninja-build pkg-config
           libtorch-dev libopenblas0-openmp nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libsqlite3-dev
           libgtest-dev libgmock-dev)
-if [ "$gui" = ON ]; then packages+=(qt6-base-dev libqcustomplot-dev libgl-dev); fi
+if [ "$gui" = ON ]; then packages+=(qt6-base-dev qt6-svg-dev libqcustomplot-dev libgl-dev); fi
 if [ "$fuzz" = 1 ]; then packages+=(clang libclang-rt-14-dev); fi
 
 if [ "$apt" = 1 ]; then

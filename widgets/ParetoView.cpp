@@ -80,6 +80,8 @@ ParetoView::ParetoView(RunHistory* history, QWidget* parent) : QWidget(parent), 
   layout->addWidget(plot_, 1);
 
   connect(history_, &RunHistory::runAdded, this, &ParetoView::rebuild);
+  connect(history_, &RunHistory::runsRemoved, this, &ParetoView::rebuild);
+  connect(history_, &RunHistory::runChanged, this, &ParetoView::rebuild);
   rebuild();
 }
 

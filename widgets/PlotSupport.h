@@ -1,8 +1,7 @@
 // What every plot tab shares: colours that follow the window palette (light or dark), exporting a plot to an
-// image or PDF, writing a table as CSV, and the "Export" button that offers both.
+// image (PNG), PDF or SVG, writing a table as CSV, and the "Export" button that offers both.
 //
-// SVG export needs Qt SVG (QSvgGenerator), which this build does not find (no Qt6Svg package), so plots export
-// to PNG and PDF (vector) only.
+// QCustomPlot writes PNG and PDF itself; SVG is the plot painted onto Qt SVG's QSvgGenerator (Qt6::Svg).
 #pragma once
 
 #include <QString>
@@ -21,7 +20,8 @@ void applyPalette(QCustomPlot* plot);
 
 // The file types plots export to, as a QFileDialog filter.
 QString plotExportFilter();
-// Writes the plot as the file's suffix says (.png or .pdf). On failure returns false with *error naming the file.
+// Writes the plot as the file's suffix says (.png, .pdf or .svg). On failure returns false with *error naming
+// the file.
 bool exportPlot(QCustomPlot* plot, const QString& path, QString* error);
 
 // RFC 4180 CSV: fields with a comma, quote or line break are quoted, quotes doubled. Written whole or not at all.

@@ -392,10 +392,7 @@ QGroupBox* RecipePanel::buildEstimates() {
                          "output head, which recipes leave dense."));
   size_ = metric("estimate.size", tr("Size:"),
                  tr("Bytes of weight data the compressed folder will hold, against the checkpoint's now."));
-  tokensPerSecond_ = metric(
-      "estimate.tokensPerSecond", tr("Predicted decode:"),
-      tr("Batch-1 decode reads every block weight and the output head once per token, so a memory-bound decode "
-         "runs at most at bandwidth ÷ bytes per token. The bandwidth's source is shown below the number."));
+  tokensPerSecond_ = metric("estimate.tokensPerSecond", tr("Predicted decode:"), tokensPerSecondMeaning());
   problemsLabel_ = new QLabel;
   problemsLabel_->setObjectName("recipeProblems");
   problemsLabel_->setWordWrap(true);
@@ -577,6 +574,14 @@ bool RecipePanel::saveRecipeFile(const QString& path, QString* error) const {
   return true;
 }
 
+QString RecipePanel::tokensPerSecondMeaning() {
+  return tr("Batch-1 decode reads every block weight and the output head once per token, so a memory-bound decode "
+            "runs at most at bandwidth ÷ bytes per token. With kernel benchmarks of this device in the run store "
+            "(Benchmark kernels, or pareto-cli bench kernels) each module's bytes are read at the GB/s its kernel "
+            "format measured (\"from bench kernels on …\"); otherwise every byte at the device's measured copy "
+            "bandwidth (\"estimate: bytes / bandwidth\"). Which one is shown below the number.");
+}
+
 void RecipePanel::setModel(const std::optional<ModelSummary>& model) {
   model_ = model;
   refresh();
@@ -670,6 +675,7 @@ void RecipePanel::updateEstimates() {
     if (refused.size() > kShown) problems_ << tr("… and %1 more modules.").arg(refused.size() - kShown);
   }
 
+  tokensPerSecond_->setToolTip(tokensPerSecondMeaning());
   if (!estimate_) {
     for (QLabel* l : {linearBits_, modelBits_, size_, tokensPerSecond_})
       l->setText(model_ ? kNoValue : tr("— (open a model)"));
@@ -685,13 +691,25 @@ void RecipePanel::updateEstimates() {
                        .arg(locale.toString(100.0 * double(e.modelBytes) / double(std::max<uint64_t>(1, e.denseModelBytes)), 'f', 1)));
     QStringList notes;
     for (const auto& n : e.notes) notes << qs(n);
+    // Which of core's two predictions this is: kernels measured on this device, or bytes over one bandwidth.
+    const QString basis = e.fromKernelBenchmarks
+                              ? tr("from %1").arg(qs(e.bandwidthSource))
+                              : tr("estimate: bytes / bandwidth — %1 per token over %2")
+                                    .arg(display::bytes(e.bytesPerToken), qs(e.bandwidthSource));
     if (e.tokensPerSecond > 0) {
       tokensPerSecond_->setText(tr("%1 tok/s (dense %2, ×%3)\n%4")
                                     .arg(locale.toString(e.tokensPerSecond, 'f', 0),
                                          locale.toString(e.denseTokensPerSecond, 'f', 0),
-                                         locale.toString(e.tokensPerSecond / e.denseTokensPerSecond, 'f', 2),
-                                         tr("bytes/token %1 over %2")
-                                             .arg(display::bytes(e.bytesPerToken), qs(e.bandwidthSource))));
+                                         locale.toString(e.tokensPerSecond / e.denseTokensPerSecond, 'f', 2), basis));
+      tokensPerSecond_->setToolTip(tokensPerSecondMeaning() + "\n\n" +
+                                   (e.fromKernelBenchmarks
+                                        ? tr("Now: from the kernel benchmarks stored for this device — each module's "
+                                             "bytes at the GB/s its kernel format achieved, the output head at "
+                                             "dense's.\n%1")
+                                              .arg(qs(e.bandwidthSource))
+                                        : tr("Now: estimate: bytes / bandwidth (%1). Run Benchmark kernels on a GPU "
+                                             "to predict from measured kernels.")
+                                              .arg(qs(e.bandwidthSource))));
     } else {
       tokensPerSecond_->setText(tr("%1 per token (bandwidth not yet known)").arg(display::bytes(e.bytesPerToken)));
     }

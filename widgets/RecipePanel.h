@@ -73,8 +73,10 @@ class RecipePanel : public QWidget {
 
   // The model the estimates are computed on; nullopt clears them.
   void setModel(const std::optional<ModelSummary>& model);
-  // Where predicted tokens/s come from; until it is set, no tokens/s is predicted.
+  // Where predicted tokens/s come from; until it is set, no tokens/s is predicted. Its kernel measurements (the
+  // run store's kernel benchmarks of the current device) are preferred when they cover the recipe.
   void setBandwidth(const DecodeBandwidth& bandwidth);
+  const DecodeBandwidth& bandwidth() const { return bandwidth_; }
 
   // The estimate for the current recipe and model (nullopt without a model or for a recipe core refuses).
   const std::optional<RecipeEstimate>& estimate() const { return estimate_; }
@@ -98,6 +100,7 @@ class RecipePanel : public QWidget {
   QGroupBox* buildPruning();
   QGroupBox* buildQuantization();
   QGroupBox* buildEstimates();
+  static QString tokensPerSecondMeaning();
   QComboBox* addCombo(const QString& key, const std::vector<std::pair<QString, QString>>& items);
   QSpinBox* addSpin(const QString& key, int min, int max, int step);
   QCheckBox* addCheck(const QString& key, const QString& text);

@@ -24,6 +24,32 @@ const RunRecord* RunHistory::find(int id) const {
   return nullptr;
 }
 
+int RunHistory::remove(const QList<int>& ids) {
+  QList<int> removed;
+  for (int row = int(runs_.size()) - 1; row >= 0; --row) {
+    if (!ids.contains(runs_[size_t(row)].id)) continue;
+    beginRemoveRows({}, row, row);
+    removed.prepend(runs_[size_t(row)].id);
+    runs_.erase(runs_.begin() + row);
+    endRemoveRows();
+  }
+  if (!removed.isEmpty()) emit runsRemoved(removed);
+  return int(removed.size());
+}
+
+void RunHistory::setPrediction(int id, double tokensPerSecond, double denseTokensPerSecond, const QString& source) {
+  for (size_t row = 0; row < runs_.size(); ++row) {
+    RunRecord& r = runs_[row];
+    if (r.id != id) continue;
+    r.metrics[metric::kPredictedTokensPerSecond] = tokensPerSecond;
+    r.metrics[metric::kDensePredictedTokensPerSecond] = denseTokensPerSecond;
+    r.bandwidthSource = source;
+    emit dataChanged(index(int(row), 0), index(int(row), ColumnCount - 1));
+    emit runChanged(id);
+    return;
+  }
+}
+
 std::string RunHistory::columnMetric(int column) {
   switch (column) {
     case BitsColumn: return metric::kLinearBitsPerWeight;

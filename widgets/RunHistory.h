@@ -1,10 +1,12 @@
 // The runs the workbench knows, as a table model for the Runs dock and the source of the Pareto view: the
 // finished compress runs of the experiment store (core/store; read by the window's EngineWorker at startup, off
 // the GUI thread, and added here) followed by this session's runs. The interface is only: add a run, find one,
-// list them, and hear when one arrives.
+// list them, remove some, replace a run's predicted tokens/s (when new kernel benchmarks of its device arrive),
+// and hear when any of that happens.
 #pragma once
 
 #include <QAbstractTableModel>
+#include <QList>
 #include <vector>
 
 #include "widgets/RunRecord.h"
@@ -36,6 +38,10 @@ class RunHistory : public QAbstractTableModel {
   int add(RunRecord run);
   const RunRecord* find(int id) const;
   const std::vector<RunRecord>& runs() const { return runs_; }
+  // Removes the runs with these ids (unknown ids are ignored); returns how many went.
+  int remove(const QList<int>& ids);
+  // Replaces a run's predicted tokens/s (and the dense model's) and where they came from.
+  void setPrediction(int id, double tokensPerSecond, double denseTokensPerSecond, const QString& source);
   // The metric key a column shows ("" for text columns).
   static std::string columnMetric(int column);
 
@@ -46,6 +52,8 @@ class RunHistory : public QAbstractTableModel {
 
  signals:
   void runAdded(int id);
+  void runsRemoved(const QList<int>& ids);
+  void runChanged(int id);
 
  private:
   std::vector<RunRecord> runs_;

@@ -1,5 +1,6 @@
 #include "widgets/RunsPanel.h"
 
+#include <QAction>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -31,7 +32,8 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   table_->verticalHeader()->setVisible(false);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setSectionResizeMode(RunHistory::RecipeColumn, QHeaderView::Stretch);
-  table_->setToolTip(tr("Runs of this session. Double-click a run to open it; select several to compare them."));
+  table_->setToolTip(tr("Runs of this session and the run store. Double-click a run to open it; select several to "
+                        "compare them; Delete removes the selected ones (after asking)."));
   connect(table_, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
     emit runActivated(index.data(RunHistory::RunIdRole).toInt());
   });
@@ -45,6 +47,10 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   recipe_ = new QPushButton(tr("Use Recipe"));
   recipe_->setObjectName("useRunRecipe");
   recipe_->setToolTip(tr("Put the selected run's recipe into the Recipe dock (undoable)."));
+  delete_ = new QPushButton(tr("Delete…"));
+  delete_->setObjectName("deleteRuns");
+  delete_->setToolTip(tr("Delete the selected runs from this list and from the run store, with their metrics, "
+                         "curves and benchmark rows (after asking). Compressed folders stay on disk."));
   export_ = new QPushButton(tr("Export CSV…"));
   export_->setObjectName("exportRuns");
   export_->setToolTip(tr("Save every run's metrics as CSV."));
@@ -53,6 +59,16 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
     if (!ids.isEmpty()) emit runActivated(ids.first());
   });
   connect(compare_, &QPushButton::clicked, this, [this] { emit compareRequested(selectedRunIds()); });
+  connect(delete_, &QPushButton::clicked, this, &RunsPanel::deleteSelected);
+  auto* deleteKey = new QAction(tr("Delete Runs"), table_);
+  deleteKey->setShortcut(QKeySequence::Delete);
+  deleteKey->setShortcutContext(Qt::WidgetShortcut);
+  connect(deleteKey, &QAction::triggered, this, &RunsPanel::deleteSelected);
+  table_->addAction(deleteKey);
+  confirm_ = [this](const QString& title, const QString& question) {
+    return QMessageBox::question(window(), title, question, QMessageBox::Yes | QMessageBox::No, QMessageBox::No) ==
+           QMessageBox::Yes;
+  };
   connect(recipe_, &QPushButton::clicked, this, [this] {
     const QList<int> ids = selectedRunIds();
     if (!ids.isEmpty()) emit recipeRequested(ids.first());
@@ -64,9 +80,10 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   });
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsPanel::updateButtons);
   connect(history_, &RunHistory::runAdded, this, &RunsPanel::updateButtons);
+  connect(history_, &RunHistory::runsRemoved, this, &RunsPanel::updateButtons);
 
   auto* buttons = new QHBoxLayout;
-  for (QPushButton* b : {open_, compare_, recipe_}) buttons->addWidget(b);
+  for (QPushButton* b : {open_, compare_, recipe_, delete_}) buttons->addWidget(b);
   buttons->addStretch(1);
   buttons->addWidget(export_);
   auto* layout = new QVBoxLayout(this);
@@ -93,9 +110,30 @@ void RunsPanel::selectRun(int runId) {
   }
 }
 
+void RunsPanel::setConfirmer(Confirmer confirmer) { confirm_ = std::move(confirmer); }
+
+bool RunsPanel::deleteSelected() {
+  const QList<int> ids = selectedRunIds();
+  if (ids.isEmpty()) return false;
+  QStringList names;
+  for (int id : ids)
+    if (const RunRecord* run = history_->find(id)) names << run->name;
+  constexpr int kNamed = 8;
+  QString list = QStringList(names.mid(0, kNamed)).join('\n');
+  if (names.size() > kNamed) list += tr("\n… and %1 more").arg(names.size() - kNamed);
+  const QString question =
+      tr("Delete %n run(s)?\n\n%1\n\nTheir metrics, curves and benchmark rows are removed from the run store; "
+         "compressed folders stay on disk. This cannot be undone.", nullptr, int(ids.size()))
+          .arg(list);
+  if (confirm_ && !confirm_(tr("Delete Runs"), question)) return false;
+  emit deleteRequested(ids);
+  return true;
+}
+
 void RunsPanel::updateButtons() {
   const int selected = int(table_->selectionModel()->selectedRows().size());
   open_->setEnabled(selected >= 1);
+  delete_->setEnabled(selected >= 1);
   recipe_->setEnabled(selected == 1);
   compare_->setEnabled(selected >= 2);
   export_->setEnabled(history_->rowCount() > 0);

@@ -38,6 +38,7 @@
 #include "app/gui/RecentModels.h"
 #include "model/ModelSummary.h"
 #include "util/Error.h"
+#include "widgets/BenchmarkStrip.h"
 #include "widgets/DiscrepancyView.h"
 #include "widgets/DisplayFormat.h"
 #include "widgets/DriftView.h"
@@ -92,6 +93,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   createMenus();
   createStatusBar();
   connectWorker();
+  connectBenchmarkWorker();
   restoreSettings();
   updateRunnable();
   refreshHuggingFaceModels();
@@ -105,8 +107,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 MainWindow::~MainWindow() {
   if (runCancel_) runCancel_->cancel();
   if (generationCancel_) generationCancel_->cancel();
+  if (benchCancel_) benchCancel_->cancel();
   workerThread_.quit();
+  benchThread_.quit();
   workerThread_.wait();   // the job stops at its next check (within one layer or batch)
+  benchThread_.wait();    // the benchmark at its next layer or format
 }
 
 void MainWindow::createWorker() {
@@ -115,6 +120,11 @@ void MainWindow::createWorker() {
   connect(&workerThread_, &QThread::finished, worker_, &QObject::deleteLater);
   workerThread_.setObjectName("engine");
   workerThread_.start();
+  bench_ = new BenchmarkWorker;
+  bench_->moveToThread(&benchThread_);
+  connect(&benchThread_, &QThread::finished, bench_, &QObject::deleteLater);
+  benchThread_.setObjectName("benchmark");
+  benchThread_.start();
 }
 
 void MainWindow::createDocksAndTabs() {
@@ -134,16 +144,21 @@ void MainWindow::createDocksAndTabs() {
   discrepancyView_ = new DiscrepancyView;
   paretoView_ = new ParetoView(history_);
   compareView_ = new RunCompareView;
+  benchmarkStrip_ = new BenchmarkStrip;
+  benchmarkStrip_->setObjectName("benchmarkStrip");
   centralTabs_->addTab(inspectText_, tr("Inspect"));
   centralTabs_->addTab(driftView_, tr("Drift"));
   centralTabs_->addTab(discrepancyView_, tr("Discrepancy"));
   centralTabs_->addTab(paretoView_, tr("Pareto"));
   centralTabs_->addTab(compareView_, tr("Compare"));
+  centralTabs_->addTab(benchmarkStrip_, tr("Benchmark"));
   centralTabs_->setTabToolTip(0, tr("The model folder's report, as `pareto-cli inspect` prints it."));
   centralTabs_->setTabToolTip(1, tr("Activation drift of the current run: heatmap and per-layer curves."));
   centralTabs_->setTabToolTip(2, tr("Hessian discrepancy per module, text vs decode calibration."));
   centralTabs_->setTabToolTip(3, tr("Every run: quality against cost, with the Pareto front."));
   centralTabs_->setTabToolTip(4, tr("Runs chosen in the Runs dock, side by side."));
+  centralTabs_->setTabToolTip(5, tr("The live kernel benchmark: GB/s of the recipe's kernel formats and dense at the "
+                                    "loaded model's shapes against the copy bandwidth, and the tokens/s they allow."));
   setCentralWidget(centralTabs_);
 
   // Docks scroll rather than impose their full height on the window (small screens, tiled window managers).
@@ -188,6 +203,9 @@ void MainWindow::createDocksAndTabs() {
   connect(runsPanel_, &RunsPanel::runActivated, this, &MainWindow::openRun);
   connect(paretoView_, &ParetoView::runActivated, this, &MainWindow::openRun);
   connect(runsPanel_, &RunsPanel::compareRequested, this, &MainWindow::compareRuns);
+  connect(runsPanel_, &RunsPanel::deleteRequested, this, &MainWindow::deleteRuns);
+  connect(benchmarkStrip_, &BenchmarkStrip::runRequested, this, &MainWindow::startBenchmark);
+  connect(benchmarkStrip_, &BenchmarkStrip::cancelRequested, this, &MainWindow::cancelBenchmark);
   connect(runsPanel_, &RunsPanel::recipeRequested, this, [this](int id) {
     const RunRecord* run = history_->find(id);
     if (run == nullptr) return;
@@ -271,6 +289,16 @@ void MainWindow::createMenus() {
   runAction_->setShortcut(Qt::CTRL | Qt::Key_R);
   cancelAction_ = runMenu->addAction(tr("C&ancel"), this, &MainWindow::cancelRun);
   cancelAction_->setEnabled(false);
+  runMenu->addSeparator();
+  benchAction_ = runMenu->addAction(tr("&Benchmark Kernels"), this, &MainWindow::startBenchmark);
+  benchAction_->setObjectName("benchmarkAction");
+  benchAction_->setShortcut(Qt::CTRL | Qt::Key_B);
+  benchAction_->setStatusTip(tr("Time the current recipe's kernel formats and dense at the loaded model's shapes on "
+                                "the current device, live in the Benchmark tab, and record them in the run store."));
+  QToolBar* tools = addToolBar(tr("Run"));
+  tools->setObjectName("runToolBar");   // saveState() identifies tool bars by object name
+  tools->addAction(runAction_);
+  tools->addAction(benchAction_);
 
   viewMenu_ = menuBar()->addMenu(tr("&View"));
   for (QDockWidget* dock : findChildren<QDockWidget*>()) viewMenu_->addAction(dock->toggleViewAction());
@@ -339,6 +367,7 @@ void MainWindow::connectWorker() {
     for (const RunRecord& run : runs) history_->add(run);
     if (!error.isEmpty()) statusBar()->showMessage(tr("Run history not read: %1").arg(error));
     emit historyLoaded(int(runs.size()), error);
+    predictRuns();   // the stored runs of this device, from its kernel measurements if they arrived first
   });
   connect(worker_, &EngineWorker::storeProblem, this,
           [this](const QString& message) { statusBar()->showMessage(message); });
@@ -476,12 +505,170 @@ void MainWindow::saveRecipeAs() {
 
 void MainWindow::applyDevice() {
   const QString id = deviceCombo_->currentData().toString();
-  for (const ComputeDevice& d : devices_) {
-    if (d.id != id) continue;
-    modelView_->setDevice(d.label);
-    recipePanel_->setBandwidth(d.bandwidth());
+  if (const ComputeDevice* d = findDevice(id)) {
+    modelView_->setDevice(d->label);
+    if (benchmarkDeviceName(*d) != measurementsDevice_) {
+      measurements_.clear();   // another device's: never predict this one from them
+      measurementsDevice_.clear();
+    }
+    recipePanel_->setBandwidth(currentBandwidth());
+    requestMeasurements();
   }
   QSettings().setValue(kDeviceKey, id);
+}
+
+const ComputeDevice* MainWindow::findDevice(const QString& id) const {
+  for (const ComputeDevice& d : devices_)
+    if (d.id == id) return &d;
+  return nullptr;
+}
+
+DecodeBandwidth MainWindow::currentBandwidth() const {
+  const ComputeDevice* d = findDevice(currentDevice());
+  if (d == nullptr) return {};
+  DecodeBandwidth b = d->bandwidth();
+  if (!measurements_.empty() && measurementsDevice_ == benchmarkDeviceName(*d)) {
+    b.kernels = measurements_;
+    b.source = tr("measured %1 copy bandwidth %2 GB/s")
+                   .arg(d->label, QLocale().toString(d->copyBytesPerSecond / 1e9, 'f', 1))
+                   .toStdString();
+  }
+  return b;
+}
+
+void MainWindow::requestMeasurements() {
+  const ComputeDevice* d = findDevice(currentDevice());
+  if (d == nullptr) return;
+  const QString name = benchmarkDeviceName(*d);
+  QMetaObject::invokeMethod(bench_, [w = bench_, name] { w->loadMeasurements(name); }, Qt::QueuedConnection);
+}
+
+void MainWindow::predictRuns() {
+  if (measurements_.empty()) return;
+  QVector<PredictionInput> inputs;
+  for (const RunRecord& run : history_->runs())
+    if (benchmarkDeviceMatches(run.device.toStdString(), measurementsDevice_.toStdString()))
+      inputs.push_back({run.id, run.modelDir, run.recipeJson});
+  if (inputs.isEmpty()) return;
+  const DecodeBandwidth bandwidth = currentBandwidth();
+  QMetaObject::invokeMethod(bench_, [w = bench_, inputs, bandwidth] { w->predict(inputs, bandwidth); },
+                            Qt::QueuedConnection);
+}
+
+void MainWindow::connectBenchmarkWorker() {
+  connect(bench_, &BenchmarkWorker::measurementsLoaded, this,
+          [this](const QString& deviceName, const std::vector<KernelMeasurement>& measurements) {
+            const ComputeDevice* d = findDevice(currentDevice());
+            if (d == nullptr || benchmarkDeviceName(*d) != deviceName) return;   // the device changed meanwhile
+            measurements_ = measurements;
+            measurementsDevice_ = deviceName;
+            recipePanel_->setBandwidth(currentBandwidth());
+            emit measurementsLoaded(int(measurements.size()));
+            predictRuns();
+          });
+  connect(bench_, &BenchmarkWorker::predictionsReady, this, [this](const QVector<RunPrediction>& predictions) {
+    for (const RunPrediction& p : predictions)
+      history_->setPrediction(p.runId, p.tokensPerSecond, p.denseTokensPerSecond, p.source);
+    emit predictionsUpdated(int(predictions.size()));
+  });
+  connect(bench_, &BenchmarkWorker::started, benchmarkStrip_, &BenchmarkStrip::start);
+  connect(bench_, &BenchmarkWorker::progress, benchmarkStrip_, &BenchmarkStrip::setProgress);
+  connect(bench_, &BenchmarkWorker::pointMeasured, benchmarkStrip_, &BenchmarkStrip::addPoint);
+  connect(bench_, &BenchmarkWorker::finished, this, [this](const QString& message, qint64) {
+    benchmarkDone(true, message);
+    requestMeasurements();   // the Recipe dock and the runs of this device predict from the new rows
+  });
+  connect(bench_, &BenchmarkWorker::cancelled, this, [this](const QString& message) { benchmarkDone(false, message); });
+  connect(bench_, &BenchmarkWorker::failed, this, [this](const QString& message) {
+    benchmarkDone(false, tr("Benchmark failed: %1").arg(message));
+    reportError_(tr("Benchmark failed"), message);
+  });
+  connect(bench_, &BenchmarkWorker::runsDeleted, this, [this](int deleted, const QString& error) {
+    if (!error.isEmpty()) reportError_(tr("Runs not deleted from the store"), error);
+    emit runsDeleted(deleted, error);
+  });
+}
+
+bool MainWindow::startBenchmark() {
+  if (isBenchmarking()) return false;
+  QString why;
+  if (isRunning())
+    why = tr("A run is in progress; its work would disturb the timings.");
+  else if (!summary_)
+    why = tr("Open a model first: the benchmark runs at its linear layers' shapes.");
+  ModelShape shape;
+  if (why.isEmpty()) {
+    try {
+      shape = benchmarkShapeOf(*summary_, QFileInfo(currentModelDir_).fileName().toStdString());
+    } catch (const InputError& e) {
+      why = QString::fromStdString(e.what());
+    }
+  }
+  if (!why.isEmpty()) {
+    reportError_(tr("Cannot benchmark"), why);
+    return false;
+  }
+  BenchmarkRequest request;
+  request.kind = BenchmarkRequest::Kind::Kernels;
+  request.modelDir = currentModelDir_;
+  request.shape = shape;
+  // The kernels core says the recipe decodes with (dense first); the dense model alone without a recipe.
+  request.formats = {QStringLiteral("dense")};
+  if (const auto& estimate = recipePanel_->estimate()) {
+    request.formats.clear();
+    for (const std::string& k : estimate->kernels) request.formats << QString::fromStdString(k);
+    for (const std::string& f : estimate->unbenchmarkable) request.unbenchmarkable << QString::fromStdString(f);
+  }
+  request.device = currentDevice().isEmpty() ? QStringLiteral("cpu") : currentDevice();
+  const ComputeDevice* d = findDevice(request.device);
+  request.deviceLabel = d ? d->label : request.device;
+  request.cancel = std::make_shared<CancelToken>();
+  benchCancel_ = request.cancel;
+  BenchmarkSession pending;   // shown until the worker's own arrives (after it measured the copy bandwidth)
+  pending.device = request.deviceLabel;
+  pending.shape = tr("%1, starting…").arg(QString::fromStdString(shape.name));
+  pending.formats = int(request.formats.size());
+  benchmarkStrip_->start(pending);
+  centralTabs_->setCurrentWidget(benchmarkStrip_);
+  QMetaObject::invokeMethod(bench_, [w = bench_, request] { w->run(request); }, Qt::QueuedConnection);
+  statusBar()->showMessage(tr("Benchmarking %1 on %2").arg(request.formats.join(", "), request.deviceLabel));
+  updateRunnable();
+  return true;
+}
+
+void MainWindow::cancelBenchmark() {
+  if (benchCancel_) benchCancel_->cancel();
+}
+
+void MainWindow::benchmarkDone(bool succeeded, const QString& message) {
+  benchCancel_.reset();
+  benchmarkStrip_->finish(message);
+  statusBar()->showMessage(message, 30000);
+  updateRunnable();
+  emit benchmarkEnded(succeeded, message);
+}
+
+void MainWindow::deleteRuns(const QList<int>& runIds) {
+  QVector<qint64> storeIds;
+  for (int id : runIds)
+    if (const RunRecord* run = history_->find(id); run != nullptr && run->storeId > 0) storeIds << run->storeId;
+  if (runIds.contains(currentRunId_)) {   // its views and its model for generation go with it
+    currentRunId_ = 0;
+    driftView_->setDrift(QString(), nullptr);
+    discrepancyView_->setStudy(QString(), nullptr);
+    generationPanel_->setCompressedRun(QString());
+  }
+  const int removed = history_->remove(runIds);
+  bool compared = false;
+  for (int id : runIds) compared = comparedIds_.removeAll(id) > 0 || compared;
+  if (compared) {   // the Compare tab drops them, and stays where it is
+    std::vector<const RunRecord*> runs;
+    for (int id : comparedIds_)
+      if (const RunRecord* r = history_->find(id)) runs.push_back(r);
+    compareView_->setRuns(runs);
+  }
+  QMetaObject::invokeMethod(bench_, [w = bench_, storeIds] { w->deleteRuns(storeIds); }, Qt::QueuedConnection);
+  statusBar()->showMessage(tr("Deleted %n run(s).", nullptr, removed), 10000);
 }
 
 void MainWindow::selectDevice(const QString& id) {
@@ -495,6 +682,8 @@ void MainWindow::updateRunnable() {
   QString why;
   if (isRunning())
     why = tr("A run is in progress.");
+  else if (isBenchmarking())
+    why = tr("A benchmark is running.");
   else if (!summary_)
     why = tr("Open a model first.");
   else if (!recipePanel_->problems().isEmpty())
@@ -503,6 +692,17 @@ void MainWindow::updateRunnable() {
   evaluationPanel_->setRunning(isRunning());
   runAction_->setEnabled(why.isEmpty());
   runAction_->setToolTip(why);
+
+  QString benchWhy;
+  if (isBenchmarking())
+    benchWhy = tr("A benchmark is running.");
+  else if (isRunning())
+    benchWhy = tr("A run is in progress; its work would disturb the timings.");
+  else if (!summary_)
+    benchWhy = tr("Open a model first: the benchmark runs at its linear layers' shapes.");
+  benchmarkStrip_->setRunnable(benchWhy.isEmpty(), benchWhy);
+  benchAction_->setEnabled(benchWhy.isEmpty());
+  benchAction_->setToolTip(benchWhy.isEmpty() ? benchAction_->statusTip() : benchWhy);
 }
 
 QString MainWindow::uniqueRunFolder() const {
@@ -518,7 +718,8 @@ QString MainWindow::uniqueRunFolder() const {
 bool MainWindow::startRun() {
   if (isRunning()) return false;
   QString why;
-  if (!summary_) why = tr("Open a model first.");
+  if (isBenchmarking()) why = tr("A benchmark is running; wait for it or cancel it.");
+  else if (!summary_) why = tr("Open a model first.");
   else if (!recipePanel_->problems().isEmpty()) why = recipePanel_->problems().join("\n");
   if (!why.isEmpty()) {
     reportError_(tr("Cannot run"), why);
@@ -531,8 +732,11 @@ bool MainWindow::startRun() {
   request.outDir = uniqueRunFolder();
   request.device = currentDevice();
   request.evaluation = evaluationPanel_->settings();
-  for (const ComputeDevice& d : devices_)
-    if (d.id == request.device) request.bandwidth = d.bandwidth();
+  // Predicted tokens/s as the Recipe dock showed them: from this device's kernel measurements where they cover
+  // the recipe, else bytes over its copy bandwidth; the run's tooltip says which.
+  request.bandwidth = currentBandwidth();
+  if (const auto& estimate = recipePanel_->estimate(); estimate && estimate->fromKernelBenchmarks)
+    request.bandwidth.source = estimate->bandwidthSource;
   request.cancel = std::make_shared<CancelToken>();
   runCancel_ = request.cancel;
   runOutDir_ = request.outDir;
@@ -576,6 +780,7 @@ void MainWindow::openRun(int runId) {
 }
 
 void MainWindow::compareRuns(const QList<int>& runIds) {
+  comparedIds_ = runIds;
   std::vector<const RunRecord*> runs;
   for (int id : runIds)
     if (const RunRecord* r = history_->find(id)) runs.push_back(r);

@@ -2,11 +2,15 @@
 // (recipe controls with instant estimates, evaluation settings, Run), Runs (this session's history) and
 // Generation (dense vs compressed, streaming). The Runs dock starts with the finished compress runs of the
 // experiment store (pareto-cli's database), read on the worker thread; every run the window starts is recorded
-// there by the worker. Central tabs: Inspect, Drift, Discrepancy, Pareto and Compare.
+// there by the worker and appears in the Runs dock and the Pareto view when it finishes. Deleting runs there
+// deletes them from the store too. Central tabs: Inspect, Drift, Discrepancy, Pareto, Compare and Benchmark.
 //
 // All engine work (compress, evaluate, generate, device probing) runs on an EngineWorker on its own QThread,
-// reached through queued calls and queued signals only. Reading a model folder's headers for the summary stays
-// on the GUI thread: it touches no weights and is instant.
+// reached through queued calls and queued signals only. The kernel benchmark (Run ▸ Benchmark Kernels, the
+// Benchmark tab's live strip) runs on a BenchmarkWorker on a second QThread, which also reads the store's kernel
+// measurements of the current device: predicted tokens/s (the Recipe dock, new runs, and the runs of that device
+// in the Runs dock and Pareto view) come from them wherever they cover the recipe. Reading a model folder's
+// headers for the summary stays on the GUI thread: it touches no weights and is instant.
 #pragma once
 
 #include <QMainWindow>
@@ -16,6 +20,7 @@
 #include <memory>
 #include <optional>
 
+#include "app/gui/BenchmarkWorker.h"
 #include "app/gui/EngineWorker.h"
 #include "model/ModelSummary.h"
 
@@ -29,6 +34,7 @@ class QToolButton;
 
 namespace pareto {
 
+class BenchmarkStrip;
 class DiscrepancyView;
 class DriftView;
 class EvaluationPanel;
@@ -67,6 +73,20 @@ class MainWindow : public QMainWindow {
   void openRun(int runId);
   int currentRunId() const { return currentRunId_; }
   void compareRuns(const QList<int>& runIds);
+  // Removes the runs from the history (and its views) at once and deletes them from the store on the
+  // benchmark worker (runsDeleted reports how it went). The Runs dock asks for confirmation before calling it.
+  void deleteRuns(const QList<int>& runIds);
+
+  // Starts the kernel benchmark of the current recipe's kernel formats and dense at the loaded model's shapes
+  // on the current device. Returns false (and reports why) without a model, or while a run or a benchmark is
+  // in progress.
+  bool startBenchmark();
+  void cancelBenchmark();
+  bool isBenchmarking() const { return static_cast<bool>(benchCancel_); }
+  // The store's kernel measurements of the current device (empty: none, or not read yet).
+  const std::vector<KernelMeasurement>& kernelMeasurements() const { return measurements_; }
+  // The bandwidth predicted tokens/s on the current device come from: its copy bandwidth and its measurements.
+  DecodeBandwidth currentBandwidth() const;
 
   // Selects the central tab whose title matches (case-insensitive); false when there is none.
   bool selectTab(const QString& name);
@@ -87,7 +107,10 @@ class MainWindow : public QMainWindow {
   ParetoView* paretoView() const { return paretoView_; }
   RunCompareView* compareView() const { return compareView_; }
   RunHistory* history() const { return history_; }
+  BenchmarkStrip* benchmarkStrip() const { return benchmarkStrip_; }
   EngineWorker* worker() const { return worker_; }
+  BenchmarkWorker* benchmarkWorker() const { return bench_; }
+  QAction* benchmarkAction() const { return benchAction_; }
   QString currentModelDir() const { return currentModelDir_; }
 
  signals:
@@ -96,6 +119,12 @@ class MainWindow : public QMainWindow {
   void generationEnded(bool succeeded);
   // The experiment store's finished compress runs are in the history (read on the worker at startup).
   void historyLoaded(int storedRuns, const QString& error);
+  void benchmarkEnded(bool succeeded, const QString& message);
+  // The kernel measurements of the current device were (re)read from the store.
+  void measurementsLoaded(int measurements);
+  // Runs of the current device got their predicted tokens/s from new kernel measurements.
+  void predictionsUpdated(int runs);
+  void runsDeleted(int deletedFromStore, const QString& error);
 
  protected:
   void showEvent(QShowEvent* event) override;
@@ -105,6 +134,11 @@ class MainWindow : public QMainWindow {
 
  private:
   void createWorker();
+  void connectBenchmarkWorker();
+  void requestMeasurements();
+  void predictRuns();
+  void benchmarkDone(bool succeeded, const QString& message);
+  const ComputeDevice* findDevice(const QString& id) const;
   void createDocksAndTabs();
   QWidget* createModelDock();
   void createMenus();
@@ -126,6 +160,12 @@ class MainWindow : public QMainWindow {
 
   QThread workerThread_;
   EngineWorker* worker_ = nullptr;
+  QThread benchThread_;
+  BenchmarkWorker* bench_ = nullptr;
+  std::shared_ptr<CancelToken> benchCancel_;
+  std::vector<KernelMeasurement> measurements_;
+  QString measurementsDevice_;   // the device name the measurements are of
+  QList<int> comparedIds_;
   std::shared_ptr<CancelToken> runCancel_;
   std::shared_ptr<CancelToken> generationCancel_;
   QVector<ComputeDevice> devices_;
@@ -144,6 +184,7 @@ class MainWindow : public QMainWindow {
   DiscrepancyView* discrepancyView_ = nullptr;
   ParetoView* paretoView_ = nullptr;
   RunCompareView* compareView_ = nullptr;
+  BenchmarkStrip* benchmarkStrip_ = nullptr;
   QTabWidget* centralTabs_ = nullptr;
   QMenu* viewMenu_ = nullptr;
   QMenu* recentMenu_ = nullptr;
@@ -154,6 +195,7 @@ class MainWindow : public QMainWindow {
   QToolButton* cancelButton_ = nullptr;
   QAction* runAction_ = nullptr;
   QAction* cancelAction_ = nullptr;
+  QAction* benchAction_ = nullptr;
   QString currentModelDir_;
   QString runOutDir_;
   int currentRunId_ = 0;

@@ -30,8 +30,8 @@ void defineOptions(QCommandLineParser& parser) {
                                "[MODEL_DIR]");
   parser.addOption({"model", "Model folder to open at start (same as MODEL_DIR).", "DIR"});
   parser.addOption({"screenshot", "Render the window to this PNG file and exit (after --run, if given).", "FILE"});
-  parser.addOption({"tab", "Central tab to show: Inspect, Drift, Discrepancy, Pareto or Compare; repeat for one "
-                           "screenshot per tab (FILE-<tab>.png).", "NAME"});
+  parser.addOption({"tab", "Central tab to show: Inspect, Drift, Discrepancy, Pareto, Compare or Benchmark; repeat "
+                           "for one screenshot per tab (FILE-<tab>.png).", "NAME"});
   parser.addOption({"run", "Load this recipe and run it (compress and evaluate) before the screenshot; repeat for "
                            "several runs (the last one is shown).", "RECIPE"});
   parser.addOption({"eval-text", "Held-out text for perplexity (overrides the saved evaluation setting).", "FILE"});

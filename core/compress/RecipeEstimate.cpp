@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <map>
 #include <memory>
 
 #include <ATen/ATen.h>
@@ -100,6 +103,16 @@ void checkKeptGroups(const std::string& who, int64_t keptGroup, const SparsityPa
                      " pruning with " + std::to_string(keptCols) + " kept values per row");
 }
 
+// The benchmark's name of a packed integer grid's kernel (runtime/KernelBenchmark.h: int4/int8 per channel or in
+// groups); "" for grids no kernel runs.
+std::string quantKernel(const QuantSpec& grid) {
+  if (grid.bits != 4 && grid.bits != 8) return "";
+  const std::string bits = "int" + std::to_string(grid.bits);
+  if (grid.granularity == QuantSpec::Granularity::Channel) return bits + "-channel";
+  if (grid.granularity == QuantSpec::Granularity::Group) return bits + "-g" + std::to_string(grid.groupSize);
+  return "";
+}
+
 ModuleLayout layoutOf(const TensorSummary& t, const Recipe& recipe) {
   ModuleLayout out;
   ModuleEstimate& e = out.estimate;
@@ -107,6 +120,7 @@ ModuleLayout layoutOf(const TensorSummary& t, const Recipe& recipe) {
   const int64_t rows = t.shape[0], cols = t.shape[1];
   e.weights = rows * cols;
   e.format = "dense";
+  e.kernel = "dense";
   e.bytes = t.bytes;
   const int64_t valueBytes = e.weights ? int64_t(t.bytes) / e.weights : 0;   // the checkpoint's dtype
   const std::optional<PruneSpec> prune = recipe.pruneFor(e.module);
@@ -128,18 +142,23 @@ ModuleLayout layoutOf(const TensorSummary& t, const Recipe& recipe) {
     if (bitmask) {
       const SparsityPattern& p = prune->pattern;
       e.format = "bitmask-" + std::to_string(p.n()) + ":" + std::to_string(p.m());
+      e.kernel = e.format;
       const int64_t keptCols = cols * p.n() / p.m();
       const int64_t blocks = rows * (cols / packed::kMaskWordColumns);
       if (!quant) {
         e.bytes = uint64_t(blocks * packed::bitmaskBlockBytes(p.n(), p.m(), valueBytes));
       } else if (quant->method == "spqr") {
         checkKeptGroups(e.module, quant->grid.groupSize, p, keptCols);
+        e.kernel = "";
         e.format += "+spqr" + std::to_string(quant->grid.bits);
         e.bytes = uint64_t(blocks * packed::bitmaskBlockBytes(p.n(), p.m(), 0)) +
                   spqrBytes(rows, keptCols, quant->grid.groupSize, outlierCount(rows * keptCols), *quant, e.module);
       } else {
         if (quant->method == "gptq" && quant->grid.granularity == QuantSpec::Granularity::Group)
           checkKeptGroups(e.module, quant->grid.groupSize, p, keptCols);
+        // The fused kernel reads int4 codes in groups of the kept values.
+        const bool fused = quant->grid.bits == 4 && quant->grid.granularity == QuantSpec::Granularity::Group;
+        e.kernel = fused ? e.format + "+int4-g" + std::to_string(quant->grid.groupSize) : "";
         e.format += "+int" + std::to_string(quant->grid.bits);
         e.bytes = uint64_t(blocks * packed::bitmaskBlockBytes(p.n(), p.m(), 0)) +
                   quantGridBytes(rows, keptCols, quant->grid, e.module) + permutationBytes;
@@ -153,21 +172,115 @@ ModuleLayout layoutOf(const TensorSummary& t, const Recipe& recipe) {
                                      : unstructuredKept(*prune, rows, cols);
       }
       e.format = "spqr" + std::to_string(quant->grid.bits);
+      const bool spqrKernel = quant->grid.bits >= 2 && quant->grid.bits <= 4;
+      e.kernel = spqrKernel ? "spqr-" + std::to_string(quant->grid.bits) + "bit" : "";
       e.bytes = spqrBytes(rows, cols, quant->grid.groupSize, outlierCount(kept), *quant, e.module);
     } else if (quant) {
       e.format = "int" + std::to_string(quant->grid.bits);
+      e.kernel = quantKernel(quant->grid);
       e.bytes = quantGridBytes(rows, cols, quant->grid, e.module) + permutationBytes;
     }
     // Unstructured (or unpackable N:M) pruning alone keeps the dense layout with zeros in it.
   } catch (const InputError& err) {
     out.problem = err.what();
     e.format = "dense";
+    e.kernel = "dense";
     e.bytes = t.bytes;
   }
   return out;
 }
 
+void addOnce(std::vector<std::string>& list, const std::string& item) {
+  if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
+}
+
+std::string dateOf(double secondsSinceEpoch) {
+  const std::time_t t = std::time_t(secondsSinceEpoch);
+  std::tm local{};
+  localtime_r(&t, &local);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d", &local);
+  return text;
+}
+
+std::string gbPerSecondText(double bytesPerSecond) {
+  char text[32];
+  const double gb = bytesPerSecond / 1e9;
+  std::snprintf(text, sizeof text, gb >= 100 ? "%.0f GB/s" : "%.3g GB/s", gb);
+  return text;
+}
+
+// "bench kernels on NVIDIA H200 (132 SMs), 2025-03-01 (dense 3890 GB/s, bitmask-2:4 3012 GB/s)".
+std::string kernelSource(const std::vector<const KernelMeasurement*>& used) {
+  double first = 0, last = 0;
+  std::string rates;
+  for (const KernelMeasurement* m : used) {
+    if (m->recordedAt > 0) {
+      first = first > 0 ? std::min(first, m->recordedAt) : m->recordedAt;
+      last = std::max(last, m->recordedAt);
+    }
+    rates += (rates.empty() ? "" : ", ") + m->kernel + " " + gbPerSecondText(m->bytesPerSecond);
+  }
+  std::string text = "bench kernels on " + used.front()->device;
+  if (last > 0) {
+    const std::string a = dateOf(first), b = dateOf(last);
+    text += ", " + (a == b ? a : a + " to " + b);
+  }
+  return text + " (" + rates + ")";
+}
+
+// Seconds per token with every module read at its kernel's measured bandwidth and the rest (output head,
+// norms) at the dense kernel's; fills the estimate's kernel fields. False when the measurements do not cover it.
+bool predictFromKernels(RecipeEstimate& r, const std::vector<KernelMeasurement>& kernels) {
+  std::map<std::string, const KernelMeasurement*> measured;
+  for (const KernelMeasurement& k : kernels)
+    if (std::isfinite(k.bytesPerSecond) && k.bytesPerSecond > 0) measured.emplace(k.kernel, &k);   // first: newest
+  for (const std::string& k : r.kernels)
+    if (measured.count(k) == 0) r.unmeasuredKernels.push_back(k);
+  if (!r.unmeasuredKernels.empty() || !r.unbenchmarkable.empty()) return false;
+  const KernelMeasurement* dense = measured.at("dense");
+  double seconds = 0;
+  uint64_t linearBytes = 0;
+  for (const ModuleEstimate& m : r.modules) {
+    seconds += double(m.bytes) / measured.at(m.kernel)->bytesPerSecond;
+    linearBytes += m.bytes;
+  }
+  seconds += double(r.bytesPerToken - std::min(r.bytesPerToken, linearBytes)) / dense->bytesPerSecond;
+  const double denseSeconds = double(r.denseBytesPerToken) / dense->bytesPerSecond;
+  if (seconds <= 0 || denseSeconds <= 0) return false;
+  r.tokensPerSecond = 1.0 / seconds;
+  r.denseTokensPerSecond = 1.0 / denseSeconds;
+  std::vector<const KernelMeasurement*> used;
+  for (const std::string& k : r.kernels) used.push_back(measured.at(k));
+  r.bandwidthSource = kernelSource(used);
+  r.fromKernelBenchmarks = true;
+  return true;
+}
+
 }  // namespace
+
+bool benchmarkDeviceMatches(const std::string& recordedDevice, const std::string& deviceName) {
+  if (deviceName.empty() || recordedDevice.rfind("cpu", 0) == 0 || deviceName == "cpu") return false;
+  return recordedDevice == deviceName || recordedDevice.rfind(deviceName + " (", 0) == 0;
+}
+
+std::vector<KernelMeasurement> selectKernelMeasurements(const std::vector<KernelMeasurement>& newestFirst,
+                                                        const std::string& deviceName) {
+  std::vector<KernelMeasurement> chosen;
+  for (const KernelMeasurement& m : newestFirst) {
+    if (m.batch != 1 || !std::isfinite(m.bytesPerSecond) || m.bytesPerSecond <= 0) continue;
+    if (!benchmarkDeviceMatches(m.device, deviceName)) continue;
+    const bool seen =
+        std::any_of(chosen.begin(), chosen.end(), [&](const KernelMeasurement& c) { return c.kernel == m.kernel; });
+    if (!seen) chosen.push_back(m);
+  }
+  return chosen;
+}
+
+double linearStepTokensPerSecond(double msPerStep, int benchLayers, int64_t modelLayers) {
+  if (!(msPerStep > 0) || benchLayers <= 0 || modelLayers <= 0) return 0;
+  return 1000.0 / (msPerStep * double(modelLayers) / double(benchLayers));
+}
 
 RecipeEstimate estimateRecipe(const Recipe& recipe, const ModelSummary& model, const DecodeBandwidth& bandwidth) {
   if (model.compressed)
@@ -203,12 +316,26 @@ RecipeEstimate estimateRecipe(const Recipe& recipe, const ModelSummary& model, c
       r.denseBytesPerToken += t.bytes;
     }
   }
-  r.notes = notes;
+  r.kernels = {"dense"};
+  for (const ModuleEstimate& m : r.modules) {
+    if (m.kernel.empty())
+      addOnce(r.unbenchmarkable, m.format);
+    else
+      addOnce(r.kernels, m.kernel);
+  }
   r.linearBitsPerWeight = linearWeights ? 8.0 * double(linearBytes) / double(linearWeights) : 0;
   r.denseLinearBitsPerWeight = linearWeights ? 8.0 * double(denseLinearBytes) / double(linearWeights) : 0;
   r.modelBitsPerWeight = r.parameters ? 8.0 * double(r.modelBytes) / double(r.parameters) : 0;
   r.denseModelBitsPerWeight = r.parameters ? 8.0 * double(r.denseModelBytes) / double(r.parameters) : 0;
-  if (bandwidth.bytesPerSecond > 0 && r.bytesPerToken > 0) {
+  if (!bandwidth.kernels.empty() && r.bytesPerToken > 0 && !predictFromKernels(r, bandwidth.kernels)) {
+    std::string missing;
+    for (const auto& k : r.unmeasuredKernels) missing += (missing.empty() ? "" : ", ") + k;
+    for (const auto& f : r.unbenchmarkable) missing += (missing.empty() ? "" : ", ") + f + " (no kernel)";
+    notes.push_back("the kernel benchmarks of this device lack " + missing +
+                    ": tokens/s is estimated from bytes / bandwidth");
+  }
+  r.notes = notes;
+  if (!r.fromKernelBenchmarks && bandwidth.bytesPerSecond > 0 && r.bytesPerToken > 0) {
     r.tokensPerSecond = bandwidth.bytesPerSecond / double(r.bytesPerToken);
     r.denseTokensPerSecond = bandwidth.bytesPerSecond / double(r.denseBytesPerToken);
   }

@@ -19,8 +19,13 @@
 //
 // Tokens per second: batch-1 decode reads every weight of the blocks and the output head once per token (the
 // embedding only one row, ignored; the KV cache, small at short contexts, ignored), so a memory-bound decode
-// runs at most at bandwidth / bytes per token. The bandwidth comes with a label saying where it is from (a
-// stored kernel benchmark of this device, or a measured copy bandwidth), shown next to the number.
+// runs at most at bandwidth / bytes per token. The bandwidth comes with a label saying where it is from, shown
+// next to the number:
+//   - stored kernel benchmarks of this device (`pareto-cli bench kernels`, the workbench's Benchmark action):
+//     each module's bytes are read at the GB/s its kernel format achieved (ModuleEstimate::kernel, the
+//     benchmark's format names), everything else (output head, norms) at the dense kernel's GB/s; used when the
+//     measurements cover dense and every format the recipe decodes with;
+//   - otherwise one bandwidth for every byte (a measured copy bandwidth): "estimate: bytes / bandwidth".
 #pragma once
 
 #include <cstdint>
@@ -35,15 +40,43 @@ struct ModelSummary;
 struct ModuleEstimate {
   std::string module;      // "model.layers.0.mlp.up_proj"
   std::string format;      // "dense", "bitmask-2:4", "bitmask-2:4+int4", "int4", "spqr3"
+  // The kernel format of runtime/KernelBenchmark.h that decodes this layout ("dense", "bitmask-2:4",
+  // "int4-g128", "int8-channel", "spqr-3bit", "bitmask-2:4+int4-g128"); "" when no benchmarked kernel runs it
+  // (grids of 2, 3, 5-7 bits, per-tensor grids, N:M with int8 or SpQR).
+  std::string kernel;
   int64_t weights = 0;     // rows · cols
   uint64_t bytes = 0;      // everything the format stores
   double bitsPerWeight() const { return weights ? 8.0 * double(bytes) / double(weights) : 0.0; }
 };
 
+// One stored kernel benchmark row (store/ExperimentStore.h BenchmarkRow, as `bench kernels` records it) with
+// the time it was recorded.
+struct KernelMeasurement {
+  std::string kernel;          // the benchmark's format name: "bitmask-2:4"
+  std::string device;          // as recorded: "NVIDIA H200 (132 SMs)", "cpu (float64 references ...)"
+  std::string shape;           // "llama-3.1-8b step"
+  int64_t batch = 1;
+  double bytesPerSecond = 0;   // achieved bandwidth (the row's GB/s · 1e9); 0 or NaN: not usable
+  double recordedAt = 0;       // seconds since the Unix epoch; 0: unknown
+};
+
+// Whether a benchmark row recorded on `recordedDevice` ("NVIDIA H200 (132 SMs)") measured the device called
+// `deviceName` (model/Device.h deviceDescription: "NVIDIA H200"). CPU rows never match: on the CPU `bench
+// kernels` times the kernels' float64 references, which say nothing about decode speed.
+bool benchmarkDeviceMatches(const std::string& recordedDevice, const std::string& deviceName);
+
+// The measurements usable for predicting batch-1 decode on `deviceName`: batch 1, a positive finite bandwidth,
+// the device matching, and the newest row per kernel (rows are given newest first, as the store lists them).
+std::vector<KernelMeasurement> selectKernelMeasurements(const std::vector<KernelMeasurement>& newestFirst,
+                                                        const std::string& deviceName);
+
 // Where a bandwidth figure comes from, shown with every tokens/s predicted from it.
 struct DecodeBandwidth {
-  double bytesPerSecond = 0;   // 0: unknown (no tokens/s is predicted)
+  double bytesPerSecond = 0;   // 0: unknown (no tokens/s is predicted unless the kernels cover the recipe)
   std::string source;          // e.g. "measured CPU copy bandwidth (memcpy, no stored kernel benchmarks)"
+  // Kernel benchmarks of this device (selectKernelMeasurements); preferred over bytesPerSecond when they cover
+  // dense and every kernel format of the recipe.
+  std::vector<KernelMeasurement> kernels;
 };
 
 struct RecipeEstimate {
@@ -59,7 +92,17 @@ struct RecipeEstimate {
   uint64_t denseBytesPerToken = 0;
   double tokensPerSecond = 0;            // bandwidth / bytesPerToken; 0 when the bandwidth is unknown
   double denseTokensPerSecond = 0;
-  std::string bandwidthSource;           // DecodeBandwidth::source
+  // Where the bandwidth came from: with kernel benchmarks "bench kernels on NVIDIA H200 (132 SMs), 2025-03-01
+  // (dense 3890 GB/s, bitmask-2:4 3012 GB/s)", otherwise DecodeBandwidth::source.
+  std::string bandwidthSource;
+  bool fromKernelBenchmarks = false;     // tokens/s from measured kernel bandwidths (else bytes / one bandwidth)
+  // The kernel formats this recipe decodes with, "dense" first (the output head and unpacked modules), then
+  // the modules' kernels in first-seen order; modules without a benchmarked kernel add their layout name to
+  // `unbenchmarkable` instead.
+  std::vector<std::string> kernels;
+  std::vector<std::string> unbenchmarkable;
+  // Kernels the measurements lack (when kernel measurements were given but do not cover the recipe).
+  std::vector<std::string> unmeasuredKernels;
   // Modules the compress job would refuse with this recipe (e.g. "model.layers.0.mlp.down_proj: 512 input
   // columns are not a multiple of the group size 384"), and caveats of the estimate itself.
   std::vector<std::string> problems;
@@ -68,6 +111,11 @@ struct RecipeEstimate {
 
 // Throws InputError when `model` is already a compressed folder (the job compresses dense models only).
 RecipeEstimate estimateRecipe(const Recipe& recipe, const ModelSummary& model, const DecodeBandwidth& bandwidth);
+
+// Tokens per second of the model's linear layers alone when a benchmark step of `benchLayers` layers took
+// msPerStep: the step scaled to the model's `modelLayers` (the step's weights are the model's per-layer linears,
+// so its time grows with the layer count). 0 for non-positive inputs.
+double linearStepTokensPerSecond(double msPerStep, int benchLayers, int64_t modelLayers);
 
 // Host memory copy bandwidth in bytes per second (read plus written bytes of a `bytes`-sized memcpy, best of a
 // few repetitions): the ceiling of a CPU decode that streams its weights. Takes ~0.1 s for the default size.

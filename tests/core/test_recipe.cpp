@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -10,6 +12,8 @@
 
 #include "SharedData.h"
 #include "compress/Recipe.h"
+#include "compress/RecipeEstimate.h"
+#include "model/ModelSummary.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -179,6 +183,191 @@ TEST(Recipe, ShippedRecipesParse) {
     EXPECT_NE(std::find(shipped.begin(), shipped.end(), entry.path().stem().string()), shipped.end())
         << entry.path() << " is not in the shipped-recipe list";
   }
+}
+
+// Predicted tokens/s from stored kernel benchmarks (compress/RecipeEstimate.h): each module's layout maps to the
+// `bench kernels` format that decodes it, and its bytes are read at that kernel's measured bandwidth.
+
+// One decoder block of a Llama-7B-like model (bf16), its tied-off output head and embedding.
+ModelSummary oneBlockModel() {
+  ModelSummary s;
+  s.path = "/models/one-block";
+  s.dtype = "BF16";
+  auto add = [&s](const std::string& name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    s.tensors.push_back({name, "BF16", shape, uint64_t(n) * 2});
+    s.parameters += n;
+    s.bytes += uint64_t(n) * 2;
+  };
+  add("lm_head.weight", {32000, 4096});
+  add("model.embed_tokens.weight", {32000, 4096});
+  add("model.layers.0.mlp.down_proj.weight", {4096, 11008});
+  add("model.layers.0.mlp.up_proj.weight", {11008, 4096});
+  add("model.layers.0.self_attn.q_proj.weight", {4096, 4096});
+  add("model.norm.weight", {4096});
+  return s;
+}
+
+RecipeEstimate estimateOf(const json& recipe, const DecodeBandwidth& bandwidth = {}) {
+  return estimateRecipe(Recipe::fromJson(recipe, "/base", "recipe.json"), oneBlockModel(), bandwidth);
+}
+
+KernelMeasurement measured(const std::string& kernel, double gbPerSecond, double recordedAt = 1.7e9,
+                           const std::string& device = "NVIDIA H200 (132 SMs)") {
+  KernelMeasurement m;
+  m.kernel = kernel;
+  m.device = device;
+  m.shape = "llama-3.1-8b step";
+  m.bytesPerSecond = gbPerSecond * 1e9;
+  m.recordedAt = recordedAt;
+  return m;
+}
+
+TEST(RecipeEstimate, NamesTheBenchmarkKernelOfEveryModuleLayout) {
+  struct Case {
+    json recipe;
+    std::string kernel;   // of every block linear
+    std::string format;
+  };
+  const json calib = {{"source", "text"}, {"text", "t.txt"}};
+  const std::vector<Case> cases = {
+      {{{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}}, "bitmask-2:4", "bitmask-2:4"},
+      {{{"prune", {{"method", "magnitude"}, {"pattern", "16:32"}}}}, "bitmask-16:32", "bitmask-16:32"},
+      {{{"prune", {{"method", "magnitude"}, {"sparsity", 0.5}}}}, "dense", "dense"},   // zeros in the dense layout
+      {{{"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 128}}}}, "int4-g128", "int4"},
+      {{{"quantize", {{"method", "rtn"}, {"bits", 8}, {"granularity", "channel"}}}}, "int8-channel", "int8"},
+      {{{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}},
+        {"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 64}}}},
+       "bitmask-2:4+int4-g64", "bitmask-2:4+int4"},
+      {{{"calibration", calib}, {"quantize", {{"method", "spqr"}, {"bits", 3}, {"outlier_ratio", 0.01}}}},
+       "spqr-3bit", "spqr3"},
+      {{{"quantize", {{"method", "rtn"}, {"bits", 3}, {"group_size", 128}}}}, "", "int3"},
+      {{{"quantize", {{"method", "rtn"}, {"bits", 4}, {"granularity", "tensor"}}}}, "", "int4"},
+      {{{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}},
+        {"quantize", {{"method", "rtn"}, {"bits", 8}, {"granularity", "channel"}}}},
+       "", "bitmask-2:4+int8"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.recipe.dump());
+    const RecipeEstimate e = estimateOf(c.recipe);
+    ASSERT_TRUE(e.problems.empty()) << e.problems.front();
+    ASSERT_EQ(e.modules.size(), 3u);
+    for (const ModuleEstimate& m : e.modules) {
+      EXPECT_EQ(m.kernel, c.kernel) << m.module;
+      EXPECT_EQ(m.format, c.format) << m.module;
+    }
+    ASSERT_FALSE(e.kernels.empty());
+    EXPECT_EQ(e.kernels.front(), "dense");   // the output head, always
+    if (c.kernel.empty()) {
+      EXPECT_EQ(e.kernels, std::vector<std::string>{"dense"});
+      EXPECT_EQ(e.unbenchmarkable, std::vector<std::string>{c.format});
+    } else if (c.kernel != "dense") {
+      EXPECT_EQ(e.kernels, (std::vector<std::string>{"dense", c.kernel}));
+      EXPECT_TRUE(e.unbenchmarkable.empty());
+    }
+  }
+  // Overrides give modules their own kernels: each appears once, in first-seen (name) order.
+  const RecipeEstimate mixed = estimateOf({{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}},
+                                           {"overrides", {{{"match", "*.mlp.up_proj"}, {"prune", nullptr}}}}});
+  EXPECT_EQ(mixed.kernels, (std::vector<std::string>{"dense", "bitmask-2:4"}));
+}
+
+TEST(RecipeEstimate, PredictsTokensPerSecondFromMeasuredKernelBandwidths) {
+  DecodeBandwidth b;
+  b.bytesPerSecond = 1e9;   // a copy bandwidth the kernels take precedence over
+  b.source = "measured copy bandwidth";
+  b.kernels = {measured("bitmask-2:4", 1500), measured("dense", 2000), measured("int4-g128", 900)};
+  const RecipeEstimate e = estimateOf({{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}}, b);
+  ASSERT_TRUE(e.fromKernelBenchmarks);
+  EXPECT_TRUE(e.unmeasuredKernels.empty());
+  uint64_t linear = 0;
+  double seconds = 0;
+  for (const ModuleEstimate& m : e.modules) {
+    linear += m.bytes;
+    seconds += double(m.bytes) / 1.5e12;   // every block linear at the bitmask kernel's 1500 GB/s
+  }
+  seconds += double(e.bytesPerToken - linear) / 2e12;   // the output head (and the norm) at dense's 2000 GB/s
+  EXPECT_NEAR(e.tokensPerSecond, 1.0 / seconds, 1e-9 / seconds);
+  EXPECT_NEAR(e.denseTokensPerSecond, 2e12 / double(e.denseBytesPerToken), 1e-6);
+  // The label names the device, the date the rows were recorded and the rates it used (not int4's).
+  std::tm local{};
+  const std::time_t t = 1700000000;
+  localtime_r(&t, &local);
+  char date[16];
+  std::strftime(date, sizeof date, "%Y-%m-%d", &local);
+  EXPECT_EQ(e.bandwidthSource, "bench kernels on NVIDIA H200 (132 SMs), " + std::string(date) +
+                                   " (dense 2000 GB/s, bitmask-2:4 1500 GB/s)");
+  EXPECT_TRUE(e.notes.empty());
+
+  // Rows from two days: both dates.
+  b.kernels[0].recordedAt = 1.7e9 + 3 * 86400;
+  const RecipeEstimate twoDays = estimateOf({{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}}, b);
+  EXPECT_NE(twoDays.bandwidthSource.find(std::string(date) + " to "), std::string::npos) << twoDays.bandwidthSource;
+}
+
+TEST(RecipeEstimate, FallsBackToBytesOverBandwidthWhenTheKernelsDoNotCoverTheRecipe) {
+  DecodeBandwidth b;
+  b.bytesPerSecond = 1e11;
+  b.source = "measured copy bandwidth";
+  b.kernels = {measured("dense", 2000)};
+  const RecipeEstimate e = estimateOf({{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}}, b);
+  EXPECT_FALSE(e.fromKernelBenchmarks);
+  EXPECT_EQ(e.unmeasuredKernels, std::vector<std::string>{"bitmask-2:4"});
+  EXPECT_EQ(e.bandwidthSource, "measured copy bandwidth");
+  EXPECT_DOUBLE_EQ(e.tokensPerSecond, 1e11 / double(e.bytesPerToken));
+  ASSERT_EQ(e.notes.size(), 1u);
+  EXPECT_THAT(e.notes[0], HasSubstr("lack bitmask-2:4"));
+  // A layout no kernel runs cannot be measured at all.
+  const RecipeEstimate int3 = estimateOf({{"quantize", {{"method", "rtn"}, {"bits", 3}, {"group_size", 128}}}}, b);
+  EXPECT_FALSE(int3.fromKernelBenchmarks);
+  ASSERT_EQ(int3.notes.size(), 1u);
+  EXPECT_THAT(int3.notes[0], HasSubstr("int3 (no kernel)"));
+  // Without kernel rows nothing changes and nothing is noted.
+  const RecipeEstimate plain = estimateOf({{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}},
+                                          {1e11, "measured copy bandwidth", {}});
+  EXPECT_FALSE(plain.fromKernelBenchmarks);
+  EXPECT_TRUE(plain.notes.empty());
+  EXPECT_DOUBLE_EQ(plain.tokensPerSecond, e.tokensPerSecond);
+  // The dense model alone needs only the dense kernel.
+  const RecipeEstimate dense = estimateRecipe(Recipe{}, oneBlockModel(), b);
+  EXPECT_TRUE(dense.fromKernelBenchmarks);
+  EXPECT_NEAR(dense.tokensPerSecond, dense.denseTokensPerSecond, 1e-9);
+}
+
+TEST(RecipeEstimate, SelectsTheNewestBatchOneRowPerKernelOfTheDevice) {
+  std::vector<KernelMeasurement> rows = {
+      measured("dense", 2100, 3e9),                                  // newest dense: chosen
+      measured("bitmask-2:4", 1400, 3e9, "NVIDIA H100 (132 SMs)"),   // another GPU
+      measured("bitmask-2:4", 1500, 2e9),                            // chosen
+      measured("dense", 1900, 1e9),                                  // older
+      measured("int4-g128", 100, 1e9, "cpu (float64 references of the kernels; dense in float32)"),
+      measured("int8-channel", std::nan(""), 1e9),                   // no bandwidth
+  };
+  KernelMeasurement batch4 = measured("spqr-3bit", 800);
+  batch4.batch = 4;
+  rows.push_back(batch4);
+  const std::vector<KernelMeasurement> chosen = selectKernelMeasurements(rows, "NVIDIA H200");
+  ASSERT_EQ(chosen.size(), 2u);
+  EXPECT_EQ(chosen[0].kernel, "dense");
+  EXPECT_DOUBLE_EQ(chosen[0].bytesPerSecond, 2.1e12);
+  EXPECT_EQ(chosen[1].kernel, "bitmask-2:4");
+  EXPECT_DOUBLE_EQ(chosen[1].bytesPerSecond, 1.5e12);
+
+  EXPECT_TRUE(benchmarkDeviceMatches("NVIDIA H200 (132 SMs)", "NVIDIA H200"));
+  EXPECT_TRUE(benchmarkDeviceMatches("NVIDIA H200", "NVIDIA H200"));
+  EXPECT_FALSE(benchmarkDeviceMatches("NVIDIA H200 (132 SMs)", "NVIDIA H20"));
+  EXPECT_FALSE(benchmarkDeviceMatches("NVIDIA H200 (132 SMs)", ""));
+  // The CPU's reference timings are never a prediction of decode speed.
+  EXPECT_FALSE(benchmarkDeviceMatches("cpu (float64 references of the kernels; dense in float32)", "cpu"));
+  EXPECT_TRUE(selectKernelMeasurements(rows, "cpu").empty());
+}
+
+TEST(RecipeEstimate, ScalesABenchmarkStepToTheModelsLayers) {
+  EXPECT_DOUBLE_EQ(linearStepTokensPerSecond(2.0, 1, 4), 125.0);   // 2 ms a layer, 4 layers: 8 ms a token
+  EXPECT_DOUBLE_EQ(linearStepTokensPerSecond(8.0, 4, 4), 125.0);
+  EXPECT_EQ(linearStepTokensPerSecond(0, 1, 4), 0);
+  EXPECT_EQ(linearStepTokensPerSecond(2.0, 0, 4), 0);
 }
 
 }  // namespace

@@ -194,8 +194,8 @@ TEST(ParetoView, DrawsTheFrontAndOpensAClickedRun) {
     EXPECT_GT(QFileInfo(dir.filePath(name)).size(), 1000) << name;
   }
   EXPECT_FALSE(QImage(dir.filePath("pareto.png")).isNull());
-  EXPECT_FALSE(exportPlot(view.plot(), dir.filePath("pareto.svg"), &error));
-  EXPECT_TRUE(error.contains("pareto.svg") && error.contains("Qt SVG")) << str(error);
+  EXPECT_FALSE(exportPlot(view.plot(), dir.filePath("pareto.tiff"), &error));
+  EXPECT_TRUE(error.contains("pareto.tiff") && error.contains(".svg")) << str(error);
   ASSERT_TRUE(view.writeCsv(dir.filePath("front.csv"), &error)) << str(error);
 }
 

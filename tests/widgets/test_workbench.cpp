@@ -1,6 +1,7 @@
 // The whole window on ref-tiny: a run goes through the worker thread and fills the runs table and every view;
-// Cancel stops within a layer and leaves no output folder; generation streams both models; the window's
-// settings persist; `pareto --screenshot` renders a PNG.
+// Cancel stops within a layer and leaves no output folder; running out of memory mid-run is reported with its
+// stage and size and the window goes on; generation streams both models; the window's settings persist;
+// `pareto --screenshot` renders a PNG.
 #include <gtest/gtest.h>
 
 #include <QApplication>
@@ -20,7 +21,12 @@
 #include <QTemporaryDir>
 #include <QThread>
 #include <QTreeWidget>
+#include <QRegularExpression>
+#include <QStatusBar>
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <qcustomplot.h>
 
 #include "SharedData.h"
@@ -35,6 +41,7 @@
 #include "widgets/ParetoView.h"
 #include "widgets/RecipePanel.h"
 #include "store/ExperimentStore.h"
+#include "util/Json.h"
 #include "widgets/RunHistory.h"
 #include "widgets/RunsPanel.h"
 
@@ -340,6 +347,114 @@ TEST_F(Workbench, RecipesThatCannotRunAreRefusedOrReportedWithTheirCause) {
   EXPECT_TRUE(t.errors[0].contains("no-prompts.txt")) << str(t.errors[0]);
   EXPECT_TRUE(runFolderEntries().isEmpty()) << str(runFolderEntries().join(", "));
   EXPECT_EQ(t.window.history()->rowCount(), 0);
+}
+
+// Out of memory in the middle of a run (issue 11), from a real allocation failure rather than a simulated one: no
+// test hook, only inputs a user can give. A ref-tiny variant whose config.json allows 4M positions is asked for a
+// calibration sequence of about a million tokens; its causal mask alone is a T x T byte tensor (1 TiB for the
+// 2^20-token text window the Recipe dock allows), which the CPU allocator refuses outright. Decode calibration
+// fails in "calibration / generation" (the prompt's forward pass), text calibration in the sequential pass. Each
+// time the error names the stage and the size, the window leaves its running state, nothing is left in the runs
+// folder, and a following run on the same window and model succeeds. Peak memory stays near 1.5 GB.
+TEST_F(Workbench, OutOfMemoryDuringARunNamesStageAndSizeAndTheWindowGoesOn) {
+  QFile overcommit("/proc/sys/vm/overcommit_memory");
+  if (overcommit.open(QIODevice::ReadOnly) && overcommit.readAll().startsWith('1'))
+    GTEST_SKIP() << "vm.overcommit_memory=1: allocations never fail here, the OOM killer acts instead";
+  namespace fs = std::filesystem;
+  const std::string dir = test::scratchDir("widgets-oom");
+  const std::string model = dir + "/model";
+  fs::create_directories(model);
+  const std::string tiny = test::sharedPath("models/ref-tiny");
+  fs::create_symlink(fs::absolute(tiny + "/model.safetensors"), model + "/model.safetensors");
+  fs::copy_file(tiny + "/tokenizer.json", model + "/tokenizer.json");
+  json config = readJsonFile(tiny + "/config.json");
+  config["max_position_embeddings"] = int64_t{1} << 22;
+  std::ofstream(model + "/config.json") << config.dump(1);
+  // heldout-prose.txt is about 150k tokens: 9 copies hold one 2^20-token window, 7 on one line make one prompt of
+  // about 1.06M tokens.
+  const std::string prose = readTextFile(test::sharedPath("data/heldout-prose.txt"));
+  std::string oneLine = prose;
+  std::replace(oneLine.begin(), oneLine.end(), '\n', ' ');
+  const std::string longText = dir + "/long-text.txt", longPrompt = dir + "/long-prompt.txt";
+  {
+    std::ofstream text(longText), prompt(longPrompt);
+    for (int i = 0; i < 9; ++i) text << prose << '\n';
+    for (int i = 0; i < 7; ++i) prompt << oneLine << ' ';
+    prompt << '\n';
+    ASSERT_TRUE(text.good() && prompt.good());
+  }
+
+  test::TestWindow t;
+  ASSERT_TRUE(t.window.openModel(QString::fromStdString(model))) << str(t.errors.join("\n"));
+  EvaluationSettings quick = quickEvaluation(false);
+  quick.driftSteps = 0;
+  t.window.evaluationPanel()->setSettings(quick);
+  QSignalSpy ended(&t.window, &MainWindow::runEnded);
+  struct Case {
+    json calibration;
+    QString named;   // how the message begins: the stage and the size asked for
+  };
+  const std::vector<Case> cases = {
+      {{{"source", "decode"}, {"prompts", longPrompt}, {"tokens", 1}, {"max_new_tokens", 1}},
+       R"(^calibration / generation: out of memory asking for 1\.\d\d TiB; lower the batch)"},
+      {{{"source", "text"}, {"text", longText}, {"tokens", 1 << 20}, {"window", 1 << 20}},
+       R"(^compression \(sequential pass\): out of memory asking for 1\.00 TiB; )"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const QRegularExpression named(cases[i].named);
+    SCOPED_TRACE(str(cases[i].named));
+    setRecipe(t.window, {{"calibration", cases[i].calibration}, {"prune", {{"method", "sparsegpt"}, {"pattern", "2:4"}}}});
+    t.errors.clear();
+    ASSERT_TRUE(t.window.startRun()) << str(t.errors.join("\n"));
+    ASSERT_TRUE(test::waitForSignals(ended, int(i) + 1));
+    EXPECT_FALSE(ended.at(int(i)).at(0).toBool());
+    const QString message = ended.at(int(i)).at(1).toString();
+    EXPECT_TRUE(named.match(message).hasMatch()) << str(message);
+    EXPECT_TRUE(message.contains("can't allocate memory")) << str(message);   // the allocator's own words follow
+    // Reported once, in the error box (collected here instead of shown), and left in the status bar.
+    ASSERT_EQ(t.errors.size(), 1) << str(t.errors.join("\n"));
+    EXPECT_EQ(t.errors[0], "Run failed: " + message);
+    EXPECT_EQ(t.window.statusBar()->currentMessage(), message);
+    // Not running any more: Run is enabled, progress and Cancel are put away, no token is held.
+    EXPECT_FALSE(t.window.isRunning());
+    EXPECT_FALSE(t.window.runCancelToken());
+    EXPECT_TRUE(t.window.evaluationPanel()->runButton()->isEnabled())
+        << str(t.window.evaluationPanel()->runButton()->toolTip());
+    for (const char* name : {"progressBar", "progressLabel", "cancelButton"}) {
+      const QWidget* w = t.window.findChild<QWidget*>(name);
+      ASSERT_NE(w, nullptr) << name;
+      EXPECT_TRUE(w->isHidden()) << name;
+    }
+    // Nothing written: no output folder, no hidden .partial, no row in the Runs dock.
+    EXPECT_TRUE(runFolderEntries().isEmpty()) << str(runFolderEntries().join(", "));
+    EXPECT_EQ(t.window.history()->rowCount(), 0);
+  }
+
+  // The same window, model and worker run a recipe that fits, calibration included.
+  setRecipe(t.window, {{"calibration", {{"source", "text"}, {"text", test::sharedPath("data/heldout-prose.txt")},
+                                        {"tokens", 256}, {"window", 64}}},
+                       {"prune", {{"method", "sparsegpt"}, {"pattern", "2:4"}}}});
+  t.errors.clear();
+  ASSERT_TRUE(t.window.startRun()) << str(t.errors.join("\n"));
+  ASSERT_TRUE(test::waitForSignals(ended, int(cases.size()) + 1));
+  ASSERT_TRUE(ended.last().at(0).toBool()) << str(ended.last().at(1).toString()) << str(t.errors.join("\n"));
+  ASSERT_EQ(t.window.history()->rowCount(), 1);
+  const RunRecord& run = t.window.history()->runs().front();
+  EXPECT_TRUE(QFileInfo(run.outDir + "/pareto.json").isFile());
+  EXPECT_TRUE(std::isfinite(run.metric(metric::kPerplexity)));
+  EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
+
+  // The store has the two failures with their messages (newest first) and the finished run.
+  ExperimentStore store(dbPath());
+  const std::vector<RunSummary> stored = store.listRuns();
+  ASSERT_EQ(stored.size(), 3u);
+  EXPECT_EQ(stored[0].status, RunStatus::Finished);
+  EXPECT_EQ(stored[1].status, RunStatus::Failed);
+  EXPECT_EQ(stored[1].error.rfind("compression (sequential pass): out of memory asking for 1.00 TiB", 0), 0u)
+      << stored[1].error;
+  EXPECT_EQ(stored[2].status, RunStatus::Failed);
+  EXPECT_EQ(stored[2].error.rfind("calibration / generation: out of memory asking for", 0), 0u) << stored[2].error;
+  removeTree(dir);   // the 9 MB of long inputs
 }
 
 TEST_F(Workbench, DevicesAreProbedOnTheWorkerAndPredictTokensPerSecond) {

@@ -1,0 +1,116 @@
+// The workbench's benchmark worker, on its own QThread beside the EngineWorker (so a benchmark never waits for a
+// compress run's queue, nor a run for a benchmark). It also owns the window's second connection to the run store
+// (core/store; connections coordinate as processes do), for what the window reads and deletes there: the kernel
+// measurements predicted tokens/s use, and runs the user deletes. No SQLite or engine call runs on the GUI
+// thread.
+//
+// Kernel benchmark (run()): core's runKernelBenchmark (runtime/KernelBenchmark.h) at the loaded model's linear
+// shapes (benchmarkShapeOf), format by format (dense first) so that each result reaches the strip as soon as it
+// is measured. On CUDA it times the kernels over all of the model's layers; without CUDA (no device, no CUDA
+// build, or the CPU chosen) it times the kernels' float64 CPU references over one layer with few repetitions,
+// labelled as such. A finished session is recorded as one bench run (store recordBenchmarks, rows as `pareto-cli
+// bench kernels` writes them); a cancelled or failed one records nothing.
+//
+// A decode benchmark (measured tokens/s of the loaded dense and compressed models) is meant to be a second
+// BenchmarkRequest::Kind: run() dispatches on the kind, a runDecode() beside runKernels() would emit its results
+// as BenchmarkPoints of a Decode kind and record them as bench rows of its own kernel name ("decode ...").
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+#include <memory>
+#include <vector>
+
+#include "app/gui/EngineWorker.h"
+#include "compress/RecipeEstimate.h"
+#include "runtime/KernelBenchmark.h"
+#include "util/Progress.h"
+#include "widgets/BenchmarkStrip.h"
+
+namespace pareto {
+
+class ExperimentStore;
+struct ModelSummary;
+
+struct BenchmarkRequest {
+  enum class Kind { Kernels };   // the seam for Decode (see the header comment)
+  Kind kind = Kind::Kernels;
+  QString modelDir;              // the loaded model: its identity is recorded with the bench run
+  ModelShape shape;              // benchmarkShapeOf(the model)
+  QStringList formats;           // kernel formats (runtime/KernelBenchmark.h names), dense first
+  QStringList unbenchmarkable;   // layouts of the recipe no kernel runs (shown, not measured)
+  QString device;                // "cpu", "cuda:0"
+  QString deviceLabel;           // "NVIDIA H200 (cuda:0)", "CPU"
+  int cpuLayers = 1;             // layers timed on the CPU references (they are slow)
+  int cpuRuns = 3;
+  int gpuRuns = 50;              // as `bench kernels` defaults
+  std::shared_ptr<CancelToken> cancel;
+};
+
+// One layer's linears of the model as a decode step runs them (q, k, v fused; gate and up fused), and its layer
+// count, named after the model's folder. Throws InputError when the config lacks a size it needs.
+ModelShape benchmarkShapeOf(const ModelSummary& model, const std::string& name);
+
+// The name core's device description gives a compute device ("NVIDIA H200" for "NVIDIA H200 (cuda:0)", "cpu"),
+// which stored kernel benchmarks are matched against (compress/RecipeEstimate.h benchmarkDeviceMatches).
+QString benchmarkDeviceName(const ComputeDevice& device);
+
+// A run whose predicted tokens/s may be re-derived from new kernel measurements.
+struct PredictionInput {
+  int runId = 0;
+  QString modelDir;
+  std::string recipeJson;
+};
+
+struct RunPrediction {
+  int runId = 0;
+  double tokensPerSecond = 0, denseTokensPerSecond = 0;
+  QString source;
+};
+
+class BenchmarkWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  BenchmarkWorker();
+  ~BenchmarkWorker() override;
+
+  // Called on the worker thread (through QMetaObject::invokeMethod with a queued functor).
+  void run(const BenchmarkRequest& request);
+  // The newest batch-1 kernel measurement per format recorded for this device (benchmarkDeviceName) in the run
+  // store's bench runs, with the times they were recorded; emits measurementsLoaded.
+  void loadMeasurements(const QString& deviceName);
+  // Predicted tokens/s of these runs from `bandwidth` (the measurements of their device), where its kernels
+  // cover the run's recipe; emits predictionsReady with those (runs whose model or recipe cannot be read are
+  // left out).
+  void predict(const QVector<PredictionInput>& runs, const DecodeBandwidth& bandwidth);
+  // Deletes runs of the store (their metrics, module stats, curves and benchmark rows go with them); emits
+  // runsDeleted with how many went and the errors, if any.
+  void deleteRuns(const QVector<qint64>& storeIds);
+
+ signals:
+  void started(const pareto::BenchmarkSession& session);
+  void progress(double fraction, const QString& message);
+  void pointMeasured(const pareto::BenchmarkPoint& point);
+  // Recorded as run storeRunId (0: not recorded, the message says why).
+  void finished(const QString& message, qint64 storeRunId);
+  void cancelled(const QString& message);
+  void failed(const QString& message);
+  void measurementsLoaded(const QString& deviceName, const std::vector<pareto::KernelMeasurement>& measurements);
+  void predictionsReady(const QVector<pareto::RunPrediction>& predictions);
+  void runsDeleted(int deleted, const QString& error);
+
+ private:
+  void runKernels(const BenchmarkRequest& request);
+  ExperimentStore* store(QString* error);
+
+  std::unique_ptr<ExperimentStore> store_;
+  QString storeError_;
+};
+
+}  // namespace pareto
+
+Q_DECLARE_METATYPE(pareto::RunPrediction)
+Q_DECLARE_METATYPE(std::vector<pareto::KernelMeasurement>)

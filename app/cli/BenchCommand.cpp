@@ -1,4 +1,4 @@
-// pareto-cli bench kernels: the packed-weight GEMV kernels against cuBLAS and cuSPARSELt at a model's shapes
+// pareto-cli bench kernels (bench decode: BenchDecodeCommand.cpp): the packed-weight GEMV kernels against cuBLAS and cuSPARSELt at a model's shapes
 // (core/runtime/KernelBenchmark.h). Prints the table last (or one JSON object with --json) and can also write
 // the JSON to a file.
 #include <CLI/CLI.hpp>
@@ -15,39 +15,11 @@
 #include "util/Error.h"
 
 namespace pareto::cli {
-namespace {
-
-std::vector<int> parseBatches(const std::string& text) {
-  std::vector<int> batches;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      const int b = std::stoi(item, &used);
-      if (used != item.size()) throw std::invalid_argument(item);
-      batches.push_back(b);
-    } catch (const std::exception&) {
-      throw InputError("--batch: \"" + item + "\" is not a number (expected e.g. 1,2,4,8,16)");
-    }
-  }
-  return batches;
-}
-
-std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ','))
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
-
-}  // namespace
 
 void addBenchCommand(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks (see `bench kernels --help`)");
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks (see `bench kernels --help`, `bench decode --help`)");
   bench->require_subcommand(1);
+  addBenchDecodeCommand(*bench);
 
   struct Args {
     std::string shapes = "llama-3.1-8b";
@@ -90,7 +62,8 @@ void addBenchCommand(CLI::App& app) {
     KernelBenchOptions o;
     o.shape = modelShapeByName(args->shapes);
     if (args->layers > 0) o.shape.layers = args->layers;
-    o.batches = parseBatches(args->batches);
+    o.batches.clear();
+    for (int64_t b : parseIntList(args->batches, "--batch")) o.batches.push_back(int(b));
     if (!args->formats.empty()) o.formats = splitList(args->formats);
     o.device = args->device;
     o.runs = args->runs;

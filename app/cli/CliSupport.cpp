@@ -7,6 +7,9 @@
 
 #include <cstdio>
 #include <iostream>
+#include <sstream>
+
+#include "util/Error.h"
 
 namespace pareto::cli {
 
@@ -47,6 +50,33 @@ const CancelToken& interruptToken() {
   }();
   (void)installed;
   return gInterrupt;
+}
+
+std::vector<int64_t> parseIntList(const std::string& text, const std::string& option) {
+  std::vector<int64_t> values;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+      values.push_back(v);
+    } catch (const std::exception&) {
+      throw InputError(option + ": \"" + item + "\" is not a whole number (expected e.g. 1,2,4)");
+    }
+  }
+  if (values.empty()) throw InputError(option + ": no values given");
+  return values;
+}
+
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) items.push_back(item);
+  return items;
 }
 
 }  // namespace pareto::cli

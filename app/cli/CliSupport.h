@@ -3,13 +3,20 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "util/Progress.h"
 
 namespace pareto::cli {
 
 // Prints `result` as one JSON object on stdout when json is set, else `text` (followed by a newline).
+// "1,2,4" → {1, 2, 4}; InputError naming `option` for an item that is not an integer.
+std::vector<int64_t> parseIntList(const std::string& text, const std::string& option);
+// "a,b,,c" → {"a", "b", "c"}.
+std::vector<std::string> splitList(const std::string& text);
+
 void printResult(bool json, const nlohmann::json& result, const std::string& text);
 
 // A progress callback that draws "stage [#####     ] 42% message" on stderr when stderr is a terminal and

@@ -16,7 +16,8 @@ void addAnalyzeCommand(CLI::App& app);     // analyze hessian, analyze drift
 void addDriftSubcommand(CLI::App& analyze); // analyze drift (registered by addAnalyzeCommand)
 void addFidelityCommand(CLI::App& app);
 void addCompressCommand(CLI::App& app);
-void addBenchCommand(CLI::App& app);        // bench kernels
+void addBenchCommand(CLI::App& app);        // bench kernels, bench decode
+void addBenchDecodeCommand(CLI::App& bench);   // bench decode (a subcommand of bench)
 void addRecordingOptions(CLI::App& app);   // global --db, --no-record (RunRecording.h)
 void addRunsCommand(CLI::App& app);        // runs list/show/compare/export/delete
 void addExportCommand(CLI::App& app);      // export hf

@@ -11,6 +11,10 @@ namespace pareto {
 struct RuntimeOptions {
   c10::Device device = c10::Device(c10::kCPU);
   c10::ScalarType dtype = c10::kFloat;   // compute and weight dtype on the device
+  // Keep a compressed folder's packed modules packed (runtime/PackedLinear.h: the GEMV kernels on CUDA, their
+  // references on the CPU) instead of unpacking them to dense weights. Needs a float16/bfloat16 dtype; modules
+  // without a kernel for their format still load dense (LlamaModel::runtimeNotes() lists them).
+  bool packedWeights = false;
 };
 
 // "cpu", "cuda", "cuda:1". Throws InputError for an unknown name or when CUDA is asked for but absent.

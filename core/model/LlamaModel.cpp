@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "formats/BitmaskNMWeight.h"
@@ -12,6 +13,7 @@
 #include "model/CompressionManifest.h"
 #include "model/Safetensors.h"
 #include "model/TensorIO.h"
+#include "runtime/PackedLinear.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -35,11 +37,7 @@ class WeightLoader {
     if (e == nullptr && manifest_ != nullptr) {
       const std::string module = name.substr(0, name.rfind('.'));
       if (const ModuleFormat* f = manifest_->find(module); f != nullptr && f->format != "dense")
-        return (f->isSpqr()        ? loadSpqr(module, *f, expected)
-                : f->isQuantized() ? loadQuantized(module, *f, expected)
-                                   : loadBitmask(module, *f, expected))
-            .to(opts_.device, opts_.dtype)
-            .contiguous();
+        return unpackModule(module, *f, expected).to(opts_.device, opts_.dtype).contiguous();
     }
     if (e == nullptr)
       throw InputError(fileMessage(ckpt_.directory(), "tensor " + name + " is missing from the checkpoint"));
@@ -58,8 +56,107 @@ class WeightLoader {
     return src.to(opts_.device, opts_.dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
   }
 
-  // A bitmask N:M weight is unpacked to dense here; the runtime's sparse kernels use the packed form directly.
-  at::Tensor loadBitmask(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
+  // A linear's weight: packed for the runtime's kernels when asked for and the module's format has one,
+  // dense otherwise.
+  Linear loadLinear(const std::string& module, int64_t out, int64_t in, bool bias) {
+    at::Tensor b = loadOptional(module + ".bias", {out}, bias);
+    const ModuleFormat* f = manifest_ != nullptr ? manifest_->find(module) : nullptr;
+    if (opts_.packedWeights && f != nullptr && f->format != "dense" && ckpt_.find(module + ".weight") == nullptr) {
+      const bool halfDtype = opts_.dtype == at::kHalf || opts_.dtype == at::kBFloat16;
+      std::string why = halfDtype ? "" : "the packed kernels take float16/bfloat16 activations";
+      if (halfDtype) {
+        try {
+          if (std::optional<PackedLinear> p = packModule(module, *f, {out, in}, b)) return Linear(module, std::move(*p));
+          why = "no kernel for this format";
+        } catch (const InputError& err) {
+          why = err.what();
+        }
+      }
+      notes_.push_back(module + " (" + f->format + ") runs dense: " + why);
+    }
+    return Linear(module, load(module + ".weight", {out, in}), b);
+  }
+
+  // The stored parts of a packed module, checked against the shape config.json implies and moved to the
+  // device (not yet unpacked). Kept values of bitmask+quantized formats are in `quant` or `spqr`, with the
+  // masks alone in `bitmask`.
+  struct StoredModule {
+    std::optional<BitmaskNMWeight> bitmask;
+    std::optional<QuantGroupWeight> quant;
+    std::optional<SpqrWeight> spqr;
+  };
+
+  StoredModule readModule(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
+    StoredModule s;
+    if (f.isSpqr()) {
+      s.spqr = readSpqr(module, f, expected);
+      if (f.isBitmask()) s.bitmask = readMasks(module, f, expected);
+    } else if (f.isQuantized()) {
+      s.quant = readQuantized(module, f, expected);
+      if (f.isBitmask()) s.bitmask = readMasks(module, f, expected);
+    } else {
+      s.bitmask = readBitmask(module, f, expected);
+    }
+    return s;
+  }
+
+  // Packed modules are unpacked to dense here unless the runtime keeps them packed (packModule).
+  at::Tensor unpackModule(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
+    StoredModule s = readModule(module, f, expected);
+    const std::string& file = ckpt_.directory();
+    try {
+      if (s.spqr || s.quant) {
+        at::Tensor values = s.spqr ? s.spqr->unpack() : s.quant->unpack();
+        if (!s.bitmask) return values;
+        s.bitmask->values = values;
+      }
+      return s.bitmask->unpack();
+    } catch (const InputError& err) {
+      throw InputError(fileMessage(file, module + " (" + f.format + "): " + err.what()));
+    }
+  }
+
+  // The kernel form of a packed module on the device, or nullopt when no kernel reads its format
+  // (bitmask + SpQR). InputError when the kernel cannot take this instance (e.g. an N:M it does not unroll).
+  std::optional<PackedLinear> packModule(const std::string& module, const ModuleFormat& f,
+                                         const std::vector<int64_t>& expected, const at::Tensor& bias) {
+    if (f.isSpqr() && f.isBitmask()) return std::nullopt;
+    StoredModule s = readModule(module, f, expected);
+    const at::Device dev = opts_.device;
+    auto onDevice = [&](at::Tensor& t) {
+      if (t.defined()) t = t.to(dev);
+    };
+    const int64_t rows = expected[0], cols = expected[1];
+    std::string name;
+    PackedLinear::Weight w;
+    if (s.spqr) {
+      for (at::Tensor* t : {&s.spqr->codes, &s.spqr->scaleCodes, &s.spqr->zeroCodes, &s.spqr->scaleBase,
+                            &s.spqr->scaleStep, &s.spqr->outlierRowOffsets, &s.spqr->outlierColumns,
+                            &s.spqr->outlierValues})
+        onDevice(*t);
+      w = SpqrKernelWeight::fromPacked(*s.spqr);
+      name = "spqr-" + std::to_string(f.bits) + "bit";
+    } else if (s.quant) {
+      for (at::Tensor* t : {&s.quant->codes, &s.quant->scales, &s.quant->zeros}) onDevice(*t);
+      const std::string group = s.quant->groupSize >= s.quant->cols ? "channel" : "g" + std::to_string(s.quant->groupSize);
+      if (s.bitmask) {
+        if (f.bits != 4) return std::nullopt;
+        w = BitmaskInt4KernelWeight::fromPacked(s.bitmask->masks.to(dev), f.n, f.m, *s.quant);
+        name = "bitmask-" + std::to_string(f.n) + ":" + std::to_string(f.m) + "+int4-" + group;
+      } else {
+        w = QuantGroupKernelWeight::fromPacked(*s.quant);
+        name = "int" + std::to_string(f.bits) + "-" + group;
+      }
+    } else {
+      s.bitmask->masks = s.bitmask->masks.to(dev);
+      s.bitmask->values = s.bitmask->values.to(dev, opts_.dtype);
+      w = BitmaskNMKernelWeight::fromPacked(*s.bitmask);
+      name = "bitmask-" + std::to_string(f.n) + ":" + std::to_string(f.m);
+    }
+    return PackedLinear(std::move(w), name, rows, cols, bias);
+  }
+
+  BitmaskNMWeight readBitmask(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
     const TensorEntry& masks = ckpt_.at(bitmaskMasksName(module));
     const TensorEntry& values = ckpt_.at(bitmaskValuesName(module));
     used_.insert(masks.name);
@@ -77,15 +174,27 @@ class WeightLoader {
     packed.m = f.m;
     packed.rows = expected[0];
     packed.cols = expected[1];
-    try {
-      return packed.unpack();
-    } catch (const InputError& err) {
-      throw InputError(fileMessage(masks.file, module + ": " + err.what()));
-    }
+    return packed;
   }
 
-  // SpQR (formats/SpqrWeight.h) of the whole weight, or of a bitmask's kept values, dequantized here for now.
-  at::Tensor loadSpqr(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
+  // The bit masks of a bitmask whose kept values are stored quantized (values left undefined).
+  BitmaskNMWeight readMasks(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
+    const TensorEntry& masks = ckpt_.at(bitmaskMasksName(module));
+    used_.insert(masks.name);
+    if (masks.dtype != DType::I32 || masks.shape != std::vector<int64_t>{expected[0], expected[1] / 32})
+      throw InputError(fileMessage(masks.file, module + " (" + f.format + "): bit masks do not match the shape " +
+                                                   "config.json implies " + shapeText(expected)));
+    BitmaskNMWeight packed;
+    packed.masks = readTensor(masks);
+    packed.n = f.n;
+    packed.m = f.m;
+    packed.rows = expected[0];
+    packed.cols = expected[1];
+    return packed;
+  }
+
+  // SpQR (formats/SpqrWeight.h) of the whole weight, or of a bitmask's kept values.
+  SpqrWeight readSpqr(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
     auto part = [&](const char* name) {
       const TensorEntry& e = ckpt_.at(spqrTensorName(module, name));
       used_.insert(e.name);
@@ -106,29 +215,7 @@ class WeightLoader {
     w.scaleGroup = f.scaleGroup;
     w.rows = expected.at(0);
     w.cols = f.isBitmask() ? expected.at(1) * f.n / f.m : expected.at(1);
-    try {
-      if (!f.isBitmask()) return w.unpack();
-      return unpackKeptValues(module, expected, f, w.unpack());
-    } catch (const InputError& err) {
-      throw InputError(fileMessage(ckpt_.directory(), module + " (" + f.format + "): " + err.what()));
-    }
-  }
-
-  // The dense weight of a bitmask whose kept values were stored quantized (and are given dequantized).
-  at::Tensor unpackKeptValues(const std::string& module, const std::vector<int64_t>& expected, const ModuleFormat& f,
-                              const at::Tensor& values) {
-    const TensorEntry& masks = ckpt_.at(bitmaskMasksName(module));
-    used_.insert(masks.name);
-    if (masks.dtype != DType::I32 || masks.shape != std::vector<int64_t>{expected[0], expected[1] / 32})
-      throw InputError("bit masks do not match the shape config.json implies " + shapeText(expected));
-    BitmaskNMWeight packed;
-    packed.masks = readTensor(masks);
-    packed.values = values;
-    packed.n = f.n;
-    packed.m = f.m;
-    packed.rows = expected[0];
-    packed.cols = expected[1];
-    return packed.unpack();
+    return w;
   }
 
   // GPTQ act-order permutation: not needed to dequantize (codes are in original column order), but a folder that
@@ -145,8 +232,8 @@ class WeightLoader {
     }
   }
 
-  // Quantized codes (of the whole weight, or of a bitmask's kept values) are dequantized here for now.
-  at::Tensor loadQuantized(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
+  // Quantized codes of the whole weight, or of a bitmask's kept values.
+  QuantGroupWeight readQuantized(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
     const TensorEntry& codes = ckpt_.at(quantCodesName(module));
     const TensorEntry& scales = ckpt_.at(quantScalesName(module));
     used_.insert(codes.name);
@@ -165,12 +252,7 @@ class WeightLoader {
     q.rows = expected.at(0);
     q.cols = f.isBitmask() ? expected.at(1) * f.n / f.m : expected.at(1);
     if (f.actOrder) checkActOrderPermutation(module, expected);
-    try {
-      if (!f.isBitmask()) return q.unpack();
-      return unpackKeptValues(module, expected, f, q.unpack());
-    } catch (const InputError& err) {
-      throw InputError(fileMessage(codes.file, module + " (" + f.format + "): " + err.what()));
-    }
+    return q;
   }
 
   at::Tensor loadOptional(const std::string& name, std::vector<int64_t> expected, bool wanted) {
@@ -194,6 +276,9 @@ class WeightLoader {
   const RuntimeOptions& opts_;
   const CompressionManifest* manifest_;
   std::set<std::string> used_;
+
+ public:
+  std::vector<std::string> notes_;
 };
 
 at::Tensor rotateHalf(const at::Tensor& x) {
@@ -216,8 +301,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const Checkpoint& ckpt, const 
   for (int64_t i = 0; i < c.numLayers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
-      at::Tensor weight = w.load(p + name + ".weight", {out, in});
-      return Linear(p + name, weight, w.loadOptional(p + name + ".bias", {out}, bias));
+      return w.loadLinear(p + name, out, in, bias);
     };
     Layer L;
     L.inputNorm = w.load(p + "input_layernorm.weight", {H});
@@ -239,8 +323,14 @@ LlamaModel::LlamaModel(const ModelConfig& config, const Checkpoint& ckpt, const 
   else
     lmHead_ = Linear("lm_head", w.load("lm_head.weight", {c.vocabSize, H}), {});
   w.refuseUnused(c.architecture, c.tieWordEmbeddings);
+  runtimeNotes_ = std::move(w.notes_);
 
-  // inv_freq exactly as transformers computes it (float32 pow of an int64 arange), so RoPE angles match.
+  invFreq_ = ropeInverseFrequencies(c, opts_.device);
+}
+
+// inv_freq exactly as transformers computes it (float32 pow of an int64 arange), so RoPE angles match.
+at::Tensor ropeInverseFrequencies(const ModelConfig& c, at::Device device) {
+  const int64_t D = c.headDim;
   auto f32 = at::TensorOptions().dtype(at::kFloat);
   at::Tensor exponents = at::arange(0, D, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / double(D);
   at::Tensor invFreq = 1.0 / at::pow(at::scalar_tensor(c.ropeTheta, f32), exponents);
@@ -256,7 +346,7 @@ LlamaModel::LlamaModel(const ModelConfig& config, const Checkpoint& ckpt, const 
     at::Tensor medium = at::logical_not(wavelen < highWavelen).logical_and(at::logical_not(wavelen > lowWavelen));
     invFreq = at::where(medium, smoothed, scaled);
   }
-  invFreq_ = invFreq.to(opts_.device);
+  return invFreq.to(device);
 }
 
 KVCache LlamaModel::makeCache(int64_t batch, int64_t capacity) const {
@@ -289,6 +379,11 @@ std::vector<std::pair<LinearGroup, Linear*>> LlamaModel::layerLinears(int64_t i)
           {LinearGroup::AttentionInput, &L.v}, {LinearGroup::AttentionOutput, &L.o},
           {LinearGroup::MlpInput, &L.gate},    {LinearGroup::MlpInput, &L.up},
           {LinearGroup::MlpHidden, &L.down}};
+}
+
+LlamaModel::LayerNorms LlamaModel::layerNorms(int64_t i) const {
+  const Layer& L = layers_.at(static_cast<size_t>(i));
+  return {L.inputNorm, L.postAttentionNorm, L.qNorm, L.kNorm};
 }
 
 std::vector<std::pair<LinearGroup, const Linear*>> LlamaModel::layerLinears(int64_t i) const {

@@ -32,6 +32,9 @@ struct BatchLayout {
 // Sees the input of each linear group of a block during a forward pass ([batch, T, in] in the model dtype).
 using LinearInputObserver = std::function<void(int64_t layer, LinearGroup group, const at::Tensor& input)>;
 
+// RoPE inverse frequencies [headDim/2] exactly as transformers computes them (float32; llama3 scaling).
+at::Tensor ropeInverseFrequencies(const ModelConfig& config, at::Device device);
+
 class LlamaModel {
  public:
   // Copies the checkpoint's weights to opts.device in opts.dtype. Throws InputError naming the tensor and file
@@ -64,12 +67,22 @@ class LlamaModel {
   std::vector<std::pair<LinearGroup, Linear*>> layerLinears(int64_t layer);
   std::vector<std::pair<LinearGroup, const Linear*>> layerLinears(int64_t layer) const;
   const Linear& outputHead() const { return lmHead_; }
+  // The tensors besides the linears, for runtimes that run the model their own way (decode/DecodeModel.h).
+  struct LayerNorms {
+    at::Tensor input, postAttention, q, k;   // q/k: Qwen3's per-head norms, undefined otherwise
+  };
+  LayerNorms layerNorms(int64_t layer) const;
+  const at::Tensor& embedding() const { return embedding_; }
+  const at::Tensor& finalNorm() const { return finalNorm_; }
+  const at::Tensor& invFreq() const { return invFreq_; }
 
   // A cache able to hold `capacity` positions for `batch` sequences.
   KVCache makeCache(int64_t batch, int64_t capacity) const;
 
   const ModelConfig& config() const { return config_; }
   const RuntimeOptions& options() const { return opts_; }
+  // With RuntimeOptions::packedWeights: the packed modules that still run dense, and why.
+  const std::vector<std::string>& runtimeNotes() const { return runtimeNotes_; }
 
  private:
   struct Layer {
@@ -88,6 +101,7 @@ class LlamaModel {
   at::Tensor finalNorm_;
   Linear lmHead_;
   at::Tensor invFreq_;     // [headDim/2] float32 on the device
+  std::vector<std::string> runtimeNotes_;
 };
 
 }  // namespace pareto

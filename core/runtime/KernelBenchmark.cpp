@@ -10,7 +10,8 @@
 #include <regex>
 #include <sstream>
 
-#include "runtime/PackedGemv.h"
+#include "model/ModelPresets.h"
+#include "runtime/PackedLinear.h"
 #include "runtime/SyntheticWeights.h"
 #include "util/Error.h"
 #include "util/Json.h"
@@ -27,74 +28,16 @@
 namespace pareto {
 namespace {
 
-// Published configurations (hidden, intermediate, heads, kv heads, head dim, layers); qkv and gate+up fused as
-// serving engines run them.
-ModelShape llamaLike(const std::string& name, int layers, int64_t hidden, int64_t intermediate, int64_t heads,
-                     int64_t kvHeads, int64_t headDim) {
+// One layer's linears with qkv and gate+up fused, as serving engines (and Pareto's decode runtime) run them.
+ModelShape shapeOf(const std::string& name, const ModelConfig& c) {
   ModelShape s;
   s.name = name;
-  s.layers = layers;
-  s.linears = {{"qkv", (heads + 2 * kvHeads) * headDim, hidden},
-               {"o", hidden, heads * headDim},
-               {"gate+up", 2 * intermediate, hidden},
-               {"down", hidden, intermediate}};
+  s.layers = int(c.numLayers);
+  s.linears = {{"qkv", (c.numHeads + 2 * c.numKvHeads) * c.headDim, c.hiddenSize},
+               {"o", c.hiddenSize, c.numHeads * c.headDim},
+               {"gate+up", 2 * c.intermediateSize, c.hiddenSize},
+               {"down", c.hiddenSize, c.intermediateSize}};
   return s;
-}
-
-const std::map<std::string, ModelShape>& builtinShapes() {
-  static const std::map<std::string, ModelShape> shapes = {
-      {"llama-3.1-8b", llamaLike("llama-3.1-8b", 32, 4096, 14336, 32, 8, 128)},
-      {"llama-3.2-1b", llamaLike("llama-3.2-1b", 16, 2048, 8192, 32, 8, 64)},
-      {"qwen3-14b", llamaLike("qwen3-14b", 40, 5120, 17408, 40, 8, 128)},
-  };
-  return shapes;
-}
-
-// A benchmark format, parsed from its name.
-struct FormatSpec {
-  enum Kind { Dense, Cusparselt, Bitmask, Quant, Spqr, BitmaskInt4 } kind = Dense;
-  int n = 0, m = 0;
-  int bits = 0;
-  int64_t group = 0;  // 0: per channel
-};
-
-FormatSpec parseFormat(const std::string& name) {
-  std::smatch match;
-  FormatSpec f;
-  if (name == "dense") return f;
-  if (name == "cusparselt-2:4") {
-    f.kind = FormatSpec::Cusparselt;
-    f.n = 2;
-    f.m = 4;
-    return f;
-  }
-  if (std::regex_match(name, match, std::regex(R"(bitmask-(\d+):(\d+))"))) {
-    f.kind = FormatSpec::Bitmask;
-    f.n = std::stoi(match[1]);
-    f.m = std::stoi(match[2]);
-    return f;
-  }
-  if (std::regex_match(name, match, std::regex(R"(int(4|8)-(channel|g(\d+)))"))) {
-    f.kind = FormatSpec::Quant;
-    f.bits = std::stoi(match[1]);
-    f.group = match[2] == "channel" ? 0 : std::stoll(match[3]);
-    return f;
-  }
-  if (std::regex_match(name, match, std::regex(R"(spqr-([234])bit)"))) {
-    f.kind = FormatSpec::Spqr;
-    f.bits = std::stoi(match[1]);
-    return f;
-  }
-  if (std::regex_match(name, match, std::regex(R"(bitmask-(\d+):(\d+)\+int4-g(\d+))"))) {
-    f.kind = FormatSpec::BitmaskInt4;
-    f.n = std::stoi(match[1]);
-    f.m = std::stoi(match[2]);
-    f.bits = 4;
-    f.group = std::stoll(match[3]);
-    return f;
-  }
-  throw InputError("unknown kernel format \"" + name + "\" (known: dense, cusparselt-2:4, bitmask-N:M, int8-channel, " +
-                   "int4-gG, int4-channel, spqr-2bit/3bit/4bit, bitmask-N:M+int4-gG)");
 }
 
 // One GEMV of the step: y = x · Wᵀ into a fixed output, plus what it reads.
@@ -106,66 +49,34 @@ struct BenchLinear {
 
 int64_t bytesOf(const at::Tensor& t) { return t.numel() * int64_t(t.element_size()); }
 
-BenchLinear makeLinear(const FormatSpec& f, const LinearShape& shape, at::Device device, uint64_t seed,
+BenchLinear makeLinear(const std::string& format, const LinearShape& shape, at::Device device, uint64_t seed,
                        double outlierFraction) {
   BenchLinear l;
   l.rows = shape.rows;
   l.cols = shape.cols;
   const std::string what = shape.name;
-  switch (f.kind) {
-    case FormatSpec::Dense: {
-      // cuBLAS fp16 on the GPU; float32 on the CPU, where LibTorch has no fp16 matrix product.
-      const at::Tensor w = randomDenseWeight(shape.rows, shape.cols, device.is_cuda() ? at::kHalf : at::kFloat, device, seed);
-      l.weightBytes = bytesOf(w);
-      l.run = [w](const at::Tensor& x, at::Tensor& out) { at::mm_out(out, x.to(w.scalar_type()), w.t()); };
-      return l;
-    }
-    case FormatSpec::Cusparselt: {
+  if (format == "cusparselt-2:4") {
 #if defined(PARETO_WITH_CUDA) && TORCH_VERSION_MAJOR >= 2
-      if (!device.is_cuda()) throw InputError("cuSPARSELt runs on CUDA only");
-      const BitmaskNMWeight pruned = randomBitmaskNM(shape.rows, shape.cols, 2, 4, at::kHalf, device, seed);
-      const at::Tensor compressed = at::_cslt_compress(pruned.unpack());
-      l.weightBytes = bytesOf(compressed);
-      l.run = [compressed](const at::Tensor& x, at::Tensor& out) {
-        out.copy_(at::_cslt_sparse_mm(compressed, x.t()).t());
-      };
-      return l;
+    if (!device.is_cuda()) throw InputError("cuSPARSELt runs on CUDA only");
+    const BitmaskNMWeight pruned = randomBitmaskNM(shape.rows, shape.cols, 2, 4, at::kHalf, device, seed);
+    const at::Tensor compressed = at::_cslt_compress(pruned.unpack());
+    l.weightBytes = bytesOf(compressed);
+    l.run = [compressed](const at::Tensor& x, at::Tensor& out) {
+      out.copy_(at::_cslt_sparse_mm(compressed, x.t()).t());
+    };
+    return l;
 #else
-      (void)seed;
-      throw InputError("cuSPARSELt is not in this LibTorch (needs PyTorch 2.x with CUDA)");
+    (void)seed;
+    throw InputError("cuSPARSELt is not in this LibTorch (needs PyTorch 2.x with CUDA)");
 #endif
-    }
-    case FormatSpec::Bitmask: {
-      auto w = std::make_shared<BitmaskNMKernelWeight>(BitmaskNMKernelWeight::fromPacked(
-          randomBitmaskNM(shape.rows, shape.cols, f.n, f.m, at::kHalf, device, seed)));
-      l.weightBytes = w->bytes();
-      l.run = [w, what](const at::Tensor& x, at::Tensor& out) { gemv(*w, x, out, what); };
-      return l;
-    }
-    case FormatSpec::Quant: {
-      auto w = std::make_shared<QuantGroupKernelWeight>(QuantGroupKernelWeight::fromPacked(randomQuantGroup(
-          shape.rows, shape.cols, f.bits, true, f.group == 0 ? shape.cols : f.group, device, seed)));
-      l.weightBytes = w->bytes();
-      l.run = [w, what](const at::Tensor& x, at::Tensor& out) { gemv(*w, x, out, what); };
-      return l;
-    }
-    case FormatSpec::Spqr: {
-      auto w = std::make_shared<SpqrKernelWeight>(
-          SpqrKernelWeight::fromParts(randomSpqr(shape.rows, shape.cols, f.bits, 16, outlierFraction, device, seed)));
-      l.weightBytes = w->bytes();
-      l.run = [w, what](const at::Tensor& x, at::Tensor& out) { gemv(*w, x, out, what); };
-      return l;
-    }
-    case FormatSpec::BitmaskInt4: {
-      const BitmaskNMWeight pattern = randomBitmaskNM(shape.rows, shape.cols, f.n, f.m, at::kHalf, device, seed);
-      const QuantGroupWeight kept = randomQuantGroup(shape.rows, shape.cols * f.n / f.m, 4, true, f.group, device, seed + 1);
-      auto w = std::make_shared<BitmaskInt4KernelWeight>(BitmaskInt4KernelWeight::fromPacked(pattern.masks, f.n, f.m, kept));
-      l.weightBytes = w->bytes();
-      l.run = [w, what](const at::Tensor& x, at::Tensor& out) { gemv(*w, x, out, what); };
-      return l;
-    }
   }
-  throw InputError("unknown format");
+  // cuBLAS fp16 on the GPU; float32 on the CPU, where LibTorch 1.13 has no fp16 matrix product.
+  const at::ScalarType dtype = format == "dense" && !device.is_cuda() ? at::kFloat : at::kHalf;
+  auto w = std::make_shared<PackedLinear>(randomPackedLinear(format, shape.rows, shape.cols, dtype, device, seed,
+                                                             outlierFraction));
+  l.weightBytes = w->weightBytes();
+  l.run = [w, what](const at::Tensor& x, at::Tensor& out) { w->forward(x.to(out.scalar_type()), out, what); };
+  return l;
 }
 
 double median(std::vector<double> v) {
@@ -227,8 +138,7 @@ Timing timeCuda(std::vector<BenchLinear>& step, std::map<int64_t, at::Tensor>& i
   return summarize(ms);
 }
 
-// Device-to-device copy of 2 GiB: (read + write) bytes over the median time of 10 copies.
-double copyBandwidth() {
+double copyBandwidthCuda() {
   const int64_t bytes = int64_t(2) << 30;
   at::Tensor a = at::empty({bytes}, at::TensorOptions().device(at::kCUDA).dtype(at::kByte));
   at::Tensor b = at::empty_like(a);
@@ -266,15 +176,35 @@ Timing timeCpu(std::vector<BenchLinear>& step, std::map<int64_t, at::Tensor>& in
 
 }  // namespace
 
+double measureCopyBandwidth() {
+#ifdef PARETO_WITH_CUDA
+  if (!at::hasCUDA()) throw InputError("no CUDA device");
+  return copyBandwidthCuda();
+#else
+  throw InputError("this build has no CUDA support");
+#endif
+}
+
+std::string cudaDeviceLabel() {
+#ifdef PARETO_WITH_CUDA
+  if (!at::hasCUDA()) throw InputError("no CUDA device");
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  return std::string(prop->name) + " (" + std::to_string(prop->multiProcessorCount) + " SMs)";
+#else
+  throw InputError("this build has no CUDA support");
+#endif
+}
+
 std::vector<std::string> knownModelShapes() {
   std::vector<std::string> names;
-  for (const auto& [name, shape] : builtinShapes()) names.push_back(name);
+  for (const auto& name : knownModelPresets())
+    if (name != "tiny-llama") names.push_back(name);
   return names;
 }
 
 ModelShape modelShapeByName(const std::string& nameOrFile) {
-  const auto& shapes = builtinShapes();
-  if (auto it = shapes.find(nameOrFile); it != shapes.end()) return it->second;
+  for (const auto& name : knownModelPresets())
+    if (name == nameOrFile) return shapeOf(name, modelPreset(name));
   if (nameOrFile.find('/') == std::string::npos && nameOrFile.find(".json") == std::string::npos) {
     std::string known;
     for (const auto& n : knownModelShapes()) known += (known.empty() ? "" : ", ") + n;
@@ -304,7 +234,8 @@ std::vector<std::string> defaultKernelFormats() {
 
 KernelBenchReport runKernelBenchmark(const KernelBenchOptions& o, const ProgressCallback& progress,
                                      const CancelToken& cancel) {
-  for (const auto& f : o.formats) parseFormat(f);  // reject a bad name before any work
+  for (const auto& f : o.formats)
+    if (f != "cusparselt-2:4") checkPackedFormatName(f);  // reject a bad name before any work
   if (o.batches.empty()) throw InputError("no batch sizes given");
   for (int b : o.batches)
     if (b < 1 || b > 16) throw InputError("batch " + std::to_string(b) + " is outside 1..16");
@@ -317,9 +248,8 @@ KernelBenchReport runKernelBenchmark(const KernelBenchOptions& o, const Progress
 #ifdef PARETO_WITH_CUDA
   if (cuda) {
     if (!at::hasCUDA()) throw InputError("no CUDA device (use --device cpu for the reference timings)");
-    const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-    report.device = std::string(prop->name) + " (" + std::to_string(prop->multiProcessorCount) + " SMs)";
-    report.copyGbPerSecond = copyBandwidth();
+    report.device = cudaDeviceLabel();
+    report.copyGbPerSecond = copyBandwidthCuda();
   }
 #else
   if (cuda) throw InputError("this build has no CUDA support (use --device cpu for the reference timings)");
@@ -331,7 +261,6 @@ KernelBenchReport runKernelBenchmark(const KernelBenchOptions& o, const Progress
   const double totalWork = double(o.formats.size());
   for (size_t fi = 0; fi < o.formats.size(); ++fi) {
     const std::string& name = o.formats[fi];
-    const FormatSpec spec = parseFormat(name);
     if (cancel.isCancelled()) throw Cancelled();
     std::vector<BenchLinear> step;
     std::string unavailable;
@@ -343,7 +272,7 @@ KernelBenchReport runKernelBenchmark(const KernelBenchOptions& o, const Progress
           progress({"bench kernels", (double(fi) + double(layer) / o.shape.layers) / totalWork,
                     name + ": building layer " + std::to_string(layer + 1) + "/" + std::to_string(o.shape.layers)});
         for (const auto& l : o.shape.linears)
-          step.push_back(makeLinear(spec, l, device, seed++, o.spqrOutlierFraction));
+          step.push_back(makeLinear(name, l, device, seed++, o.spqrOutlierFraction));
       }
     } catch (const InputError& e) {
       unavailable = e.what();
@@ -369,7 +298,7 @@ KernelBenchReport runKernelBenchmark(const KernelBenchOptions& o, const Progress
       for (const auto& l : step) {
         if (!inputs.count(l.cols))
           inputs[l.cols] = at::randn({batch, l.cols}, at::TensorOptions().device(device).dtype(at::kFloat)).to(at::kHalf);
-        const bool floatOut = !cuda && spec.kind == FormatSpec::Dense;
+        const bool floatOut = !cuda && name == "dense";
         outputs.push_back(at::empty({batch, l.rows}, at::TensorOptions().device(device).dtype(floatOut ? at::kFloat : at::kHalf)));
         ioBytes += 2.0 * batch * double(l.cols + l.rows);
       }
@@ -398,7 +327,7 @@ KernelBenchReport runKernelBenchmark(const KernelBenchOptions& o, const Progress
       r.gbPerSecond = r.bytesPerStep / (r.msPerStep * 1e-3) / 1e9;
       r.fractionOfCopy = report.copyGbPerSecond > 0 ? r.gbPerSecond / report.copyGbPerSecond : 0;
       r.bitsPerWeight = 8.0 * double(weightBytes) / double(report.weightsPerStep);
-      if (spec.kind == FormatSpec::Dense) denseMs[batch] = r.msPerStep;
+      if (name == "dense") denseMs[batch] = r.msPerStep;
       if (denseMs.count(batch)) r.speedupOverDense = denseMs[batch] / r.msPerStep;
       report.results.push_back(r);
     }

@@ -31,7 +31,8 @@ struct ModelShape {
   std::vector<LinearShape> linears;  // one layer's linears, in execution order
 };
 
-// Built-in shapes by name ("llama-3.1-8b", "llama-3.2-1b", "qwen3-14b"), or a JSON file
+// Built-in shapes by name (the models of model/ModelPresets.h: "llama-3.1-8b", "llama-3.2-1b", "qwen3-14b", ...),
+// or a JSON file
 // {"name": ..., "layers": N, "linears": [{"name": "qkv", "rows": 6144, "cols": 4096}, ...]}.
 // Throws InputError naming the file or listing the known names.
 ModelShape modelShapeByName(const std::string& nameOrFile);
@@ -73,6 +74,12 @@ struct KernelBenchReport {
   double copyGbPerSecond = 0;     // device-to-device copy: (read + write) bytes / time
   std::vector<KernelBenchResult> results;
 };
+
+// Device-to-device copy bandwidth of the current CUDA device in GB/s ((read + write) bytes / median time of 10
+// copies of 2 GiB): the bound every decode-time number is compared with. Throws InputError without CUDA.
+double measureCopyBandwidth();
+// "NVIDIA H200 (132 SMs)" for the current CUDA device. Throws InputError without CUDA.
+std::string cudaDeviceLabel();
 
 KernelBenchReport runKernelBenchmark(const KernelBenchOptions& options, const ProgressCallback& progress,
                                      const CancelToken& cancel);

@@ -326,5 +326,34 @@ TEST_F(StoreCli, BenchKernelsRecordsItsRows) {
   EXPECT_NE(bad.err.find("unknown model shape"), std::string::npos) << bad.err;
 }
 
+TEST_F(StoreCli, BenchDecodeRunsASyntheticModelAndRecordsItsRows) {
+  RunResult r = cli("bench decode --synthetic tiny-llama --format dense,int4-g128 --context 4,8 --new-tokens 2 "
+                    "--device cpu --dtype bfloat16 --runs 1 --json --db " + db_);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["mode"], "eager (CPU references of the kernels)");
+  ASSERT_EQ(j["results"].size(), 4u);   // 2 formats x 2 contexts
+  for (const auto& row : j["results"]) EXPECT_GT(row["tokens_per_second"].get<double>(), 0) << row.dump();
+  ExperimentStore store(db_);
+  const auto runs = store.listRuns();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].kind, "bench");
+  RunResult shown = cli("runs show " + std::to_string(runs[0].id) + " --json --db " + db_);
+  ASSERT_EQ(shown.exitCode, 0) << shown.err;
+  const json rows = json::parse(shown.out)["benchmarks"];
+  ASSERT_EQ(rows.size(), 4u) << shown.out;
+  EXPECT_EQ(rows[0]["kernel"], "decode dense");
+
+  RunResult both = cli("bench decode --synthetic tiny-llama --model " + dir_ + " --device cpu --db " + db_);
+  EXPECT_NE(both.exitCode, 0);
+  EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
+  RunResult unknown = cli("bench decode --synthetic llama-9 --device cpu --db " + db_);
+  EXPECT_EQ(unknown.exitCode, 2);
+  EXPECT_NE(unknown.err.find("llama-3.1-8b"), std::string::npos) << unknown.err;
+  RunResult format = cli("bench decode --synthetic tiny-llama --format int5-g3 --device cpu --db " + db_);
+  EXPECT_EQ(format.exitCode, 2);
+  EXPECT_NE(format.err.find("unknown weight format"), std::string::npos) << format.err;
+}
+
 }  // namespace
 }  // namespace pareto

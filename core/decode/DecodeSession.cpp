@@ -1,0 +1,232 @@
+#include "decode/DecodeSession.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/DecodeOps.h"
+#include "util/Error.h"
+
+#ifdef PARETO_WITH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace pareto {
+
+struct DecodeSession::Graph {
+#ifdef PARETO_WITH_CUDA
+  at::cuda::CUDAGraph graph;
+#endif
+};
+
+DecodeSession::DecodeSession(const DecodeModel& model, int64_t batch, int64_t capacity)
+    : model_(model), batch_(batch), capacity_(capacity) {
+  const ModelConfig& c = model.config();
+  if (batch < 1 || batch > 16) throw InputError("decode batch must be 1..16, got " + std::to_string(batch));
+  if (capacity < 1) throw InputError("decode cache capacity must be at least 1 position");
+  if (capacity > c.maxPositionEmbeddings)
+    throw InputError(std::to_string(capacity) + " positions exceed the model's " +
+                     std::to_string(c.maxPositionEmbeddings));
+  const auto& opts = model.options();
+  const auto act = at::TensorOptions().device(opts.device).dtype(opts.dtype);
+  const auto longs = at::TensorOptions().device(opts.device).dtype(at::kLong);
+  const int64_t H = c.hiddenSize, D = c.headDim;
+  ids_ = at::zeros({batch}, longs);
+  positions_ = at::zeros({batch}, longs);
+  validFrom_ = at::zeros({batch}, longs);
+  slot_ = at::zeros({1}, longs);
+  next_ = at::zeros({batch}, longs);
+  residual_ = at::zeros({batch, H}, act);
+  normed_ = at::zeros({batch, H}, act);
+  qkv_ = at::zeros({batch, (c.numHeads + 2 * c.numKvHeads) * D}, act);
+  q_ = at::zeros({batch, c.numHeads, D}, act);
+  attn_ = at::zeros({batch, c.numHeads * D}, act);
+  o_ = at::zeros({batch, H}, act);
+  gateUp_ = at::zeros({batch, 2 * c.intermediateSize}, act);
+  act_ = at::zeros({batch, c.intermediateSize}, act);
+  down_ = at::zeros({batch, H}, act);
+  logitsHalf_ = at::zeros({batch, model.outputHead().rows()}, act);
+  logits_ = at::zeros({batch, model.outputHead().rows()}, act.dtype(at::kFloat));
+  generated_ = at::zeros({batch, capacity + 1}, longs);
+  for (int64_t l = 0; l < model.numLayers(); ++l) {
+    keys_.push_back(at::zeros({batch, c.numKvHeads, capacity, D}, act));
+    values_.push_back(at::zeros({batch, c.numKvHeads, capacity, D}, act));
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (const char* n : {"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"})
+      names_.push_back(p + n);
+  }
+}
+
+DecodeSession::~DecodeSession() = default;
+
+bool DecodeSession::captured() const { return graph_ != nullptr; }
+
+void DecodeSession::runStep() {
+  const ModelConfig& c = model_.config();
+  const double eps = c.rmsNormEps;
+  const double scale = 1.0 / std::sqrt(double(c.headDim));
+  const bool linears = parts_ & kLinears, attention = parts_ & kAttention, norms = parts_ & kNormsAndActivation;
+  at::index_select_out(residual_, model_.embedding(), 0, ids_);
+  at::Tensor delta;   // the previous block's output, added to the residual by the next norm
+  for (int64_t l = 0; l < model_.numLayers(); ++l) {
+    const DecodeLayer& L = model_.layer(l);
+    const std::string* name = &names_[size_t(l) * 4];
+    if (norms) addRmsNorm(residual_, delta, L.inputNorm, eps, normed_);
+    if (linears) L.qkv.forward(normed_, qkv_, name[0]);
+    if (attention) {
+      ropeAndCacheWrite(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, q_, keys_[l], values_[l]);
+      decodeAttention(q_, keys_[l], values_[l], slot_, validFrom_, scale, attn_);
+    }
+    if (linears) L.o.forward(attn_, o_, name[1]);
+    if (norms) addRmsNorm(residual_, o_, L.postAttentionNorm, eps, normed_);
+    if (linears) L.gateUp.forward(normed_, gateUp_, name[2]);
+    if (norms) siluMul(gateUp_, act_);
+    if (linears) L.down.forward(act_, down_, name[3]);
+    delta = down_;
+  }
+  if (parts_ & kHead) {
+    addRmsNorm(residual_, delta, model_.finalNorm(), eps, normed_);
+    model_.outputHead().forward(normed_, logitsHalf_, "lm_head");
+    logits_.copy_(logitsHalf_);
+    at::argmax_out(next_, logits_, -1);
+  }
+  // The next step's inputs, on the device: the argmax token at the next slot and position.
+  positions_.add_(1);
+  slot_.add_(1);
+  ids_.copy_(next_);
+  generated_.index_copy_(1, slot_, next_.unsqueeze(1));
+}
+
+void DecodeSession::capture() {
+#ifdef PARETO_WITH_CUDA
+  if (!model_.options().device.is_cuda()) throw InputError("CUDA graphs need a CUDA device");
+  if (graph_) return;
+  const Snapshot before = snapshot();
+  // Capture needs a side stream; one eager step on it first creates cuBLAS handles and workspaces, which
+  // cannot be created during capture. Its effects are undone by restore().
+  c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool();
+  c10::cuda::getCurrentCUDAStream().synchronize();
+  {
+    c10::cuda::CUDAStreamGuard guard(stream);
+    runStep();
+    restore(before);
+    stream.synchronize();
+    auto g = std::make_unique<Graph>();
+    g->graph.capture_begin();
+    runStep();
+    g->graph.capture_end();
+    graph_ = std::move(g);
+    stream.synchronize();
+  }
+#else
+  throw InputError("this build has no CUDA support: decode runs eagerly on the CPU");
+#endif
+}
+
+void DecodeSession::step() {
+  if (length_ >= capacity_)
+    throw InputError("decode cache full: " + std::to_string(capacity_) + " positions");
+#ifdef PARETO_WITH_CUDA
+  if (graph_) {
+    graph_->graph.replay();
+    ++length_;
+    return;
+  }
+#endif
+  runStep();
+  ++length_;
+}
+
+void DecodeSession::feed(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
+                         const std::vector<int64_t>& validFrom) {
+  if (int64_t(tokens.size()) != batch_ || int64_t(positions.size()) != batch_ || int64_t(validFrom.size()) != batch_)
+    throw InputError("decode feed needs one token, position and first slot per row (" + std::to_string(batch_) + ")");
+  const int64_t vocab = model_.config().vocabSize;
+  for (int64_t b = 0; b < batch_; ++b) {
+    if (tokens[b] < 0 || tokens[b] >= vocab)
+      throw InputError("token id " + std::to_string(tokens[b]) + " is outside the vocabulary (" + std::to_string(vocab) + ")");
+    if (validFrom[b] < 0 || validFrom[b] > length_)
+      throw InputError("first attended slot " + std::to_string(validFrom[b]) + " is past the slot being written");
+  }
+  auto host = [](const std::vector<int64_t>& v) { return at::tensor(v, at::TensorOptions().dtype(at::kLong)); };
+  ids_.copy_(host(tokens));
+  positions_.copy_(host(positions));
+  validFrom_.copy_(host(validFrom));
+}
+
+void DecodeSession::fillRandomContext(int64_t length, uint64_t seed) {
+  if (length < 0 || length >= capacity_)
+    throw InputError("context of " + std::to_string(length) + " leaves no room in a cache of " +
+                     std::to_string(capacity_) + " positions");
+  at::manual_seed(seed);
+  for (size_t l = 0; l < keys_.size(); ++l) {
+    keys_[l].narrow(2, 0, length).normal_();
+    values_[l].narrow(2, 0, length).normal_();
+  }
+  ids_.zero_();
+  positions_.fill_(length);
+  validFrom_.zero_();
+  slot_.fill_(length);
+  length_ = length;
+}
+
+DecodeSession::Snapshot DecodeSession::snapshot() const {
+  return {ids_.clone(), positions_.clone(), slot_.clone(), validFrom_.clone(), length_};
+}
+
+void DecodeSession::restore(const Snapshot& s) {
+  ids_.copy_(s.ids);
+  positions_.copy_(s.positions);
+  slot_.copy_(s.slot);
+  validFrom_.copy_(s.validFrom);
+  length_ = s.length;
+}
+
+int64_t DecodeSession::kvBytesPerStep() const {
+  const ModelConfig& c = model_.config();
+  const int64_t elem = keys_.empty() ? 0 : int64_t(keys_.front().element_size());
+  return 2 * model_.numLayers() * batch_ * c.numKvHeads * c.headDim * elem * (length_ + 1);
+}
+
+std::vector<std::vector<TokenId>> decodeGreedy(const DecodeModel& model, const std::vector<std::vector<TokenId>>& prompts,
+                                               int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds,
+                                               bool useGraph) {
+  const int64_t B = int64_t(prompts.size());
+  std::vector<std::vector<TokenId>> out(prompts.size());
+  if (B == 0 || maxNewTokens <= 0) return out;
+  int64_t longest = 0;
+  for (const auto& p : prompts) {
+    if (p.empty()) throw InputError("generation needs non-empty prompts");
+    longest = std::max<int64_t>(longest, int64_t(p.size()));
+  }
+  DecodeSession session(model, B, longest + maxNewTokens - 1);
+  if (useGraph && model.options().device.is_cuda()) session.capture();
+  std::vector<int64_t> tokens(prompts.size()), positions(prompts.size()), validFrom(prompts.size());
+  for (int64_t s = 0; s < longest; ++s) {
+    for (int64_t b = 0; b < B; ++b) {
+      const auto& p = prompts[size_t(b)];
+      const int64_t pad = longest - int64_t(p.size());
+      // A row still in its padding attends only to its own slot (finite, never read later).
+      tokens[b] = s < pad ? p.front() : p[size_t(s - pad)];
+      positions[b] = std::max<int64_t>(0, s - pad);
+      validFrom[b] = std::min(pad, s);
+    }
+    session.feed(tokens, positions, validFrom);
+    session.step();
+  }
+  for (int64_t i = 1; i < maxNewTokens; ++i) session.step();
+  const at::Tensor gen = session.generated().narrow(1, longest, maxNewTokens).to(at::kCPU).contiguous();
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t* row = gen.data_ptr<int64_t>() + b * maxNewTokens;
+    for (int64_t i = 0; i < maxNewTokens; ++i) {
+      out[size_t(b)].push_back(row[i]);
+      if (std::find(eosTokenIds.begin(), eosTokenIds.end(), row[i]) != eosTokenIds.end()) break;
+    }
+  }
+  return out;
+}
+
+}  // namespace pareto

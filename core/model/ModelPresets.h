@@ -1,0 +1,18 @@
+// Published configurations of well-known models (config.json values from their Hugging Face repositories), so
+// that speed can be measured on a model's real shapes without downloading it: synthetic models (random weights
+// of the real architecture) and the shapes of `bench kernels`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/ModelConfig.h"
+
+namespace pareto {
+
+// "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "qwen2.5-7b", "qwen3-8b", "qwen3-14b", and
+// "tiny-llama" (2 layers, hidden 256: for tests). Throws InputError listing the known names.
+ModelConfig modelPreset(const std::string& name);
+std::vector<std::string> knownModelPresets();
+
+}  // namespace pareto

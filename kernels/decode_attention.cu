@@ -1,0 +1,404 @@
+// decode_attention: one query token per batch row against the cached keys and values of slots
+// [validFrom[b], slot], grouped-query, softmax in fp32 (DecodeOps.h for the split over blocks).
+//
+// A block is (cache range, key-value head and up to 8 of its query heads, batch row). It walks its range in
+// tiles that cp.async stages into shared memory, two tiles in flight (the next tile's keys and values load while
+// the current one is used), and keeps an online softmax: a running max and sum per query head and an
+// unnormalised fp32 output that is rescaled whenever the max grows. Scores are exp2-based, with scale·log2(e)
+// folded into q once. Scores and probabilities stay in fp32 where transformers rounds both to the dtype, so the
+// result is closer to the exact one than the CPU path's (the tests hold it to both).
+//
+// Each tile goes through three passes, separated by barriers:
+//   scores   `parts` = 128 / tile threads per key, each over every parts-th 8-column group of the key, for all
+//            the block's query heads at once (the key is read from shared memory once), then a shuffle sum;
+//   softmax  one warp per query head: tile max, probabilities, rescale factor;
+//   values   a thread owns one 8-column group of the output for every head and a slice of the tile's slots.
+// Staged rows are padded so that the threads of a quarter-warp, which read different keys in the score pass,
+// fall in different banks. A head dim that is not a multiple of 8 is staged 4 bytes at a time and padded to
+// whole groups with zeros, in q and in the staged rows.
+#include <cuda_pipeline.h>
+
+#include "DecodeOps.h"
+#include "GemvDriver.cuh"
+
+namespace pareto::kernels {
+namespace {
+
+using detail::Act;
+
+constexpr int kThreads = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Shared-memory layout of a block, the same for host (launch size) and device.
+struct Layout {
+  int tile = 0;       // slots per staged tile
+  int parts = 0;      // threads per key in the score pass (kThreads / tile)
+  int padded = 0;     // head dim rounded up to whole 8-column groups
+  int rowStride = 0;  // elements from one staged row to the next
+  int groups = 0;     // 8-column groups per row
+  int slices = 0;     // threads per group in the value pass (kThreads / groups)
+  size_t qOffset = 0, scoreOffset = 0, statOffset = 0, bytes = 0;
+};
+
+Layout attentionLayout(int64_t headDim, int maxHeads) {
+  Layout l;
+  l.tile = int(decodeAttentionTileSlots(headDim));
+  l.parts = kThreads / l.tile;
+  l.padded = int((headDim + 7) / 8 * 8);
+  // In the score pass a quarter-warp reads 16 bytes from each of 8 / parts keys at parts consecutive groups:
+  // rows 4·parts words apart (mod 32 banks) put them all in different banks.
+  const int words = l.padded / 2, want = (4 * l.parts) % 32;
+  l.rowStride = 2 * (words + (want - words % 32 + 32) % 32);
+  l.groups = l.padded / 8;
+  l.slices = kThreads / l.groups;
+  const size_t stages = size_t(2) * 2 * l.tile * l.rowStride * 2;                   // 2 × (keys, values)
+  const size_t reduction = size_t(l.slices) * maxHeads * l.padded * sizeof(float);  // reuses the stages
+  l.qOffset = stages > reduction ? stages : reduction;
+  l.scoreOffset = l.qOffset + size_t(maxHeads) * l.padded * sizeof(float);
+  l.statOffset = l.scoreOffset + size_t(maxHeads) * l.tile * sizeof(float);
+  l.bytes = l.statOffset + 3 * size_t(maxHeads) * sizeof(float);
+  return l;
+}
+
+struct AttentionArgs {
+  DecodeAttentionProblem p;
+  Layout l;
+  int64_t slotsPerSplit = 0;
+  int splits = 1;
+  int headChunks = 1;
+  float* partial = nullptr;  // [batch, qHeads, splits, headDim]
+  float* maxes = nullptr;    // [batch, qHeads, splits]  running max (log2 units)
+  float* sums = nullptr;     // [batch, qHeads, splits]
+};
+
+// The slots row b attends: [lo, hi], both read from the device and clamped so that the range is never empty.
+__device__ __forceinline__ void attendedRange(const DecodeAttentionProblem& p, int b, int64_t& lo, int64_t& hi) {
+  const int64_t s = *p.slot;
+  hi = s < 0 ? 0 : s >= p.capacity ? p.capacity - 1 : s;
+  const int64_t f = p.validFrom != nullptr ? p.validFrom[b] : 0;
+  lo = f < 0 ? 0 : f > hi ? hi : f;
+}
+
+template <ActivationType T>
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  using A = Act<T>;
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    f[2 * k] = A::lowToFloat(w[k]);
+    f[2 * k + 1] = A::highToFloat(w[k]);
+  }
+}
+
+// Starts the copy of `rows` cached keys and values (from `keys`/`values`, D elements a row) into a stage.
+template <class E>
+__device__ __forceinline__ void stageTile(E* kDst, E* vDst, const E* keys, const E* values, int rows, int D,
+                                          int rowStride) {
+  if (D % 8 == 0) {
+    const int perRow = D / 8;
+    for (int i = threadIdx.x; i < rows * perRow; i += kThreads) {
+      const int r = i / perRow, c = (i - r * perRow) * 8;
+      __pipeline_memcpy_async(kDst + r * rowStride + c, keys + int64_t(r) * D + c, 16);
+      __pipeline_memcpy_async(vDst + r * rowStride + c, values + int64_t(r) * D + c, 16);
+    }
+  } else {  // rows only 4-byte aligned
+    const int perRow = D / 2;
+    for (int i = threadIdx.x; i < rows * perRow; i += kThreads) {
+      const int r = i / perRow, c = (i - r * perRow) * 2;
+      __pipeline_memcpy_async(kDst + r * rowStride + c, keys + int64_t(r) * D + c, 4);
+      __pipeline_memcpy_async(vDst + r * rowStride + c, values + int64_t(r) * D + c, 4);
+    }
+  }
+  __pipeline_commit();
+}
+
+__device__ __forceinline__ int64_t minSlot(int64_t a, int64_t b) { return a < b ? a : b; }
+__device__ __forceinline__ int64_t maxSlot(int64_t a, int64_t b) { return a > b ? a : b; }
+
+__device__ __forceinline__ float warpMax(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+  return v;
+}
+
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+  return v;
+}
+
+// MaxHeads: the query heads a block holds in registers (a power of two ≥ its heads; the rest have q = 0).
+template <ActivationType T, int MaxHeads>
+__global__ void __launch_bounds__(kThreads) decodeAttentionKernel(const AttentionArgs a) {
+  static_assert(MaxHeads <= 8, "the softmax pass gives a warp at most two heads");
+  using A = Act<T>;
+  using E = typename A::type;
+  const DecodeAttentionProblem& p = a.p;
+  const Layout& l = a.l;
+  const int split = blockIdx.x;
+  const int kvHead = int(blockIdx.y) / a.headChunks, chunk = int(blockIdx.y) % a.headChunks;
+  const int b = blockIdx.z;
+
+  int64_t lo, hi;
+  attendedRange(p, b, lo, hi);
+  const int64_t start = maxSlot(int64_t(split) * a.slotsPerSplit, lo);
+  const int64_t end = minSlot(int64_t(split + 1) * a.slotsPerSplit, hi + 1);
+  if (start >= end) return;  // the whole block: the range lies past the slot or before validFrom
+
+  const int D = int(p.headDim);
+  const int group = int(p.qHeads / p.kvHeads);
+  const int head0 = kvHead * group + chunk * kDecodeAttentionHeadsPerBlock;
+  const int heads = min(kDecodeAttentionHeadsPerBlock, group - chunk * kDecodeAttentionHeadsPerBlock);
+
+  extern __shared__ __align__(16) unsigned char shared[];
+  E* stages = reinterpret_cast<E*>(shared);  // [2][keys, values][tile][rowStride]
+  float* qs = reinterpret_cast<float*>(shared + l.qOffset);        // [MaxHeads][padded]
+  float* scores = reinterpret_cast<float*>(shared + l.scoreOffset);  // [MaxHeads][tile]
+  float* rescale = reinterpret_cast<float*>(shared + l.statOffset);  // [MaxHeads]
+  float* headSums = rescale + MaxHeads;                              // [MaxHeads]
+  float* headMaxes = headSums + MaxHeads;                            // [MaxHeads]
+  const int stageElems = l.tile * l.rowStride;
+
+  const int64_t headBase = (int64_t(b) * p.kvHeads + kvHead) * p.capacity * D;
+  const E* keys = static_cast<const E*>(p.keys) + headBase;
+  const E* values = static_cast<const E*>(p.values) + headBase;
+  const int tiles = int((end - start + l.tile - 1) / l.tile);
+
+  // The first tile's loads go out before anything else so that they overlap staging q.
+  stageTile(stages, stages + stageElems, keys + start * D, values + start * D, int(minSlot(l.tile, end - start)),
+            D, l.rowStride);
+  if (D != l.padded) {  // the pad columns of every staged row: never copied, read as zeros
+    const int pad = l.padded - D;
+    for (int i = threadIdx.x; i < 4 * l.tile * pad; i += kThreads)
+      stages[(i / pad) * l.rowStride + D + i % pad] = A::fromFloat(0.f);
+  }
+  const float qScale = p.scale * kLog2e;
+  const E* q = static_cast<const E*>(p.q) + (int64_t(b) * p.qHeads + head0) * D;
+  for (int i = threadIdx.x; i < MaxHeads * l.padded; i += kThreads) {
+    const int h = i / l.padded, d = i - h * l.padded;
+    qs[i] = h < heads && d < D ? A::toFloat(q[h * D + d]) * qScale : 0.f;
+  }
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int key = threadIdx.x / l.parts, part = threadIdx.x % l.parts;          // score pass
+  const int column = (threadIdx.x % l.groups) * 8, slice = threadIdx.x / l.groups;  // value pass
+  float acc[MaxHeads][8];
+#pragma unroll
+  for (int h = 0; h < MaxHeads; ++h)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[h][e] = 0.f;
+  float runMax[2] = {-INFINITY, -INFINITY}, runSum[2] = {0.f, 0.f};  // heads warp and warp + 4
+
+  for (int t = 0; t < tiles; ++t) {
+    const int64_t tileStart = start + int64_t(t) * l.tile;
+    const int n = int(minSlot(l.tile, end - tileStart));
+    if (t + 1 < tiles) {
+      E* next = stages + ((t + 1) & 1) * 2 * stageElems;
+      const int64_t nextStart = tileStart + l.tile;
+      stageTile(next, next + stageElems, keys + nextStart * D, values + nextStart * D,
+                int(minSlot(l.tile, end - nextStart)), D, l.rowStride);
+      __pipeline_wait_prior(1);
+    } else {
+      __pipeline_wait_prior(0);
+    }
+    __syncthreads();
+    const E* kTile = stages + (t & 1) * 2 * stageElems;
+    const E* vTile = kTile + stageElems;
+
+    // Scores (log2 units) of every head for this thread's key.
+    float dot[MaxHeads];
+#pragma unroll
+    for (int h = 0; h < MaxHeads; ++h) dot[h] = 0.f;
+    if (key < n) {
+      for (int g = part; g < l.groups; g += l.parts) {
+        float k[8];
+        unpack8<T>(*reinterpret_cast<const uint4*>(kTile + key * l.rowStride + g * 8), k);
+#pragma unroll
+        for (int h = 0; h < MaxHeads; ++h) {
+          const float4 q0 = *reinterpret_cast<const float4*>(qs + h * l.padded + g * 8);
+          const float4 q1 = *reinterpret_cast<const float4*>(qs + h * l.padded + g * 8 + 4);
+          float s = dot[h];
+          s = fmaf(q0.x, k[0], s); s = fmaf(q0.y, k[1], s); s = fmaf(q0.z, k[2], s); s = fmaf(q0.w, k[3], s);
+          s = fmaf(q1.x, k[4], s); s = fmaf(q1.y, k[5], s); s = fmaf(q1.z, k[6], s); s = fmaf(q1.w, k[7], s);
+          dot[h] = s;
+        }
+      }
+    }
+    for (int off = l.parts / 2; off > 0; off /= 2)  // the parts of a key are adjacent lanes of one warp
+#pragma unroll
+      for (int h = 0; h < MaxHeads; ++h) dot[h] += __shfl_xor_sync(0xFFFFFFFFu, dot[h], off);
+    if (part == 0 && key < n)
+#pragma unroll
+      for (int h = 0; h < MaxHeads; ++h) scores[h * l.tile + key] = dot[h];
+    __syncthreads();
+
+    // Online softmax: scores become probabilities relative to the new running max (tiles are ≤ 64 slots).
+#pragma unroll
+    for (int k2 = 0; k2 < 2; ++k2) {
+      const int h = warp + 4 * k2;
+      if (h >= MaxHeads) continue;
+      float* row = scores + h * l.tile;
+      const float s0 = lane < n ? row[lane] : -INFINITY;
+      const float s1 = lane + 32 < n ? row[lane + 32] : -INFINITY;
+      const float newMax = fmaxf(runMax[k2], warpMax(fmaxf(s0, s1)));
+      const float p0 = lane < n ? exp2f(s0 - newMax) : 0.f;
+      const float p1 = lane + 32 < n ? exp2f(s1 - newMax) : 0.f;
+      if (lane < n) row[lane] = p0;
+      if (lane + 32 < n) row[lane + 32] = p1;
+      const float factor = exp2f(runMax[k2] - newMax);  // 0 on the first tile (max −∞)
+      runSum[k2] = runSum[k2] * factor + warpSum(p0 + p1);
+      runMax[k2] = newMax;
+      if (lane == 0) rescale[h] = factor;
+    }
+    __syncthreads();
+
+    // Values: acc = acc · factor + Σ p · v over this thread's slice of the tile's slots.
+    if (slice < l.slices) {
+#pragma unroll
+      for (int h = 0; h < MaxHeads; ++h) {
+        const float f = rescale[h];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[h][e] *= f;
+      }
+      for (int j = slice; j < n; j += l.slices) {
+        float v[8];
+        unpack8<T>(*reinterpret_cast<const uint4*>(vTile + j * l.rowStride + column), v);
+#pragma unroll
+        for (int h = 0; h < MaxHeads; ++h) {
+          const float pr = scores[h * l.tile + j];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[h][e] = fmaf(pr, v[e], acc[h][e]);
+        }
+      }
+    }
+    __syncthreads();  // the stage just read is the one the next iteration starts loading into
+  }
+
+  // Sum the slices (the stages are free now), then write the output or this range's partial.
+  float* reduction = reinterpret_cast<float*>(shared);  // [slices][MaxHeads][padded]
+  if (slice < l.slices) {
+#pragma unroll
+    for (int h = 0; h < MaxHeads; ++h) {
+      float4* dst = reinterpret_cast<float4*>(reduction + (slice * MaxHeads + h) * l.padded + column);
+      dst[0] = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+      dst[1] = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int k2 = 0; k2 < 2; ++k2) {
+      const int h = warp + 4 * k2;
+      if (h < MaxHeads) {
+        headSums[h] = runSum[k2];
+        headMaxes[h] = runMax[k2];
+      }
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < heads * D; i += kThreads) {
+    const int h = i / D, d = i - h * D;
+    float o = 0.f;
+    for (int s = 0; s < l.slices; ++s) o += reduction[(s * MaxHeads + h) * l.padded + d];
+    const int64_t row = int64_t(b) * p.qHeads + head0 + h;  // (batch row, query head)
+    if (a.splits == 1) {
+      static_cast<E*>(p.out)[row * D + d] = A::fromFloat(o / headSums[h]);
+    } else {
+      const int64_t at = row * a.splits + split;
+      a.partial[at * D + d] = o;
+      if (d == 0) {
+        a.maxes[at] = headMaxes[h];
+        a.sums[at] = headSums[h];
+      }
+    }
+  }
+}
+
+// One block per (query head, batch row), one thread per output column: merges the ranges that the row attended
+// (the same ones whose blocks did not leave early) by their maxes.
+template <ActivationType T>
+__global__ void __launch_bounds__(kDecodeMaxHeadDim) combineKernel(const AttentionArgs a) {
+  using A = Act<T>;
+  const DecodeAttentionProblem& p = a.p;
+  const int d = threadIdx.x;
+  const int D = int(p.headDim);
+  if (d >= D) return;
+  const int b = blockIdx.y;
+  int64_t lo, hi;
+  attendedRange(p, b, lo, hi);
+  const int first = int(lo / a.slotsPerSplit), last = int(hi / a.slotsPerSplit);
+  const int64_t row = int64_t(b) * p.qHeads + blockIdx.x;
+  const int64_t base = row * a.splits;
+  float m = -INFINITY;
+  for (int s = first; s <= last; ++s) m = fmaxf(m, a.maxes[base + s]);
+  float sum = 0.f, o = 0.f;
+  for (int s = first; s <= last; ++s) {
+    const float w = exp2f(a.maxes[base + s] - m);
+    sum = fmaf(a.sums[base + s], w, sum);
+    o = fmaf(a.partial[(base + s) * D + d], w, o);
+  }
+  static_cast<typename A::type*>(p.out)[row * D + d] = A::fromFloat(o / sum);
+}
+
+template <ActivationType T, int MaxHeads>
+cudaError_t launch(const AttentionArgs& a, cudaStream_t stream) {
+  const dim3 grid(unsigned(a.splits), unsigned(a.p.kvHeads * a.headChunks), unsigned(a.p.batch));
+  auto kernel = decodeAttentionKernel<T, MaxHeads>;
+  if (a.l.bytes > 48 * 1024) {  // not with the tiles of DecodeOps.h (≤ 46 KB), but never launch short of memory
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(a.l.bytes));
+    if (e != cudaSuccess) return e;
+  }
+  kernel<<<grid, kThreads, a.l.bytes, stream>>>(a);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess || a.splits == 1) return e;
+  const int threads = int((a.p.headDim + 31) / 32 * 32);
+  combineKernel<T><<<dim3(unsigned(a.p.qHeads), unsigned(a.p.batch)), threads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <ActivationType T>
+cudaError_t launchFor(const AttentionArgs& a, int maxHeads, cudaStream_t stream) {
+  switch (maxHeads) {
+    case 1: return launch<T, 1>(a, stream);
+    case 2: return launch<T, 2>(a, stream);
+    case 4: return launch<T, 4>(a, stream);
+    default: return launch<T, 8>(a, stream);
+  }
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+std::string runDecodeAttention(const DecodeAttentionProblem& p, const DecodeAttentionSplit& s, void* workspace,
+                               CUstream_st* stream) {
+  if (auto e = checkDecodeAttention(p); !e.empty()) return e;
+  if (p.q == nullptr || p.keys == nullptr || p.values == nullptr || p.slot == nullptr || p.out == nullptr)
+    return "missing query, cache, slot or output pointer";
+  if (!aligned16(p.q) || !aligned16(p.keys) || !aligned16(p.values) || !aligned16(p.out))
+    return "tensors must be 16-byte aligned";
+  if (s.splits < 1 || s.slotsPerSplit < 1 || int64_t(s.splits) * s.slotsPerSplit < p.capacity)
+    return "the split does not cover the cache capacity";
+  if (s.splits > 1 && (workspace == nullptr || !aligned16(workspace)))
+    return "several splits need a 16-byte aligned workspace of decodeAttentionWorkspaceBytes()";
+  AttentionArgs a;
+  a.p = p;
+  a.headChunks = int(decodeAttentionHeadChunks(p));
+  if (p.kvHeads * a.headChunks > 65535) return "too many key-value heads for one grid dimension";
+  const int64_t group = p.qHeads / p.kvHeads;
+  const int64_t perBlock = group < kDecodeAttentionHeadsPerBlock ? group : kDecodeAttentionHeadsPerBlock;
+  const int maxHeads = perBlock <= 1 ? 1 : perBlock <= 2 ? 2 : perBlock <= 4 ? 4 : 8;
+  a.l = attentionLayout(p.headDim, maxHeads);
+  a.slotsPerSplit = s.slotsPerSplit;
+  a.splits = s.splits;
+  if (s.splits > 1) {
+    const size_t entries = size_t(p.batch) * size_t(p.qHeads) * size_t(s.splits);
+    a.partial = static_cast<float*>(workspace);
+    a.maxes = a.partial + entries * size_t(p.headDim);
+    a.sums = a.maxes + entries;
+  }
+  (void)cudaGetLastError();  // a stale error of an unrelated call must not be reported as this launch's
+  const cudaError_t e = p.type == ActivationType::Float16 ? launchFor<ActivationType::Float16>(a, maxHeads, stream)
+                                                          : launchFor<ActivationType::BFloat16>(a, maxHeads, stream);
+  return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "decode_attention launch");
+}
+
+}  // namespace pareto::kernels

@@ -1,0 +1,67 @@
+// decode_silu_mul: out = silu(gate) · up for gateUp = [gate | up] (DecodeOps.h), with silu rounded to the dtype
+// before the product, as transformers' act_fn(gate) * up.
+//
+// Purely elementwise: a thread takes 8 consecutive columns of gate and of up with one 16-byte load each, and
+// the grid covers all rows at once, so even batch 1 of a 14336-wide MLP spreads over the whole device.
+#include "DecodeOps.h"
+#include "GemvDriver.cuh"
+
+namespace pareto::kernels {
+namespace {
+
+using detail::Act;
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ uint32_t bitsOf(__half v) { return __half_as_ushort(v); }
+__device__ __forceinline__ uint32_t bitsOf(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+
+template <ActivationType T>
+__device__ __forceinline__ uint32_t siluMulPair(uint32_t gate, uint32_t up) {
+  using A = Act<T>;
+  const float g[2] = {A::lowToFloat(gate), A::highToFloat(gate)};
+  const float u[2] = {A::lowToFloat(up), A::highToFloat(up)};
+  uint32_t bits[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    // x / (1 + exp(-x)) with the precise expf and a correctly rounded division, as ATen's silu computes it in
+    // fp32 for 16-bit inputs; then rounded, then the product rounded.
+    const float silu = A::toFloat(A::fromFloat(g[k] / (1.f + expf(-g[k]))));
+    bits[k] = bitsOf(A::fromFloat(silu * u[k]));
+  }
+  return bits[0] | (bits[1] << 16);
+}
+
+template <ActivationType T>
+__global__ void __launch_bounds__(kThreads) siluMulKernel(const SiluMulProblem p) {
+  const int64_t perRow = p.width / 8;
+  const int64_t v = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (v >= int64_t(p.batch) * perRow) return;
+  const int64_t row = v / perRow, column = v - row * perRow;
+  const uint4* gate = static_cast<const uint4*>(p.gateUp) + row * 2 * perRow + column;
+  const uint4 g = *gate, u = *(gate + perRow);
+  static_cast<uint4*>(p.out)[v] = make_uint4(siluMulPair<T>(g.x, u.x), siluMulPair<T>(g.y, u.y),
+                                             siluMulPair<T>(g.z, u.z), siluMulPair<T>(g.w, u.w));
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+std::string runSiluMul(const SiluMulProblem& p, CUstream_st* stream) {
+  if (auto e = checkSiluMul(p); !e.empty()) return e;
+  if (p.gateUp == nullptr || p.out == nullptr) return "missing input or output";
+  if (!aligned16(p.gateUp) || !aligned16(p.out))
+    return "tensors must be 16-byte aligned (the kernel reads 16 bytes at a time)";
+  const int64_t vectors = int64_t(p.batch) * (p.width / 8);
+  const dim3 grid{unsigned(ceilDiv(vectors, kThreads))}, block{unsigned(kThreads)};
+  (void)cudaGetLastError();  // a stale error of an unrelated call must not be reported as this launch's
+  if (p.type == ActivationType::Float16)
+    siluMulKernel<ActivationType::Float16><<<grid, block, 0, stream>>>(p);
+  else
+    siluMulKernel<ActivationType::BFloat16><<<grid, block, 0, stream>>>(p);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "decode_silu_mul launch");
+}
+
+}  // namespace pareto::kernels

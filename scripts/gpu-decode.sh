@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The decode checks on a CUDA machine (no Qt needed): builds against the LibTorch of the installed PyTorch, runs
+# the decode-op and decode-runtime tests on the GPU (graph vs eager vs generate on ref-small, every compressed
+# format's kernels vs its CPU references), then `pareto-cli bench decode` on a synthetic Llama-3.1-8B in each
+# format (batch 1 and 8, context 512 and 4096, 256 new tokens).
+#   scripts/gpu-decode.sh [OUTDIR]
+# PARETO_SHARED, PARETO_DEPS_PREFIX, PARETO_CMAKE_ARGS: as scripts/gpu-kernels.sh. PARETO_DECODE_TESTS=0 skips
+# the tests, PARETO_DECODE_FORMATS / _CONTEXTS / _BATCHES change the benchmark grid.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-$here/build-gpu/results}"
+mkdir -p "$out"
+export PARETO_SHARED="${PARETO_SHARED:-$here/../shared}"
+export PARETO_DB="$out/pareto.db"
+torch_prefix="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
+prefix="$torch_prefix${PARETO_DEPS_PREFIX:+;$PARETO_DEPS_PREFIX}"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+step() { echo; echo "== $*"; }
+status=0
+
+step configure+build
+cmake -S "$here" -B "$here/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARETO_GUI=OFF \
+  -DCMAKE_PREFIX_PATH="$prefix" ${PARETO_CMAKE_ARGS:-} >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
+cmake --build "$here/build-gpu" -j "$(nproc)" --target pareto-cli test_decode test_decode_ops test_packed_gemv \
+  ${PARETO_EXTRA_TARGETS:-} >"$out/build.log" 2>&1 || { grep -B2 -A12 "error" "$out/build.log" | head -80; exit 1; }
+cli="$here/build-gpu/app/cli/pareto-cli"
+summary() { grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|Failure|Expected|Which is|error:|parts from" "$1" | head -${2:-30}; }
+
+if [ "${PARETO_DECODE_TESTS:-1}" = 1 ]; then
+  step "decode op tests (CUDA vs CPU)"
+  "$here/build-gpu/tests/core/test_decode_ops" >"$out/test_decode_ops.log" 2>&1 || status=1
+  summary "$out/test_decode_ops.log"
+  step "decode runtime tests"
+  "$here/build-gpu/tests/core/test_decode" >"$out/test_decode.log" 2>&1 || status=1
+  summary "$out/test_decode.log" 40
+  step "packed GEMV kernel tests (small shapes)"
+  PARETO_KERNEL_TEST_SMALL=${PARETO_KERNEL_TEST_SMALL:-1} "$here/build-gpu/tests/core/test_packed_gemv" \
+    >"$out/test_packed_gemv.log" 2>&1 || status=1
+  summary "$out/test_packed_gemv.log"
+fi
+
+formats="${PARETO_DECODE_FORMATS:-dense,bitmask-2:4,int4-g128,spqr-3bit,bitmask-2:4+int4-g128}"
+step "bench decode: synthetic llama-3.1-8b ($formats)"
+"$cli" --no-record bench decode --synthetic llama-3.1-8b --format "$formats" \
+  --context "${PARETO_DECODE_CONTEXTS:-512,4096}" --batch "${PARETO_DECODE_BATCHES:-1,8}" --new-tokens 256 --runs 5 \
+  --output "$out/bench-decode.json" 2>"$out/bench-decode.err" | tee "$out/bench-decode.txt" || { status=1; tail -20 "$out/bench-decode.err"; }
+if [ "${PARETO_DECODE_EAGER:-1}" = 1 ]; then
+  step "bench decode: dense without the CUDA graph (launch overhead)"
+  "$cli" --no-record bench decode --synthetic llama-3.1-8b --format dense --context 512 --batch 1 --new-tokens 64 \
+    --runs 3 --eager --output "$out/bench-decode-eager.json" 2>>"$out/bench-decode.err" | tail -3
+fi
+exit $status

@@ -45,14 +45,7 @@ ModelShape benchmarkShapeOf(const ModelSummary& m, const std::string& name) {
   if (m.numLayers <= 0 || m.hiddenSize <= 0 || m.intermediateSize <= 0 || m.numHeads <= 0 || headDim <= 0)
     throw InputError(fileMessage(m.path, "config.json lacks the sizes of a decoder layer (layers, hidden, "
                                          "intermediate, heads) needed for the kernel benchmark's shapes"));
-  ModelShape s;
-  s.name = name;
-  s.layers = int(m.numLayers);
-  s.linears = {{"qkv", (m.numHeads + 2 * kvHeads) * headDim, m.hiddenSize},
-               {"o", m.hiddenSize, m.numHeads * headDim},
-               {"gate+up", 2 * m.intermediateSize, m.hiddenSize},
-               {"down", m.hiddenSize, m.intermediateSize}};
-  return s;
+  return decodeStepShape(name, int(m.numLayers), m.hiddenSize, m.intermediateSize, m.numHeads, kvHeads, headDim);
 }
 
 QString benchmarkDeviceName(const ComputeDevice& d) {

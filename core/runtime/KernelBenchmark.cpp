@@ -28,16 +28,9 @@
 namespace pareto {
 namespace {
 
-// One layer's linears with qkv and gate+up fused, as serving engines (and Pareto's decode runtime) run them.
 ModelShape shapeOf(const std::string& name, const ModelConfig& c) {
-  ModelShape s;
-  s.name = name;
-  s.layers = int(c.numLayers);
-  s.linears = {{"qkv", (c.numHeads + 2 * c.numKvHeads) * c.headDim, c.hiddenSize},
-               {"o", c.hiddenSize, c.numHeads * c.headDim},
-               {"gate+up", 2 * c.intermediateSize, c.hiddenSize},
-               {"down", c.hiddenSize, c.intermediateSize}};
-  return s;
+  return decodeStepShape(name, int(c.numLayers), c.hiddenSize, c.intermediateSize, c.numHeads, c.numKvHeads,
+                         c.headDim);
 }
 
 // One GEMV of the step: y = x · Wᵀ into a fixed output, plus what it reads.
@@ -175,6 +168,18 @@ Timing timeCpu(std::vector<BenchLinear>& step, std::map<int64_t, at::Tensor>& in
 }
 
 }  // namespace
+
+ModelShape decodeStepShape(const std::string& name, int layers, int64_t hidden, int64_t intermediate, int64_t heads,
+                           int64_t kvHeads, int64_t headDim) {
+  ModelShape s;
+  s.name = name;
+  s.layers = layers;
+  s.linears = {{"qkv", (heads + 2 * kvHeads) * headDim, hidden},
+               {"o", hidden, heads * headDim},
+               {"gate+up", 2 * intermediate, hidden},
+               {"down", hidden, intermediate}};
+  return s;
+}
 
 double measureCopyBandwidth() {
 #ifdef PARETO_WITH_CUDA

@@ -31,6 +31,11 @@ struct ModelShape {
   std::vector<LinearShape> linears;  // one layer's linears, in execution order
 };
 
+// One decode step's linears of a Llama-family layer with qkv and gate+up fused, as serving engines (and the decode
+// runtime) run them.
+ModelShape decodeStepShape(const std::string& name, int layers, int64_t hidden, int64_t intermediate, int64_t heads,
+                           int64_t kvHeads, int64_t headDim);
+
 // Built-in shapes by name (the models of model/ModelPresets.h: "llama-3.1-8b", "llama-3.2-1b", "qwen3-14b", ...),
 // or a JSON file
 // {"name": ..., "layers": N, "linears": [{"name": "qkv", "rows": 6144, "cols": 4096}, ...]}.

@@ -279,6 +279,21 @@ TEST(DecodeBenchmark, ReportsEveryKeyForEachFormatOnTheCpu) {
   EXPECT_GT(r.results[2].speedupOverDense, 0);
   EXPECT_THAT(toText(r), HasSubstr("int4-g128"));
 
+  // The breakdown times each part of the step alone; together they are about the whole step.
+  DecodeBenchOptions parts = o;
+  parts.formats = {"int4-g128"};
+  parts.batches = {1};
+  parts.breakdown = true;
+  const DecodeBenchReport split = runDecodeBenchmark(parts, {}, CancelToken());
+  ASSERT_EQ(split.results.at(0).partMs.size(), 4u);
+  double sum = 0;
+  for (const auto& [name, ms] : split.results[0].partMs) {
+    EXPECT_GT(ms, 0) << name;
+    sum += ms;
+  }
+  EXPECT_GT(sum, 0.3 * split.results[0].msPerToken);
+  EXPECT_TRUE(toJson(split)["results"][0].contains("ms_per_step_of_each_part_alone"));
+
   DecodeBenchOptions bad = o;
   bad.batches = {17};
   EXPECT_THROW(runDecodeBenchmark(bad, {}, CancelToken()), InputError);

@@ -4,8 +4,11 @@
 #include "CliSupport.h"
 #include "Commands.h"
 #include "ModelOptions.h"
+#include "decode/DecodeModel.h"
+#include "decode/DecodeSession.h"
 #include "model/Generation.h"
 #include "model/LoadedModel.h"
+#include "util/Error.h"
 
 namespace pareto::cli {
 
@@ -17,6 +20,7 @@ void addGenerateCommand(CLI::App& app) {
     bool greedy = false;
     bool noBos = false;
     bool json = false;
+    std::string runtime = "eager";
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -34,12 +38,30 @@ void addGenerateCommand(CLI::App& app) {
   for (auto* o : {temp, topK, topP, seed}) o->excludes(greedy);
   cmd->add_flag("--no-bos", args->noBos, "Do not put the model's BOS token first");
   cmd->add_flag("--json", args->json, "Print one JSON object (ids of the new tokens, text)");
+  cmd->add_option("--runtime", args->runtime,
+                  "eager: LibTorch ops, a compressed folder's packed modules unpacked to dense weights; packed: the "
+                  "packed modules stay packed and run on their kernels (CUDA) or the kernels' references (CPU); "
+                  "graph: the decode runtime (fused ops, packed modules, on CUDA one step captured in a CUDA graph "
+                  "and replayed; greedy only; float16/bfloat16)")
+      ->capture_default_str()->check(CLI::IsMember({"eager", "packed", "graph"}));
   cmd->callback([args, temp, topK, topP, seed] {
     // Sampling is on as soon as any sampling option is given; otherwise greedy.
     args->gen.sampling.greedy = temp->count() + topK->count() + topP->count() + seed->count() == 0;
-    LoadedModel m = loadModel(args->model.model, makeRuntimeOptions(args->model.device, args->model.dtype));
+    if (args->runtime == "graph" && !args->gen.sampling.greedy)
+      throw InputError("--runtime graph samples greedily on the device; drop --temperature/--top-k/--top-p/--seed "
+                       "or use --runtime packed");
+    RuntimeOptions rt = makeRuntimeOptions(args->model.device, args->model.dtype);
+    rt.packedWeights = args->runtime != "eager";
+    LoadedModel m = loadModel(args->model.model, rt);
     args->gen.eosTokenIds = m.eosTokenIds;
-    std::vector<TokenId> out = generate(*m.model, m.promptIds(args->prompt, !args->noBos), args->gen);
+    const std::vector<TokenId> prompt = m.promptIds(args->prompt, !args->noBos);
+    std::vector<TokenId> out;
+    if (args->runtime == "graph") {
+      const DecodeModel d = DecodeModel::fromModel(*m.model);
+      out = decodeGreedy(d, {prompt}, args->gen.maxNewTokens, m.eosTokenIds, /*useGraph=*/true).at(0);
+    } else {
+      out = generate(*m.model, prompt, args->gen);
+    }
     std::string text = m.tokenizer->decode(out);
     printResult(args->json, {{"ids", out}, {"text", text}}, text);
   });

@@ -103,6 +103,15 @@ TEST(Cli, ScoreAndGenerateJson) {
   auto gj = nlohmann::json::parse(g.out);
   EXPECT_EQ(gj["ids"], p["greedy32"]);
   EXPECT_EQ(gj["text"], p["greedy32_text"]);
+
+  // The decode runtime (here its CPU references, in bfloat16) continues the prompt; it samples greedily only.
+  RunResult d = runCli("generate --model " + model + " --prompt '" + p["text"].get<std::string>() +
+                       "' --max-new-tokens 8 --runtime graph --dtype bfloat16 --json");
+  ASSERT_EQ(d.exitCode, 0) << d.err;
+  EXPECT_EQ(nlohmann::json::parse(d.out)["ids"].size(), 8u);
+  RunResult sampled = runCli("generate --model " + model + " --prompt x --runtime graph --dtype bfloat16 --temperature 0.5");
+  EXPECT_EQ(sampled.exitCode, 2);
+  EXPECT_THAT(sampled.err, HasSubstr("greedily"));
 }
 
 TEST(Cli, PerplexityJsonKeys) {

@@ -1,6 +1,8 @@
 // The launch skeleton shared by the packed-weight GEMV kernels (see GemvProblem.h for the decomposition):
-// stage the block's slice of x in shared memory as fp32, let each warp walk its chunks through the format's
-// `accumulate`, reduce the warps of the block, and combine the splits of a row group.
+// issue the weight loads of each warp's first two chunks, stage the block's slice of x in shared memory as fp32
+// while they are in flight, let each warp walk its chunks through the format's `load` / `compute` with a
+// register double buffer (the next chunk's weights in flight while the current one is computed), reduce the
+// warps of the block, and combine the splits of a row group.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -55,17 +57,33 @@ struct GemvLaunch {
 // Format concept (a struct with):
 //   static constexpr int kChunkCols;
 //   struct Params;                       (device pointers and sizes of the re-laid-out weight)
-//   template <int B> __device__ static void accumulate(const Params&, int64_t group, int64_t chunk, int lane,
-//        const float* xs, int64_t xStride, const float* xsum, int64_t sumStride, float (&acc)[B]);
-//     xs points at the chunk's first column of batch row 0 (row b at xs + b·xStride), xsum likewise for the
-//     per-unit activation sums.
-//   template <int B, ActivationType T> __device__ static void rowExtra(const Params&, int64_t row, int part,
-//        int parts, const typename Act<T>::type* x, int64_t cols, float (&acc)[B]);
-//     work outside the chunks (SpQR's outliers), shared out over `parts` warps; a no-op for most formats.
+//   struct Fragment;                     the streaming weight words of one chunk for one lane, in registers (a
+//                                        plain struct of uint4/uint2 arrays: int4 `uint4 piece[8]`, ...)
+//   __device__ static Fragment load(const Params&, int64_t group, int64_t chunk, int lane);
+//     only the chunk's streaming weight loads (loadStreaming), nothing that uses their values, so that the
+//     loads stay in flight while the caller does other work until `compute` consumes the fragment.
+//   template <int B> __device__ static void compute(const Params&, const Fragment&, int64_t group,
+//        int64_t chunk, int lane, const float* xs, int64_t xStride, const float* xsum, int64_t sumStride,
+//        float (&acc)[B]);
+//     everything else of the chunk: the small, cached per-group loads (scales, zeros, statistics),
+//     dequantization and the FMAs. xs points at the chunk's first column of batch row 0 (row b at
+//     xs + b·xStride), xsum likewise for the per-unit activation sums.
+//   struct RowState;  __device__ static RowState rowBegin(const Params&, int64_t row);
+//     loads for the work outside the chunks that do not depend on x (SpQR: the row's outlier range), issued
+//     before the staging like the first chunks; an empty struct for most formats.
+//   template <int B, ActivationType T> __device__ static void rowExtra(const Params&, const RowState&,
+//        int64_t row, int part, int parts, const typename Act<T>::type* x, int64_t cols, int batch,
+//        float (&acc)[B]);
+//     work outside the chunks (SpQR's outliers), shared out over `parts` warps; x has `batch` rows (rows past
+//     it must not be read); a no-op for most formats.
+// The minimum blocks a multiprocessor in __launch_bounds__ caps the registers (batch 1: 128, so 4 blocks = 16
+// warps fit: the double buffer costs 2 fragments of registers, ptxas would otherwise take ~132 for int4 and 3
+// blocks) and matches residentBlocks(), which the split policy (chooseGemvSplit) sizes its grid for.
 template <class Format, int B, ActivationType T>
-__global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock)
+__global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks(B))
     packedGemvKernel(const typename Format::Params w, const GemvLaunch a) {
   using A = Act<T>;
+  using Fragment = typename Format::Fragment;
   extern __shared__ float shared[];
   __shared__ float warpSums[kWarpsPerBlock][B][kRowsPerGroup];
   __shared__ bool lastBlock;
@@ -77,7 +95,22 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock)
   const int64_t chunk0 = int64_t(split) * a.chunksPerSplit;
   const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
   const int64_t col0 = chunk0 * Format::kChunkCols;
+  const int64_t row = group * kRowsPerGroup + lane;
   const auto* x = static_cast<const typename A::type*>(a.x);
+
+  // The warp's chunks are first, first + kWarpsPerBlock, ... below chunkEnd: the same for all 32 lanes (no
+  // divergence), possibly none in a short last split or when the split has fewer chunks than warps. A warp
+  // without chunks still runs the staging (its shuffles) and every __syncthreads below.
+  constexpr int kStride = kWarpsPerBlock;
+  const int64_t first = chunk0 + warp;
+
+  // Issue the weight loads of the warp's first two chunks now, before x is staged: they do not depend on x, so
+  // their memory latency overlaps the staging loads, the stores to shared memory and the barrier, instead of
+  // following them. A warp of at most two chunks has its whole share of the weight in flight from the start.
+  Fragment f0, f1;
+  if (first < chunkEnd) f0 = Format::load(w, group, first, lane);
+  if (first + kStride < chunkEnd) f1 = Format::load(w, group, first + kStride, lane);
+  const typename Format::RowState rowState = Format::rowBegin(w, row);
 
   // Stage x[:, slice] as fp32 (zero past the last column and for batch rows past `batch`, so padded weight
   // entries and unused batch lanes contribute exactly 0), and per-unit sums for the quantized formats.
@@ -91,7 +124,13 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock)
   {
     const int64_t vectors = int64_t(B) * a.sliceCols / 8;
     constexpr int kUnroll = 4;
-    for (int64_t base = threadIdx.x; base < vectors; base += int64_t(blockDim.x) * kUnroll) {
+    // The loop condition is the warp's (base − lane: its first thread), not the thread's: the unit sums below
+    // shuffle with all 32 lanes, so a warp must never be split between iterating and leaving. (With fewer
+    // vectors than threads, e.g. 80 = 5 chunks of 128 columns at batch 1, lanes 16-31 of warp 2 would leave
+    // while lanes 0-15 shuffle: undefined behaviour. v2's splits never made such slices; v3's do, and the
+    // QuantGroup kernel test stalled on the H200 until this loop was made warp-uniform.) Past `vectors` the
+    // guards below load zeros and skip the stores; a unit lies wholly inside or outside `vectors`.
+    for (int64_t base = threadIdx.x; base - lane < vectors; base += int64_t(blockDim.x) * kUnroll) {
       uint4 raw[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -131,14 +170,26 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock)
 #pragma unroll
   for (int b = 0; b < B; ++b) acc[b] = 0.f;
   const int64_t unitsPerChunk = a.sumUnit > 0 ? Format::kChunkCols / a.sumUnit : 0;
-  for (int64_t c = chunk0 + warp; c < chunkEnd; c += kWarpsPerBlock) {
+  const auto computeChunk = [&](const Fragment& f, int64_t c) {
     const int64_t local = c - chunk0;
-    Format::template accumulate<B>(w, group, c, lane, xs + local * Format::kChunkCols, a.sliceCols,
-                                   xsum + local * unitsPerChunk, units, acc);
+    Format::template compute<B>(w, f, group, c, lane, xs + local * Format::kChunkCols, a.sliceCols,
+                                xsum + local * unitsPerChunk, units, acc);
+  };
+  // Register double buffer, unrolled by two so that each buffer keeps its own registers: f0 holds chunk c and
+  // f1 chunk c + kStride (both loads already issued). As soon as a buffer's chunk is computed, the buffer is
+  // refilled with the chunk two steps ahead, which then stays in flight during the other buffer's compute. (A
+  // rolled loop with `current = next` would copy registers whose loads are still outstanding, and the copy
+  // waits for them: the prefetch would be gone.) Chunks are computed in the same order as before (c ascending),
+  // so the sums are accumulated in the same order.
+  for (int64_t c = first; c < chunkEnd; c += 2 * kStride) {
+    computeChunk(f0, c);
+    if (c + 2 * kStride < chunkEnd) f0 = Format::load(w, group, c + 2 * kStride, lane);
+    if (c + kStride >= chunkEnd) break;
+    computeChunk(f1, c + kStride);
+    if (c + 3 * kStride < chunkEnd) f1 = Format::load(w, group, c + 3 * kStride, lane);
   }
-  const int64_t row = group * kRowsPerGroup + lane;
-  Format::template rowExtra<B, T>(w, row, split * kWarpsPerBlock + warp, a.splits * kWarpsPerBlock, x, a.cols,
-                                  acc);
+  Format::template rowExtra<B, T>(w, rowState, row, split * kWarpsPerBlock + warp, a.splits * kWarpsPerBlock, x,
+                                  a.cols, a.batch, acc);
 
 #pragma unroll
   for (int b = 0; b < B; ++b) warpSums[warp][b][lane] = acc[b];
@@ -171,12 +222,21 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock)
   if (!lastBlock) return;
   __threadfence();
   if (row < a.rows) {
-    for (int b = 0; b < a.batch; ++b) {
-      float sum = 0.f;
-#pragma unroll 8
-      for (int s = 0; s < a.splits; ++s) sum += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
-      y[int64_t(b) * a.rows + row] = A::fromFloat(sum);
-    }
+    // Every batch row's partials are loaded before the first store to y (which the compiler must assume may
+    // alias them): a loop over b with the store inside cost one L2 latency per batch row. Each row still adds
+    // the splits in ascending order, as before.
+    constexpr int kSplitUnroll = B >= 8 ? 2 : B >= 4 ? 4 : 8;
+    float sum[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) sum[b] = 0.f;
+#pragma unroll kSplitUnroll
+    for (int s = 0; s < a.splits; ++s)
+#pragma unroll
+      for (int b = 0; b < B; ++b)
+        if (b < a.batch) sum[b] += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+      if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(sum[b]);
   }
   if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
 }

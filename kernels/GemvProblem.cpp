@@ -8,10 +8,21 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
                           int multiprocessors, size_t maxSharedBytes) {
   GemvSplit s;
   const int64_t groups = rowGroups(rows);
-  const int64_t targetBlocks = 4 * std::max(1, multiprocessors);
-  // At least two chunks per warp, so that a warp's loads of one chunk overlap the arithmetic of the previous.
-  const int64_t maxSplits = std::max<int64_t>(1, chunks / (2 * kWarpsPerBlock));
-  int64_t splits = std::clamp<int64_t>(ceilDiv(targetBlocks, groups), 1, maxSplits);
+  // One wave: residentBlocks(batch) blocks on every multiprocessor. The kernel (GemvDriver.cuh) issues each
+  // warp's first two chunks of weight loads before it stages x and keeps the next chunk in flight while it
+  // computes one, so bytes in flight grow with the resident warps: at batch 1, 16 warps of two int4 chunks are
+  // 128 KB a multiprocessor, twice what Little's law asks for at full bandwidth.
+  //   - Splits only while the grid stays within the wave (floor): a grid a little larger than the wave runs its
+  //     last blocks as a second wave, which for a GEMV of a few microseconds nearly doubles it.
+  //   - v2 also kept every warp at least two chunks long, which left the 4096-row shapes at 2 blocks (8 warps)
+  //     a multiprocessor. Now a warp may get a single chunk when the row groups are too few for the wave
+  //     otherwise: its loads are issued before the staging, so they still overlap it (the second buffer goes
+  //     unused). Shapes with more row groups keep 2 or more chunks a warp (qkv 6144 × 4096 at int4, batch 1: 2
+  //     splits, 2 chunks a warp).
+  //   - Row groups that fill the wave by themselves are not split (no partial-sum round trip).
+  const int64_t wave = int64_t(residentBlocks(batch)) * std::max(1, multiprocessors);
+  const int64_t maxSplits = std::max<int64_t>(1, chunks / kWarpsPerBlock);  // every warp of a full split: ≥ 1 chunk
+  int64_t splits = std::clamp<int64_t>(wave / groups, 1, maxSplits);
   const auto sharedFor = [&](int64_t sp) {
     const int64_t perSplit = ceilDiv(chunks, sp);
     const int64_t slice = perSplit * chunkCols;

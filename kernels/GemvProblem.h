@@ -29,6 +29,11 @@ enum class ActivationType { Float16, BFloat16 };
 
 inline constexpr int kRowsPerGroup = 32;   // one warp, one lane per row
 inline constexpr int kWarpsPerBlock = 4;   // warps of a block split the columns of one row group
+// Blocks of 128 threads a multiprocessor holds at once for a compiled batch: the kernels are compiled for at
+// most 65536 / (blocks · 128) registers a thread (__launch_bounds__ in GemvDriver.cuh: 128 at batch 1, 168 at
+// 2-4, 255 at 8-16; each warp keeps two chunks of weights in registers), so that many always fit, and the split
+// policy sizes its grids to one wave of them. At batch 1 that is 16 warps a multiprocessor.
+constexpr int residentBlocks(int compiledBatch) { return compiledBatch <= 1 ? 4 : compiledBatch <= 4 ? 3 : 2; }
 inline constexpr int kMaxBatch = 16;
 // Shared memory a block may use for staged activations (Hopper allows 227 KB a block; staying well below
 // leaves room for two blocks a multiprocessor).
@@ -60,10 +65,11 @@ struct GemvSplit {
 inline int64_t rowGroups(int64_t rows) { return (rows + kRowsPerGroup - 1) / kRowsPerGroup; }
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Chooses the splits for `chunks` column chunks of `chunkCols` columns: enough blocks to cover the device
-// (about four per multiprocessor, so that row groups of unequal cost and the tail of the grid even out) while
-// keeping every warp at least two chunks long and the staged activations within `maxSharedBytes`.
-// `sumUnitCols` > 0 adds one float per unit and batch row for per-unit activation sums.
+// Chooses the splits for `chunks` column chunks of `chunkCols` columns: as many blocks as fill every
+// multiprocessor once (residentBlocks(batch) each; at batch 1, 16 warps with up to two chunks of weight loads in
+// flight each) without spilling into a second wave, every warp of a full split at least one chunk, no split at
+// all when the row groups alone fill the machine, and the staged activations within `maxSharedBytes`.
+// `batch` is the compiled batch. `sumUnitCols` > 0 adds one float per unit and batch row for per-unit sums.
 GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes);
 

@@ -20,16 +20,32 @@ struct BitmaskInt4Format {
     bool symmetric;
   };
 
-  template <int B>
-  __device__ static __forceinline__ void accumulate(const Params& w, int64_t group, int64_t chunk, int lane,
-                                                    const float* xs, int64_t xStride, const float*, int64_t,
-                                                    float (&acc)[B]) {
+  // A lane's 8 mask words and 128 kept codes of one chunk (GemvDriver.cuh: `load` issues them, `compute` uses
+  // them; scales and zeros are small and read cached in `compute`).
+  struct Fragment {
+    uint4 mask[2];
+    uint4 code[4];
+  };
+  struct RowState {};
+
+  __device__ static __forceinline__ Fragment load(const Params& w, int64_t group, int64_t chunk, int lane) {
     const int64_t base = group * w.chunks + chunk;
-    const uint4 m0 = detail::loadStreaming(w.masks + (base * 32 + lane) * 2);
-    const uint4 m1 = detail::loadStreaming(w.masks + (base * 32 + lane) * 2 + 1);
-    uint4 c[4];
+    Fragment f;
+    f.mask[0] = detail::loadStreaming(w.masks + (base * 32 + lane) * 2);
+    f.mask[1] = detail::loadStreaming(w.masks + (base * 32 + lane) * 2 + 1);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) c[i] = detail::loadStreaming(w.codes + (base * 4 + i) * 32 + lane);
+    for (int i = 0; i < 4; ++i) f.code[i] = detail::loadStreaming(w.codes + (base * 4 + i) * 32 + lane);
+    return f;
+  }
+
+  __device__ static __forceinline__ RowState rowBegin(const Params&, int64_t) { return {}; }
+
+  template <int B>
+  __device__ static __forceinline__ void compute(const Params& w, const Fragment& f, int64_t group, int64_t chunk,
+                                                 int lane, const float* xs, int64_t xStride, const float*, int64_t,
+                                                 float (&acc)[B]) {
+    const uint4 m0 = f.mask[0], m1 = f.mask[1];
+    const uint4(&c)[4] = f.code;
     const uint32_t words[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
     const uint32_t codeWords[16] = {c[0].x, c[0].y, c[0].z, c[0].w, c[1].x, c[1].y, c[1].z, c[1].w,
                                     c[2].x, c[2].y, c[2].z, c[2].w, c[3].x, c[3].y, c[3].z, c[3].w};
@@ -66,8 +82,9 @@ struct BitmaskInt4Format {
   }
 
   template <int B, ActivationType TT>
-  __device__ static __forceinline__ void rowExtra(const Params&, int64_t, int, int,
-                                                  const typename detail::Act<TT>::type*, int64_t, float (&)[B]) {}
+  __device__ static __forceinline__ void rowExtra(const Params&, const RowState&, int64_t, int, int,
+                                                  const typename detail::Act<TT>::type*, int64_t, int,
+                                                  float (&)[B]) {}
 };
 
 template <ActivationType T>

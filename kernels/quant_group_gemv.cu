@@ -33,14 +33,27 @@ struct QuantFormat {
     bool symmetric;
   };
 
-  template <int B>
-  __device__ static __forceinline__ void accumulate(const Params& w, int64_t group, int64_t chunk, int lane,
-                                                    const float* xs, int64_t xStride, const float* xsum,
-                                                    int64_t sumStride, float (&acc)[B]) {
-    const int64_t base = group * w.chunks + chunk;
+  // A lane's 128 bytes of codes of one chunk (GemvDriver.cuh: `load` issues them, `compute` uses them).
+  struct Fragment {
     uint4 piece[8];
+  };
+  struct RowState {};
+
+  __device__ static __forceinline__ Fragment load(const Params& w, int64_t group, int64_t chunk, int lane) {
+    const int64_t base = group * w.chunks + chunk;
+    Fragment f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) piece[i] = detail::loadStreaming(w.codes + (base * 8 + i) * 32 + lane);
+    for (int i = 0; i < 8; ++i) f.piece[i] = detail::loadStreaming(w.codes + (base * 8 + i) * 32 + lane);
+    return f;
+  }
+
+  __device__ static __forceinline__ RowState rowBegin(const Params&, int64_t) { return {}; }
+
+  template <int B>
+  __device__ static __forceinline__ void compute(const Params& w, const Fragment& fragment, int64_t group,
+                                                 int64_t chunk, int lane, const float* xs, int64_t xStride,
+                                                 const float* xsum, int64_t sumStride, float (&acc)[B]) {
+    const uint4(&piece)[8] = fragment.piece;
     float unitAcc[B];
 #pragma unroll
     for (int b = 0; b < B; ++b) unitAcc[b] = 0.f;
@@ -98,8 +111,9 @@ struct QuantFormat {
   }
 
   template <int B, ActivationType TT>
-  __device__ static __forceinline__ void rowExtra(const Params&, int64_t, int, int,
-                                                  const typename detail::Act<TT>::type*, int64_t, float (&)[B]) {}
+  __device__ static __forceinline__ void rowExtra(const Params&, const RowState&, int64_t, int, int,
+                                                  const typename detail::Act<TT>::type*, int64_t, int,
+                                                  float (&)[B]) {}
 };
 
 template <int Bits, ActivationType T>
@@ -114,7 +128,8 @@ std::string launch(const GemvProblem& p, const QuantGroupGemvWeight& w, const Ge
                             __builtin_ctzll(uint64_t(quantSumUnit(w.groupSize, Bits))),
                             w.groupSize < F::kChunkCols ? 0
                             : w.groupSize == p.cols     ? int(quantChunks(p.cols, Bits))
-                                                        : int(w.groupSize / F::kChunkCols),                            Bits == 4 ? 8.f : 128.f,
+                                                        : int(w.groupSize / F::kChunkCols),
+                            Bits == 4 ? 8.f : 128.f,
                             w.symmetric};
   const auto a = detail::makeLaunch(p, s, params.chunks, int(quantSumUnit(w.groupSize, Bits)), partials, counters);
   const cudaError_t e = detail::launchPackedGemv<F, T>(params, a, s.sharedBytes, stream);

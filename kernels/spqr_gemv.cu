@@ -35,18 +35,43 @@ struct SpqrFormat {
     return __uint_as_float((t & (((1u << Bits) - 1u) << 16)) | 0x3F000000u);
   }
 
+  // A lane's code bit stream and statistics of one chunk (GemvDriver.cuh: `load` issues them, `compute` uses
+  // them); the second-level grids are small and shared by 32/scaleGroup lanes, so `compute` reads them cached.
+  struct Fragment {
+    uint4 code[Bits];
+    uint2 stats;
+  };
+  // The row's outlier range [begin, end): read before x is staged, so that the outlier loads after the chunks
+  // start from known indices instead of waiting one more memory latency for them.
+  struct RowState {
+    int32_t begin, end;
+  };
+
+  __device__ static __forceinline__ Fragment load(const Params& w, int64_t group, int64_t chunk, int lane) {
+    const int64_t base = group * w.chunks + chunk;
+    Fragment f;
+#pragma unroll
+    for (int i = 0; i < Bits; ++i) f.code[i] = detail::loadStreaming(w.codes + (base * Bits + i) * 32 + lane);
+    f.stats = detail::loadStreaming(w.stats + base * 32 + lane);
+    return f;
+  }
+
+  // `row` < 32·G: rowOffsets has an entry for every padded row and one more (padded rows: no outliers).
+  __device__ static __forceinline__ RowState rowBegin(const Params& w, int64_t row) {
+    return {__ldg(w.rowOffsets + row), __ldg(w.rowOffsets + row + 1)};
+  }
+
   template <int B>
-  __device__ static __forceinline__ void accumulate(const Params& w, int64_t group, int64_t chunk, int lane,
-                                                    const float* xs, int64_t xStride, const float* xsum,
-                                                    int64_t sumStride, float (&acc)[B]) {
+  __device__ static __forceinline__ void compute(const Params& w, const Fragment& f, int64_t group, int64_t chunk,
+                                                 int lane, const float* xs, int64_t xStride, const float* xsum,
+                                                 int64_t sumStride, float (&acc)[B]) {
     const int64_t base = group * w.chunks + chunk;
     uint32_t s[kWords];
 #pragma unroll
     for (int i = 0; i < Bits; ++i) {
-      const uint4 p = detail::loadStreaming(w.codes + (base * Bits + i) * 32 + lane);
-      s[4 * i] = p.x; s[4 * i + 1] = p.y; s[4 * i + 2] = p.z; s[4 * i + 3] = p.w;
+      s[4 * i] = f.code[i].x; s[4 * i + 1] = f.code[i].y; s[4 * i + 2] = f.code[i].z; s[4 * i + 3] = f.code[i].w;
     }
-    const uint2 st = detail::loadStreaming(w.stats + base * 32 + lane);
+    const uint2 st = f.stats;
 #pragma unroll
     for (int g = 0; g < 8; ++g) {
       float sum[B];
@@ -73,17 +98,37 @@ struct SpqrFormat {
     }
   }
 
+  // The lane's outliers begin + part, begin + part + parts, ... in that order (as before), kU at a time: the
+  // column and value loads of kU outliers are issued together, then their x loads, then the FMAs, so a batch of
+  // kU outliers costs two dependent memory latencies instead of 2·kU. x rows past `batch` are not read (the
+  // compiled B may exceed the batch; x has exactly `batch` rows) and contribute 0 to lanes nobody writes out.
   template <int B, ActivationType TT>
-  __device__ static __forceinline__ void rowExtra(const Params& w, int64_t row, int part, int parts,
-                                                  const typename detail::Act<TT>::type* x, int64_t cols,
+  __device__ static __forceinline__ void rowExtra(const Params& w, const RowState& r, int64_t, int part, int parts,
+                                                  const typename detail::Act<TT>::type* x, int64_t cols, int batch,
                                                   float (&acc)[B]) {
     using A = detail::Act<TT>;
-    const int32_t end = __ldg(w.rowOffsets + row + 1);
-    for (int32_t i = __ldg(w.rowOffsets + row) + part; i < end; i += parts) {
-      const int64_t c = __ldg(w.outlierColumns + i);
-      const float v = __half2float(__ldg(w.outlierValues + i));
+    constexpr int kU = B <= 2 ? 8 : B <= 8 ? 4 : 2;
+    for (int32_t i = r.begin + part; i < r.end; i += kU * parts) {
+      int32_t column[kU];
+      float value[kU];
 #pragma unroll
-      for (int b = 0; b < B; ++b) acc[b] = fmaf(v, A::toFloat(x[b * cols + c]), acc[b]);
+      for (int u = 0; u < kU; ++u) {
+        const int32_t j = i + u * parts;
+        const bool live = j < r.end;
+        column[u] = live ? int32_t(__ldg(w.outlierColumns + j)) : 0;
+        value[u] = live ? __half2float(__ldg(w.outlierValues + j)) : 0.f;
+      }
+      float xv[kU][B];
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+#pragma unroll
+        for (int b = 0; b < B; ++b)
+          xv[u][b] = b < batch && i + u * parts < r.end ? A::toFloat(x[b * cols + column[u]]) : 0.f;
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+        if (i + u * parts < r.end)
+#pragma unroll
+          for (int b = 0; b < B; ++b) acc[b] = fmaf(value[u], xv[u][b], acc[b]);
     }
   }
 };

@@ -1,9 +1,11 @@
-// The live benchmark strip (a central tab): the kernel benchmark of the loaded model's linear shapes as it runs,
-// one bar of achieved GB/s per kernel format as each result arrives, a horizontal line at the measured copy
-// bandwidth (the ceiling of any kernel that streams its weights), and on the right axis the tokens/s the model's
-// linear layers would decode at with that kernel. The numbers come from core (runtime/KernelBenchmark.h, run by
-// the window's BenchmarkWorker); the strip only shows them. On a machine without CUDA the timings are the
-// kernels' float64 CPU references, and the strip says so in its title and status.
+// The live benchmark strip (a central tab): the benchmark of the loaded model as it runs. Kernel points: one bar
+// of achieved GB/s per kernel format at the model's linear shapes, and on the right axis the tokens/s the model's
+// linear layers would decode at with that kernel. Decode points: the real decode loop (embedding, attention with
+// its KV cache, norms, every linear in its format, output head, greedy sampling) of the model, one bar of GB/s per
+// weight format and its measured tokens/s on the right axis. A horizontal line marks the measured copy bandwidth
+// (the ceiling of anything that streams its weights once). The numbers come from core (runtime/KernelBenchmark.h
+// and decode/DecodeBenchmark.h, run by the window's BenchmarkWorker); the strip only shows them. On a machine
+// without CUDA the timings are the kernels' float64 CPU references, and the strip says so in its title and status.
 #pragma once
 
 #include <QMetaType>
@@ -19,20 +21,24 @@ class QPushButton;
 
 namespace pareto {
 
-// One measured row. Kernel rows are `bench kernels` formats; the kind is the seam for a decode benchmark
-// (measured tokens/s of the loaded dense and compressed models), which would add Decode rows beside them.
+// One measured row. Kernel rows are `bench kernels` formats at the model's linear shapes; Decode rows are
+// `bench decode` results: the whole decode loop of the model in one weight format (batch 1).
 struct BenchmarkPoint {
-  enum class Kind { Kernel };
+  enum class Kind { Kernel, Decode };
   Kind kind = Kind::Kernel;
-  QString name;                   // "bitmask-2:4"
+  QString name;                   // "bitmask-2:4" (a kernel format, or the decode loop's weight format)
   bool available = true;          // false: the format cannot run here (note says why)
   QString note;
-  double msPerStep = std::numeric_limits<double>::quiet_NaN();        // median over the timed runs
+  // Kernel: median time of one step of the linears; Decode: median time per generated token.
+  double msPerStep = std::numeric_limits<double>::quiet_NaN();
   double gbPerSecond = std::numeric_limits<double>::quiet_NaN();      // bytes read per step / time
   double fractionOfCopy = std::numeric_limits<double>::quiet_NaN();   // gbPerSecond / copy bandwidth
-  double speedupOverDense = std::numeric_limits<double>::quiet_NaN(); // dense ms / this ms, same session
-  double bitsPerWeight = std::numeric_limits<double>::quiet_NaN();    // kernel layout bytes · 8 / weights
-  double tokensPerSecond = std::numeric_limits<double>::quiet_NaN();  // the model's linears at this step time
+  double speedupOverDense = std::numeric_limits<double>::quiet_NaN(); // dense time / this time, same session and kind
+  double bitsPerWeight = std::numeric_limits<double>::quiet_NaN();    // linear layout bytes · 8 / weights
+  // Kernel: the model's linears alone at this step time; Decode: measured tokens/s of the decode loop.
+  double tokensPerSecond = std::numeric_limits<double>::quiet_NaN();
+  int context = 0;                // Decode: tokens in the KV cache when timing starts
+  int newTokens = 0;              // Decode: tokens generated per timed run
 };
 
 // What a benchmark session measures, known before its first result.
@@ -42,7 +48,9 @@ struct BenchmarkSession {
   double copyGbPerSecond = 0;  // measured copy bandwidth of the device, (read + written bytes) / time
   bool cpuReference = false;   // timings of the float64 CPU references, not of GPU kernels
   QString note;                // why it runs the CPU references, formats left out, ...
-  int formats = 0;             // results to expect
+  int formats = 0;             // results to expect (kernel formats and decode results together)
+  QString decodeShape;         // the decode loop measured after the kernels ("" : none), e.g.
+                               // "tiny-llama (1 layers) · context 8 · 4 new tokens · 1 run · eager (CPU references)"
 };
 
 class BenchmarkStrip : public QWidget {
@@ -58,7 +66,7 @@ class BenchmarkStrip : public QWidget {
   void setProgress(double fraction, const QString& message);
   // The session ended (finished, cancelled or failed): the message replaces the progress.
   void finish(const QString& message);
-  // Whether the "Benchmark kernels" button may start one, and why not.
+  // Whether the "Benchmark" button may start one, and why not.
   void setRunnable(bool runnable, const QString& why);
 
   bool isRunning() const { return running_; }

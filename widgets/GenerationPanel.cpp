@@ -76,8 +76,9 @@ void GenerationPanel::setCompressedRun(const QString& runName) {
   updateEnabled();
 }
 
-void GenerationPanel::setDenseAvailable(bool available) {
+void GenerationPanel::setDenseAvailable(bool available, const QString& why) {
   denseAvailable_ = available;
+  unavailableWhy_ = why;
   updateEnabled();
 }
 
@@ -103,7 +104,7 @@ int GenerationPanel::maxNewTokens() const { return maxNewTokens_->value(); }
 void GenerationPanel::updateEnabled() {
   const bool ready = denseAvailable_ && !prompt_->toPlainText().trimmed().isEmpty();
   generate_->setEnabled(ready && !busy_);
-  generate_->setToolTip(!denseAvailable_ ? tr("Open a model first.")
+  generate_->setToolTip(!denseAvailable_ ? (unavailableWhy_.isEmpty() ? tr("Open a model first.") : unavailableWhy_)
                         : prompt_->toPlainText().trimmed().isEmpty()
                             ? tr("Type a prompt first.")
                             : runName_.isEmpty() ? tr("Continue the prompt with the dense model (no run to compare "

@@ -20,7 +20,8 @@ class GenerationPanel : public QWidget {
 
   // The compressed side's run (empty name: no run yet, generation disabled).
   void setCompressedRun(const QString& runName);
-  void setDenseAvailable(bool available);
+  // Whether a dense model is there to generate with; `why` (shown on the Generate button) says why not.
+  void setDenseAvailable(bool available, const QString& why = QString());
   void setBusy(bool busy);
   // The continuation so far of one side (replaces, so that multi-byte characters settle as tokens arrive).
   void showContinuation(bool compressed, const QString& text);
@@ -48,6 +49,7 @@ class GenerationPanel : public QWidget {
   QPlainTextEdit* compressed_ = nullptr;
   QString runName_;
   bool denseAvailable_ = false;
+  QString unavailableWhy_;
   bool busy_ = false;
 };
 

@@ -232,7 +232,46 @@ QLabel* ModelSummaryView::addMetric(const QString& key, const QString& caption, 
   return value;
 }
 
+void ModelSummaryView::setMeaning(QWidget* field, const QString& meaning) {
+  field->setToolTip(meaning);
+  if (QWidget* caption = form_->labelForField(field)) caption->setToolTip(meaning);
+}
+
+void ModelSummaryView::restoreFolderCaptions() {
+  if (!synthetic_) return;
+  synthetic_ = false;
+  for (auto it = folderMeanings_.constBegin(); it != folderMeanings_.constEnd(); ++it) setMeaning(it.key(), it.value());
+  if (auto* caption = qobject_cast<QLabel*>(form_->labelForField(path_))) caption->setText(tr("Folder:"));
+}
+
+void ModelSummaryView::setSyntheticSummary(const ModelSummary& s, const QString& preset) {
+  setSummary(s);
+  synthetic_ = true;
+  for (QWidget* field : std::initializer_list<QWidget*>{path_, architecture_, parameters_, size_, dtype_, files_})
+    folderMeanings_.insert(field, field->toolTip());
+  if (auto* caption = qobject_cast<QLabel*>(form_->labelForField(path_))) caption->setText(tr("Synthetic:"));
+  path_->setText(tr("%1 (published configuration, random weights)").arg(preset));
+  path_->setCursorPosition(0);
+  setMeaning(path_, tr("A synthetic model: the published config.json of %1, built into Pareto, with random weights "
+                       "made on the device when a benchmark runs. Its speed is the real model's; its outputs are "
+                       "noise, so it cannot be compressed or evaluated.")
+                        .arg(preset));
+  setMeaning(architecture_, tr("The model class and model_type of the published configuration of %1.").arg(preset));
+  setMeaning(parameters_,
+             tr("Number of weights of the published configuration, counted from its shapes (no file is read): the "
+                "embedding, every layer's attention and MLP weights, biases and norms, the final norm and the "
+                "output head unless it is tied to the embedding."));
+  size_->setText(tr("%1 (at fp16)").arg(display::bytes(s.bytes)));
+  setMeaning(size_, tr("Bytes the weights take at 16 bits per weight (fp16 or bf16: 2 bytes each), parameters × 2: "
+                       "the size of the published checkpoint. Nothing is stored on disk."));
+  setMeaning(dtype_, tr("The torch_dtype of the published configuration. Synthetic weights are made in float16 on "
+                        "CUDA and bfloat16 on the CPU (2 bytes per weight either way)."));
+  files_->setText(tr("none: random weights, made when a benchmark runs"));
+  setMeaning(files_, tr("A synthetic model has no files: its weights are random and made on the device."));
+}
+
 void ModelSummaryView::setSummary(const ModelSummary& s) {
+  restoreFolderCaptions();
   path_->setText(qs(s.path));
   path_->setCursorPosition(0);
   architecture_->setText(s.modelType.empty() ? qs(s.architecture)
@@ -270,6 +309,7 @@ void ModelSummaryView::setSummary(const ModelSummary& s) {
 }
 
 void ModelSummaryView::clear() {
+  restoreFolderCaptions();
   path_->clear();
   for (QLabel* value : {architecture_, parameters_, size_, dtype_, layers_, hidden_, ffn_, heads_, kvHeads_,
                         headDim_, vocab_, tied_, compression_, files_})

@@ -87,11 +87,7 @@ void addBenchCommand(CLI::App& app) {
     }
     recordBenchmarks(rows, report.device,
                      {{"shape", report.shape}, {"copy_gb_per_s", report.copyGbPerSecond}, {"runs", o.runs}});
-    if (!args->output.empty()) {
-      std::ofstream out(args->output);
-      out << j.dump(2) << "\n";
-      if (!out) throw InputError(fileMessage(args->output, "could not be written"));
-    }
+    writeResultFile(args->output, j);
     printResult(args->json, j, toText(report));
   });
 }

@@ -102,11 +102,7 @@ void addBenchDecodeCommand(CLI::App& bench) {
     recordBenchmarks(rows, report.device,
                      {{"bench", "decode"}, {"model", report.model}, {"mode", report.mode},
                       {"new_tokens", o.newTokens}, {"copy_gb_per_s", report.copyGbPerSecond}, {"runs", o.runs}});
-    if (!args->output.empty()) {
-      std::ofstream out(args->output);
-      out << j.dump(2) << "\n";
-      if (!out) throw InputError(fileMessage(args->output, "could not be written"));
-    }
+    writeResultFile(args->output, j);
     printResult(args->json, j, toText(report));
   });
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -50,6 +51,13 @@ const CancelToken& interruptToken() {
   }();
   (void)installed;
   return gInterrupt;
+}
+
+void writeResultFile(const std::string& path, const nlohmann::json& result) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  out << result.dump(2) << "\n";
+  if (!out) throw InputError(fileMessage(path, "could not be written"));
 }
 
 std::vector<int64_t> parseIntList(const std::string& text, const std::string& option) {

@@ -17,6 +17,9 @@ std::vector<int64_t> parseIntList(const std::string& text, const std::string& op
 // "a,b,,c" → {"a", "b", "c"}.
 std::vector<std::string> splitList(const std::string& text);
 
+// Writes `result` (indented) to `path` when path is not empty; InputError naming the file when it cannot be written.
+void writeResultFile(const std::string& path, const nlohmann::json& result);
+
 void printResult(bool json, const nlohmann::json& result, const std::string& text);
 
 // A progress callback that draws "stage [#####     ] 42% message" on stderr when stderr is a terminal and

@@ -4,16 +4,20 @@
 // measurements predicted tokens/s use, and runs the user deletes. No SQLite or engine call runs on the GUI
 // thread.
 //
-// Kernel benchmark (run()): core's runKernelBenchmark (runtime/KernelBenchmark.h) at the loaded model's linear
-// shapes (benchmarkShapeOf), format by format (dense first) so that each result reaches the strip as soon as it
-// is measured. On CUDA it times the kernels over all of the model's layers; without CUDA (no device, no CUDA
-// build, or the CPU chosen) it times the kernels' float64 CPU references over one layer with few repetitions,
-// labelled as such. A finished session is recorded as one bench run (store recordBenchmarks, rows as `pareto-cli
-// bench kernels` writes them); a cancelled or failed one records nothing.
-//
-// A decode benchmark (measured tokens/s of the loaded dense and compressed models) is meant to be a second
-// BenchmarkRequest::Kind: run() dispatches on the kind, a runDecode() beside runKernels() would emit its results
-// as BenchmarkPoints of a Decode kind and record them as bench rows of its own kernel name ("decode ...").
+// A benchmark session (run()) has up to two parts, by BenchmarkRequest::Kind:
+//   kernels: core's runKernelBenchmark (runtime/KernelBenchmark.h) at the model's linear shapes
+//     (benchmarkShapeOf), format by format (dense first) so that each result reaches the strip as soon as it is
+//     measured. On CUDA it times the kernels over all of the model's layers; without CUDA (no device, no CUDA
+//     build, or the CPU chosen) the kernels' float64 CPU references over one layer with few repetitions.
+//   decode: core's runDecodeBenchmark (decode/DecodeBenchmark.h), the real decode loop at batch 1: a model folder
+//     once, in the formats it stores; a synthetic model (a model/ModelPresets.h name) once per decode format, so
+//     each result streams in. On CUDA as `bench decode` defaults (CUDA graph, context 512, 256 new tokens, 5 runs);
+//     without CUDA eagerly through the references with tiny settings (context 8, 4 new tokens, 1 run, no
+//     warm-up; a synthetic model cut to 1 layer), labelled as such.
+// Results are BenchmarkPoints of the Kernel and Decode kinds. A finished session is recorded as one bench run
+// (store recordBenchmarks) whose rows are as `pareto-cli bench kernels` and `bench decode` write them (kernel
+// "<format>", shape "<model> step"; kernel "decode <format>", shape "<model> context N"); a cancelled or failed
+// one records nothing. Cancel is checked between formats and between decode runs.
 #pragma once
 
 #include <QObject>
@@ -35,19 +39,31 @@ class ExperimentStore;
 struct ModelSummary;
 
 struct BenchmarkRequest {
-  enum class Kind { Kernels };   // the seam for Decode (see the header comment)
+  enum class Kind { Kernels, Decode, KernelsAndDecode };
   Kind kind = Kind::Kernels;
-  QString modelDir;              // the loaded model: its identity is recorded with the bench run
+  QString modelDir;              // the loaded model folder: its identity is recorded with the bench run, or
+  QString synthetic;             // a synthetic model (model/ModelPresets.h name); modelDir is then empty
   ModelShape shape;              // benchmarkShapeOf(the model)
   QStringList formats;           // kernel formats (runtime/KernelBenchmark.h names), dense first
   QStringList unbenchmarkable;   // layouts of the recipe no kernel runs (shown, not measured)
+  QStringList decodeFormats;     // synthetic: weight formats of the decode loop (decodeFormatsOf), dense first
+  QStringList notDecodable;      // kernel formats the decode loop has no weight format for (shown, not run)
   QString device;                // "cpu", "cuda:0"
   QString deviceLabel;           // "NVIDIA H200 (cuda:0)", "CPU"
   int cpuLayers = 1;             // layers timed on the CPU references (they are slow)
   int cpuRuns = 3;
   int gpuRuns = 50;              // as `bench kernels` defaults
+  // The decode loop: on CUDA as `bench decode` defaults; on the CPU tiny, since the references run eagerly.
+  int gpuDecodeContext = 512, gpuDecodeNewTokens = 256, gpuDecodeRuns = 5;
+  int cpuDecodeContext = 8, cpuDecodeNewTokens = 4, cpuDecodeRuns = 1;
+  int cpuDecodeLayers = 1;       // synthetic models on the CPU: layers built and run (0: all)
   std::shared_ptr<CancelToken> cancel;
 };
+
+// The decode loop's weight formats for a synthetic model benchmarked with these kernel formats: dense first, then
+// each kernel format the decode runtime has a weight format of (runtime/PackedLinear.h); the others (cuSPARSELt)
+// go to `left` when given.
+QStringList decodeFormatsOf(const QStringList& kernelFormats, QStringList* left = nullptr);
 
 // One layer's linears of the model as a decode step runs them (q, k, v fused; gate and up fused), and its layer
 // count, named after the model's folder. Throws InputError when the config lacks a size it needs.
@@ -103,7 +119,7 @@ class BenchmarkWorker : public QObject {
   void runsDeleted(int deleted, const QString& error);
 
  private:
-  void runKernels(const BenchmarkRequest& request);
+  void runSession(const BenchmarkRequest& request);
   ExperimentStore* store(QString* error);
 
   std::unique_ptr<ExperimentStore> store_;

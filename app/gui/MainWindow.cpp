@@ -36,6 +36,7 @@
 
 #include "app/gui/HuggingFaceCache.h"
 #include "app/gui/RecentModels.h"
+#include "app/gui/SyntheticModel.h"
 #include "model/ModelSummary.h"
 #include "util/Error.h"
 #include "widgets/BenchmarkStrip.h"
@@ -157,8 +158,9 @@ void MainWindow::createDocksAndTabs() {
   centralTabs_->setTabToolTip(2, tr("Hessian discrepancy per module, text vs decode calibration."));
   centralTabs_->setTabToolTip(3, tr("Every run: quality against cost, with the Pareto front."));
   centralTabs_->setTabToolTip(4, tr("Runs chosen in the Runs dock, side by side."));
-  centralTabs_->setTabToolTip(5, tr("The live kernel benchmark: GB/s of the recipe's kernel formats and dense at the "
-                                    "loaded model's shapes against the copy bandwidth, and the tokens/s they allow."));
+  centralTabs_->setTabToolTip(5, tr("The live benchmark: GB/s of the recipe's kernel formats and dense at the loaded "
+                                    "model's shapes, then of the model's decode loop, against the copy bandwidth, "
+                                    "with the tokens/s the kernels allow and the decode loop measures."));
   setCentralWidget(centralTabs_);
 
   // Docks scroll rather than impose their full height on the window (small screens, tiled window managers).
@@ -242,6 +244,30 @@ QWidget* MainWindow::createModelDock() {
   hfCaption->setToolTip(hfModels_->toolTip());
   form->addRow(hfCaption, hfRow);
 
+  auto* syntheticRow = new QHBoxLayout;
+  syntheticModels_ = new QComboBox;
+  syntheticModels_->setObjectName("syntheticModels");
+  syntheticModels_->setToolTip(
+      tr("Synthetic models: the published configurations of well-known models, built into Pareto, with random "
+         "weights. They show the architecture and let Benchmark measure its real speed without a download; they "
+         "cannot be compressed or evaluated."));
+  for (const QString& name : syntheticModelNames()) {
+    syntheticModels_->addItem(name, name);
+    syntheticModels_->setItemData(syntheticModels_->count() - 1, describeSyntheticModel(name), Qt::ToolTipRole);
+  }
+  auto* syntheticOpen = new QPushButton(tr("Open"));
+  syntheticOpen->setObjectName("openSyntheticModel");
+  syntheticOpen->setToolTip(tr("Open the chosen synthetic model (random weights of the published configuration)."));
+  connect(syntheticOpen, &QPushButton::clicked, this, [this] {
+    const QString name = syntheticModels_->currentData().toString();
+    if (!name.isEmpty()) openSyntheticModel(name);
+  });
+  syntheticRow->addWidget(syntheticModels_, 1);
+  syntheticRow->addWidget(syntheticOpen);
+  auto* syntheticCaption = new QLabel(tr("Synthetic:"));
+  syntheticCaption->setToolTip(syntheticModels_->toolTip());
+  form->addRow(syntheticCaption, syntheticRow);
+
   deviceCombo_ = new QComboBox;
   deviceCombo_->setObjectName("deviceCombo");
   deviceCombo_->addItem(tr("CPU"), "cpu");
@@ -265,6 +291,14 @@ void MainWindow::createMenus() {
   open->setStatusTip(tr("Open a folder with config.json and model.safetensors (or sharded safetensors)."));
   hfMenu_ = fileMenu->addMenu(tr("Open from &Hugging Face Cache"));
   hfMenu_->setObjectName("huggingFaceMenu");
+  syntheticMenu_ = fileMenu->addMenu(tr("Open &Synthetic Model"));
+  syntheticMenu_->setObjectName("syntheticMenu");
+  syntheticMenu_->setToolTipsVisible(true);
+  for (const QString& name : syntheticModelNames()) {
+    QAction* action = syntheticMenu_->addAction(name, this, [this, name] { openSyntheticModel(name); });
+    action->setToolTip(tr("%1: %2, random weights").arg(name, describeSyntheticModel(name)));
+    action->setStatusTip(action->toolTip());
+  }
   recentMenu_ = fileMenu->addMenu(tr("Recent &Models"));
   recentMenu_->setObjectName("recentMenu");
   rebuildRecentMenu();
@@ -290,11 +324,12 @@ void MainWindow::createMenus() {
   cancelAction_ = runMenu->addAction(tr("C&ancel"), this, &MainWindow::cancelRun);
   cancelAction_->setEnabled(false);
   runMenu->addSeparator();
-  benchAction_ = runMenu->addAction(tr("&Benchmark Kernels"), this, &MainWindow::startBenchmark);
+  benchAction_ = runMenu->addAction(tr("&Benchmark"), this, &MainWindow::startBenchmark);
   benchAction_->setObjectName("benchmarkAction");
   benchAction_->setShortcut(Qt::CTRL | Qt::Key_B);
   benchAction_->setStatusTip(tr("Time the current recipe's kernel formats and dense at the loaded model's shapes on "
-                                "the current device, live in the Benchmark tab, and record them in the run store."));
+                                "the current device, then the model's decode loop (tokens/s), live in the Benchmark "
+                                "tab, and record them in the run store. Without CUDA: the CPU references, labelled."));
   QToolBar* tools = addToolBar(tr("Run"));
   tools->setObjectName("runToolBar");   // saveState() identifies tool bars by object name
   tools->addAction(runAction_);
@@ -416,6 +451,7 @@ bool MainWindow::openModel(const QString& dir) {
   }
 
   currentModelDir_ = QFileInfo(dir).absoluteFilePath();
+  syntheticPreset_.clear();
   summary_ = summary;
   modelView_->setSummary(summary);
   recipePanel_->setModel(summary);
@@ -434,6 +470,41 @@ bool MainWindow::openModel(const QString& dir) {
   rebuildRecentMenu();
   updateRunnable();
   return true;
+}
+
+bool MainWindow::openSyntheticModel(const QString& preset) {
+  ModelSummary summary;
+  try {
+    summary = syntheticModelSummary(preset);
+  } catch (const std::exception& e) {
+    statusBar()->showMessage(tr("Could not open synthetic model %1").arg(preset), 10000);
+    reportError_(tr("Cannot open model"), QString::fromStdString(e.what()));
+    return false;
+  }
+  currentModelDir_.clear();
+  syntheticPreset_ = preset;
+  summary_ = summary;
+  modelView_->setSyntheticSummary(summary, preset);
+  recipePanel_->setModel(summary);
+  generationPanel_->setDenseAvailable(false, syntheticModelReason());   // random weights, no tokenizer
+  inspectText_->setPlainText(tr("Synthetic model %1: the published configuration with random weights (no files).\n\n%2")
+                                 .arg(preset, QString::fromStdString(toText(summary))));
+  if (const int index = syntheticModels_->findData(preset); index >= 0) syntheticModels_->setCurrentIndex(index);
+  setWindowTitle(tr("%1 (synthetic) — Pareto").arg(preset));
+  modelStatus_->setText(tr("%1 (synthetic) · %2 · %3 parameters · %4")
+                            .arg(preset, QString::fromStdString(summary.architecture),
+                                 display::count(summary.parameters).section(' ', 0, 1),
+                                 QString::fromStdString(summary.dtype)));
+  statusBar()->showMessage(tr("Opened synthetic model %1: benchmark it; compressing needs a model folder.").arg(preset),
+                           10000);
+  updateRunnable();
+  return true;
+}
+
+QString MainWindow::syntheticModelReason() const {
+  return tr("%1 is a synthetic model: its weights are random, so there is nothing to compress, evaluate or generate "
+            "with. Open a model folder for that (File ▸ Open Model Folder…); Benchmark works on synthetic models.")
+      .arg(syntheticPreset_);
 }
 
 void MainWindow::chooseModelFolder() {
@@ -599,7 +670,8 @@ bool MainWindow::startBenchmark() {
   ModelShape shape;
   if (why.isEmpty()) {
     try {
-      shape = benchmarkShapeOf(*summary_, QFileInfo(currentModelDir_).fileName().toStdString());
+      const QString name = syntheticPreset_.isEmpty() ? QFileInfo(currentModelDir_).fileName() : syntheticPreset_;
+      shape = benchmarkShapeOf(*summary_, name.toStdString());
     } catch (const InputError& e) {
       why = QString::fromStdString(e.what());
     }
@@ -609,8 +681,9 @@ bool MainWindow::startBenchmark() {
     return false;
   }
   BenchmarkRequest request;
-  request.kind = BenchmarkRequest::Kind::Kernels;
+  request.kind = BenchmarkRequest::Kind::KernelsAndDecode;
   request.modelDir = currentModelDir_;
+  request.synthetic = syntheticPreset_;
   request.shape = shape;
   // The kernels core says the recipe decodes with (dense first); the dense model alone without a recipe.
   request.formats = {QStringLiteral("dense")};
@@ -619,6 +692,8 @@ bool MainWindow::startBenchmark() {
     for (const std::string& k : estimate->kernels) request.formats << QString::fromStdString(k);
     for (const std::string& f : estimate->unbenchmarkable) request.unbenchmarkable << QString::fromStdString(f);
   }
+  // The decode loop: a folder runs in the formats it stores; a synthetic model in dense and each recipe format.
+  if (!request.synthetic.isEmpty()) request.decodeFormats = decodeFormatsOf(request.formats, &request.notDecodable);
   request.device = currentDevice().isEmpty() ? QStringLiteral("cpu") : currentDevice();
   const ComputeDevice* d = findDevice(request.device);
   request.deviceLabel = d ? d->label : request.device;
@@ -627,11 +702,12 @@ bool MainWindow::startBenchmark() {
   BenchmarkSession pending;   // shown until the worker's own arrives (after it measured the copy bandwidth)
   pending.device = request.deviceLabel;
   pending.shape = tr("%1, starting…").arg(QString::fromStdString(shape.name));
-  pending.formats = int(request.formats.size());
+  pending.formats = int(request.formats.size()) + (request.synthetic.isEmpty() ? 1 : int(request.decodeFormats.size()));
+  pending.decodeShape = tr("after the kernels");
   benchmarkStrip_->start(pending);
   centralTabs_->setCurrentWidget(benchmarkStrip_);
   QMetaObject::invokeMethod(bench_, [w = bench_, request] { w->run(request); }, Qt::QueuedConnection);
-  statusBar()->showMessage(tr("Benchmarking %1 on %2").arg(request.formats.join(", "), request.deviceLabel));
+  statusBar()->showMessage(tr("Benchmarking %1 and the decode loop on %2").arg(request.formats.join(", "), request.deviceLabel));
   updateRunnable();
   return true;
 }
@@ -686,6 +762,8 @@ void MainWindow::updateRunnable() {
     why = tr("A benchmark is running.");
   else if (!summary_)
     why = tr("Open a model first.");
+  else if (!syntheticPreset_.isEmpty())
+    why = syntheticModelReason();
   else if (!recipePanel_->problems().isEmpty())
     why = recipePanel_->problems().join("\n");
   evaluationPanel_->setRunnable(why.isEmpty(), why);
@@ -720,6 +798,7 @@ bool MainWindow::startRun() {
   QString why;
   if (isBenchmarking()) why = tr("A benchmark is running; wait for it or cancel it.");
   else if (!summary_) why = tr("Open a model first.");
+  else if (!syntheticPreset_.isEmpty()) why = syntheticModelReason();
   else if (!recipePanel_->problems().isEmpty()) why = recipePanel_->problems().join("\n");
   if (!why.isEmpty()) {
     reportError_(tr("Cannot run"), why);

@@ -1,4 +1,5 @@
-// The workbench window. Docks: Model (folder, Hugging Face cache, recent models, device, summary), Recipe
+// The workbench window. Docks: Model (folder, Hugging Face cache, recent models, synthetic models of known
+// architectures, device, summary), Recipe
 // (recipe controls with instant estimates, evaluation settings, Run), Runs (this session's history) and
 // Generation (dense vs compressed, streaming). The Runs dock starts with the finished compress runs of the
 // experiment store (pareto-cli's database), read on the worker thread; every run the window starts is recorded
@@ -6,11 +7,16 @@
 // deletes them from the store too. Central tabs: Inspect, Drift, Discrepancy, Pareto, Compare and Benchmark.
 //
 // All engine work (compress, evaluate, generate, device probing) runs on an EngineWorker on its own QThread,
-// reached through queued calls and queued signals only. The kernel benchmark (Run ▸ Benchmark Kernels, the
-// Benchmark tab's live strip) runs on a BenchmarkWorker on a second QThread, which also reads the store's kernel
+// reached through queued calls and queued signals only. The benchmark (Run ▸ Benchmark, the Benchmark tab's live
+// strip: the kernels at the model's shapes, then its decode loop) runs on a BenchmarkWorker on a second QThread,
+// which also reads the store's kernel
 // measurements of the current device: predicted tokens/s (the Recipe dock, new runs, and the runs of that device
 // in the Runs dock and Pareto view) come from them wherever they cover the recipe. Reading a model folder's
 // headers for the summary stays on the GUI thread: it touches no weights and is instant.
+//
+// A synthetic model (File ▸ Open Synthetic Model, or the Model dock) is a published configuration with random
+// weights (model/ModelPresets.h): the Model dock and the Recipe dock's estimates work from its configuration and
+// Benchmark measures it; compressing, evaluating and generating need real weights and are disabled with a reason.
 #pragma once
 
 #include <QMainWindow>
@@ -56,6 +62,10 @@ class MainWindow : public QMainWindow {
   // Reads the folder's config and safetensors headers and shows them. On failure the message (naming the folder
   // or file at fault) goes to the error reporter and the model shown before stays; returns whether it loaded.
   bool openModel(const QString& dir);
+  // Opens a synthetic model of a known architecture (a model/ModelPresets.h name); reports an unknown name.
+  bool openSyntheticModel(const QString& preset);
+  // The synthetic model open ("" : a folder or nothing).
+  QString currentSyntheticModel() const { return syntheticPreset_; }
 
   // Where errors go: a modal message box unless replaced (tests replace it so that nothing blocks).
   using ErrorReporter = std::function<void(const QString& title, const QString& message)>;
@@ -77,9 +87,10 @@ class MainWindow : public QMainWindow {
   // benchmark worker (runsDeleted reports how it went). The Runs dock asks for confirmation before calling it.
   void deleteRuns(const QList<int>& runIds);
 
-  // Starts the kernel benchmark of the current recipe's kernel formats and dense at the loaded model's shapes
-  // on the current device. Returns false (and reports why) without a model, or while a run or a benchmark is
-  // in progress.
+  // Starts the benchmark on the current device: the current recipe's kernel formats and dense at the loaded
+  // model's shapes, then the model's decode loop (a folder in its stored formats; a synthetic model in dense and
+  // each of the recipe's kernel formats the decode runtime has). Returns false (and reports why) without a
+  // model, or while a run or a benchmark is in progress.
   bool startBenchmark();
   void cancelBenchmark();
   bool isBenchmarking() const { return static_cast<bool>(benchCancel_); }
@@ -111,6 +122,7 @@ class MainWindow : public QMainWindow {
   EngineWorker* worker() const { return worker_; }
   BenchmarkWorker* benchmarkWorker() const { return bench_; }
   QAction* benchmarkAction() const { return benchAction_; }
+  QAction* runAction() const { return runAction_; }
   QString currentModelDir() const { return currentModelDir_; }
 
  signals:
@@ -147,6 +159,7 @@ class MainWindow : public QMainWindow {
   void chooseModelFolder();
   void rebuildRecentMenu();
   void refreshHuggingFaceModels();
+  QString syntheticModelReason() const;
   void openRecipe();
   void saveRecipeAs();
   void showAbout();
@@ -173,6 +186,7 @@ class MainWindow : public QMainWindow {
   std::optional<ModelSummary> summary_;
   ModelSummaryView* modelView_ = nullptr;
   QComboBox* hfModels_ = nullptr;
+  QComboBox* syntheticModels_ = nullptr;
   QComboBox* deviceCombo_ = nullptr;
   RecipePanel* recipePanel_ = nullptr;
   EvaluationPanel* evaluationPanel_ = nullptr;
@@ -189,6 +203,7 @@ class MainWindow : public QMainWindow {
   QMenu* viewMenu_ = nullptr;
   QMenu* recentMenu_ = nullptr;
   QMenu* hfMenu_ = nullptr;
+  QMenu* syntheticMenu_ = nullptr;
   QLabel* modelStatus_ = nullptr;
   QProgressBar* progressBar_ = nullptr;
   QLabel* progressLabel_ = nullptr;
@@ -196,7 +211,8 @@ class MainWindow : public QMainWindow {
   QAction* runAction_ = nullptr;
   QAction* cancelAction_ = nullptr;
   QAction* benchAction_ = nullptr;
-  QString currentModelDir_;
+  QString currentModelDir_;   // empty with a synthetic model
+  QString syntheticPreset_;
   QString runOutDir_;
   int currentRunId_ = 0;
   bool defaultDockSizes_ = false;

@@ -79,4 +79,44 @@ ModelConfig modelPreset(const std::string& name) {
   return ModelConfig::fromJson(it->second, "built-in configuration of " + name);
 }
 
+std::vector<ConfigTensor> checkpointTensors(const ModelConfig& c) {
+  const int64_t H = c.hiddenSize, F = c.intermediateSize, D = c.headDim;
+  const int64_t qOut = c.numHeads * D, kvOut = c.numKvHeads * D;
+  std::vector<ConfigTensor> t;
+  t.push_back({"model.embed_tokens.weight", {c.vocabSize, H}});
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    auto linear = [&](const std::string& name, int64_t rows, int64_t cols, bool bias) {
+      t.push_back({p + name + ".weight", {rows, cols}});
+      if (bias) t.push_back({p + name + ".bias", {rows}});
+    };
+    t.push_back({p + "input_layernorm.weight", {H}});
+    linear("self_attn.q_proj", qOut, H, c.attentionBias);
+    linear("self_attn.k_proj", kvOut, H, c.attentionBias);
+    linear("self_attn.v_proj", kvOut, H, c.attentionBias);
+    linear("self_attn.o_proj", H, qOut, c.oProjBias);
+    if (c.qkNorm) {
+      t.push_back({p + "self_attn.q_norm.weight", {D}});
+      t.push_back({p + "self_attn.k_norm.weight", {D}});
+    }
+    t.push_back({p + "post_attention_layernorm.weight", {H}});
+    linear("mlp.gate_proj", F, H, c.mlpBias);
+    linear("mlp.up_proj", F, H, c.mlpBias);
+    linear("mlp.down_proj", H, F, c.mlpBias);
+  }
+  t.push_back({"model.norm.weight", {H}});
+  if (!c.tieWordEmbeddings) t.push_back({"lm_head.weight", {c.vocabSize, H}});
+  return t;
+}
+
+int64_t parameterCount(const ModelConfig& config) {
+  int64_t n = 0;
+  for (const ConfigTensor& t : checkpointTensors(config)) {
+    int64_t e = 1;
+    for (int64_t d : t.shape) e *= d;
+    n += e;
+  }
+  return n;
+}
+
 }  // namespace pareto

@@ -3,6 +3,7 @@
 // of the real architecture) and the shapes of `bench kernels`.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,5 +15,16 @@ namespace pareto {
 // "tiny-llama" (2 layers, hidden 256: for tests). Throws InputError listing the known names.
 ModelConfig modelPreset(const std::string& name);
 std::vector<std::string> knownModelPresets();
+
+// The weight tensors a Hugging Face checkpoint of `config` holds, named and shaped as in its safetensors files
+// (embedding, per layer: norms, q/k/v/o with the biases and Qwen3 q/k norms the configuration has, gate/up/down;
+// final norm; lm_head unless tied), in that order. Pure: no files are read.
+struct ConfigTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+std::vector<ConfigTensor> checkpointTensors(const ModelConfig& config);
+// Number of weights of `config`: the sum over checkpointTensors (a tied output head counted once).
+int64_t parameterCount(const ModelConfig& config);
 
 }  // namespace pareto

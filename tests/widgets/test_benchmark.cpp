@@ -335,9 +335,10 @@ class BenchmarkWindow : public test::SettingsTest {
   }
 };
 
-// Gap 2: Benchmark kernels runs core's kernel benchmark on the benchmark worker's thread, for the recipe's
-// kernel format and dense at ref-tiny's linear shapes, streams each format's result into the strip as it is
-// measured, labels the CPU references, and records one bench run with the rows `bench kernels` writes.
+// Gap 2: Benchmark runs core's kernel benchmark on the benchmark worker's thread, for the recipe's kernel format
+// and dense at ref-tiny's linear shapes, then the folder's decode loop (as stored: dense), streams each result
+// into the strip as it is measured, labels the CPU references, and records one bench run with the rows `bench
+// kernels` and `bench decode` write.
 TEST_F(BenchmarkWindow, BenchmarkStreamsResultsFromItsThreadAndRecordsABenchRun) {
   test::TestWindow t;
   waitForDevices(t);
@@ -372,15 +373,25 @@ TEST_F(BenchmarkWindow, BenchmarkStreamsResultsFromItsThreadAndRecordsABenchRun)
   ASSERT_TRUE(test::waitForSignals(ended, 1, 120000));
   ASSERT_TRUE(ended.first().at(0).toBool()) << str(ended.first().at(1).toString()) << str(t.errors.join("\n"));
   EXPECT_EQ(onGuiThread.load(), 0);
-  EXPECT_EQ(points.count(), 2);
-  EXPECT_EQ(measuredBeforeEnd.load(), 2);   // each reached the strip before the session ended
+  EXPECT_EQ(points.count(), 3);
+  EXPECT_EQ(measuredBeforeEnd.load(), 3);   // each reached the strip before the session ended
 
   const BenchmarkStrip* strip = t.window.benchmarkStrip();
   EXPECT_FALSE(strip->isRunning());
-  ASSERT_EQ(strip->points().size(), 2);
+  ASSERT_EQ(strip->points().size(), 3);
   EXPECT_EQ(str(strip->points()[0].name), "dense");
   EXPECT_EQ(str(strip->points()[1].name), "bitmask-2:4");
+  // The decode loop of the folder as it is stored (a dense checkpoint), after the kernels, with tiny CPU settings.
+  const BenchmarkPoint& decoded = strip->points()[2];
+  EXPECT_EQ(decoded.kind, BenchmarkPoint::Kind::Decode);
+  EXPECT_EQ(str(decoded.name), "dense");
+  ASSERT_TRUE(decoded.available) << str(decoded.note);
+  EXPECT_GT(decoded.tokensPerSecond, 0);
+  EXPECT_EQ(decoded.context, 8);
+  EXPECT_EQ(decoded.newTokens, 4);
+  EXPECT_TRUE(strip->session().decodeShape.contains("ref-tiny as stored")) << str(strip->session().decodeShape);
   for (const BenchmarkPoint& p : strip->points()) {
+    if (p.kind != BenchmarkPoint::Kind::Kernel) continue;
     EXPECT_TRUE(p.available) << str(p.name) << " " << str(p.note);
     EXPECT_GT(p.gbPerSecond, 0) << str(p.name);
     EXPECT_GT(p.msPerStep, 0) << str(p.name);
@@ -404,10 +415,13 @@ TEST_F(BenchmarkWindow, BenchmarkStreamsResultsFromItsThreadAndRecordsABenchRun)
   EXPECT_EQ(runs[0].device.rfind("cpu", 0), 0u) << runs[0].device;
   EXPECT_TRUE(ended.first().at(1).toString().contains(QStringLiteral("run %1").arg(runs[0].id)));
   const RunDetails details = store.run(runs[0].id);
-  ASSERT_EQ(details.benchmarks.size(), 2u);
+  ASSERT_EQ(details.benchmarks.size(), 3u);
   EXPECT_EQ(details.benchmarks[0].kernel, "dense");
   EXPECT_EQ(details.benchmarks[1].kernel, "bitmask-2:4");
   EXPECT_EQ(details.benchmarks[1].shape, "ref-tiny step");
+  EXPECT_EQ(details.benchmarks[2].kernel, "decode dense");   // as `pareto-cli bench decode --model` names it
+  EXPECT_EQ(details.benchmarks[2].shape, str(tinyDir()) + " context 8");
+  EXPECT_NEAR(details.benchmarks[2].timeUs, decoded.msPerStep * 1e3, 1e-6);
   EXPECT_NEAR(details.benchmarks[1].timeUs, strip->points()[1].msPerStep * 1e3, 1e-6);
   EXPECT_NEAR(details.benchmarks[1].gbps, strip->points()[1].gbPerSecond, 1e-9);
   EXPECT_EQ(details.recipe["layers"], 1);

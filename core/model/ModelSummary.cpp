@@ -1,5 +1,6 @@
 #include "model/ModelSummary.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iomanip>
 #include <map>
@@ -8,21 +9,18 @@
 
 #include "model/CompressionManifest.h"
 #include "model/ModelConfig.h"
+#include "model/ModelPresets.h"
 #include "model/Safetensors.h"
 #include "util/Error.h"
 
 namespace pareto {
 
-ModelSummary summarizeModel(const std::string& modelDir) {
-  namespace fs = std::filesystem;
-  if (!fs::is_directory(modelDir)) throw InputError(fileMessage(modelDir, "not a model folder (no such directory)"));
-  const std::string configPath = (fs::path(modelDir) / "config.json").string();
-  if (!fs::exists(configPath)) throw InputError(fileMessage(modelDir, "no config.json in this folder"));
-  ModelConfig config = ModelConfig::fromFile(configPath);
-  Checkpoint ckpt = Checkpoint::open(modelDir);
+namespace {
 
+// The fields that come from config.json.
+ModelSummary configSummary(const std::string& path, const ModelConfig& config) {
   ModelSummary s;
-  s.path = modelDir;
+  s.path = path;
   s.architecture = config.architecture;
   s.modelType = config.modelType;
   s.vocabSize = config.vocabSize;
@@ -33,6 +31,37 @@ ModelSummary summarizeModel(const std::string& modelDir) {
   s.numKvHeads = config.numKvHeads;
   s.headDim = config.headDim;
   s.tiedEmbeddings = config.tieWordEmbeddings;
+  return s;
+}
+
+}  // namespace
+
+ModelSummary summarizePreset(const std::string& preset) {
+  const ModelConfig c = modelPreset(preset);
+  ModelSummary s = configSummary("synthetic:" + preset, c);
+  // Storage as published; either 16-bit type takes 2 bytes per weight.
+  s.dtype = c.torchDtype == "bfloat16" ? "BF16" : "F16";
+  for (const ConfigTensor& t : checkpointTensors(c)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    s.tensors.push_back({t.name, s.dtype, t.shape, uint64_t(n) * 2});
+    s.bytes += uint64_t(n) * 2;
+  }
+  s.parameters = parameterCount(c);
+  std::sort(s.tensors.begin(), s.tensors.end(),
+            [](const TensorSummary& a, const TensorSummary& b) { return a.name < b.name; });
+  return s;
+}
+
+ModelSummary summarizeModel(const std::string& modelDir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(modelDir)) throw InputError(fileMessage(modelDir, "not a model folder (no such directory)"));
+  const std::string configPath = (fs::path(modelDir) / "config.json").string();
+  if (!fs::exists(configPath)) throw InputError(fileMessage(modelDir, "no config.json in this folder"));
+  ModelConfig config = ModelConfig::fromFile(configPath);
+  Checkpoint ckpt = Checkpoint::open(modelDir);
+
+  ModelSummary s = configSummary(modelDir, config);
   for (const auto& f : ckpt.files()) s.files.push_back(fs::path(f).filename().string());
 
   std::map<std::string, uint64_t> bytesByDtype;

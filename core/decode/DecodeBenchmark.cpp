@@ -13,6 +13,7 @@
 #include "decode/DecodeSession.h"
 #include "model/LoadedModel.h"
 #include "model/ModelPresets.h"
+#include "model/OutOfMemory.h"
 #include "runtime/KernelBenchmark.h"
 #include "runtime/PackedLinear.h"
 #include "util/Error.h"
@@ -124,9 +125,12 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
         s.layers = o.layers;
         s.seed = o.seed;
         s.spqrOutlierFraction = o.spqrOutlierFraction;
-        model = DecodeModel::synthetic(*preset, s, rt, [&](const ProgressUpdate& u) {
-          if (progress) progress({"bench decode", done / work, format + ": " + u.message});
-        });
+        model = guardMemory("synthetic model " + o.synthetic + " (" + format + ")",
+                            "use fewer --layers or a smaller model", [&] {
+                              return DecodeModel::synthetic(*preset, s, rt, [&](const ProgressUpdate& u) {
+                                if (progress) progress({"bench decode", done / work, format + ": " + u.message});
+                              });
+                            });
       } else {
         if (progress) progress({"bench decode", 0.0, "loading " + o.modelDir});
         LoadedModel loaded = loadModel(o.modelDir, rt);
@@ -134,6 +138,9 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
         report.notes = model->notes();
       }
     } catch (const InputError& e) {
+      if (!preset) throw;
+      unavailable = e.what();
+    } catch (const OutOfMemory& e) {   // a larger format may not fit where a smaller one does
       if (!preset) throw;
       unavailable = e.what();
     } catch (const c10::Error& e) {
@@ -162,64 +169,72 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
           progress({"bench decode", done / work,
                     label + ": batch " + std::to_string(batch) + ", context " + std::to_string(context)});
         try {
-          DecodeSession session(*model, batch, context + o.newTokens);
-          if (graph) session.capture();
-          if (preset) {
-            session.fillRandomContext(context, o.seed);
-          } else {
-            // A real prompt of `context` random tokens, fed one per step (prefill is not timed).
-            at::Tensor prompt = at::randint(model->config().vocabSize, {context}, at::TensorOptions().dtype(at::kLong));
-            for (int64_t s = 0; s < context; ++s) {
-              session.feed(std::vector<int64_t>(size_t(batch), prompt[s].item<int64_t>()),
-                           std::vector<int64_t>(size_t(batch), s), std::vector<int64_t>(size_t(batch), 0));
-              session.step();
-            }
-          }
-          const DecodeSession::Snapshot start = session.snapshot();
-          const int64_t weightBytes = model->weightBytesPerStep(batch);
-          const int64_t kvStart = session.kvBytesPerStep();
-          std::vector<double> ms;
-          const int runs = cuda ? o.runs : std::min(o.runs, 3);
-          for (int i = 0; i < o.warmup + runs; ++i) {
-            if (cancel.isCancelled()) throw Cancelled();
-            session.restore(start);
-            const double t = timeSteps(session, o.newTokens, cuda);
-            if (i >= o.warmup) ms.push_back(t);
-          }
-          const double perStepKv = double(kvStart) / double(context + 1) * (double(context) + double(o.newTokens + 1) / 2);
-          const double runMs = median(ms);
-          r.msPerToken = runMs / double(o.newTokens);
-          r.msPerTokenMin = *std::min_element(ms.begin(), ms.end()) / double(o.newTokens);
-          r.msPerTokenMax = *std::max_element(ms.begin(), ms.end()) / double(o.newTokens);
-          r.tokensPerSecond = double(batch) * double(o.newTokens) / (runMs * 1e-3);
-          r.bytesPerStep = double(weightBytes) + perStepKv;
-          r.bytesPerToken = r.bytesPerStep / double(batch);
-          r.gbPerSecond = r.bytesPerStep / (r.msPerToken * 1e-3) / 1e9;
-          r.fractionOfCopy = report.copyGbPerSecond > 0 ? r.gbPerSecond / report.copyGbPerSecond : 0;
-          if (o.breakdown) {
-            // Each part alone in its own graph, from the same starting state (values are then meaningless).
-            const std::vector<std::pair<std::string, unsigned>> parts = {
-                {"linears", DecodeSession::kLinears},
-                {"attention", DecodeSession::kAttention},
-                {"norms+activation", DecodeSession::kNormsAndActivation},
-                {"head", DecodeSession::kHead}};
-            for (const auto& [partName, mask] : parts) {
-              DecodeSession part(*model, batch, context + o.newTokens);
-              part.setParts(mask);
-              if (graph) part.capture();
-              part.restore(start);
-              std::vector<double> partRuns;
-              for (int i = 0; i < o.warmup + runs; ++i) {
-                part.restore(start);
-                const double t = timeSteps(part, o.newTokens, cuda);
-                if (i >= o.warmup) partRuns.push_back(t / double(o.newTokens));
+          // The KV cache (batch × (context + new tokens)) is what runs out first: one configuration fails, the
+          // smaller ones still run.
+          guardMemory("decode at batch " + std::to_string(batch) + ", context " + std::to_string(context),
+                      "lower --batch or --context", [&] {
+            DecodeSession session(*model, batch, context + o.newTokens);
+            if (graph) session.capture();
+            if (preset) {
+              session.fillRandomContext(context, o.seed);
+            } else {
+              // A real prompt of `context` random tokens, fed one per step (prefill is not timed).
+              at::Tensor prompt = at::randint(model->config().vocabSize, {context}, at::TensorOptions().dtype(at::kLong));
+              for (int64_t s = 0; s < context; ++s) {
+                session.feed(std::vector<int64_t>(size_t(batch), prompt[s].item<int64_t>()),
+                             std::vector<int64_t>(size_t(batch), s), std::vector<int64_t>(size_t(batch), 0));
+                session.step();
               }
-              r.partMs.emplace_back(partName, median(partRuns));
             }
-          }
+            const DecodeSession::Snapshot start = session.snapshot();
+            const int64_t weightBytes = model->weightBytesPerStep(batch);
+            const int64_t kvStart = session.kvBytesPerStep();
+            std::vector<double> ms;
+            const int runs = cuda ? o.runs : std::min(o.runs, 3);
+            for (int i = 0; i < o.warmup + runs; ++i) {
+              if (cancel.isCancelled()) throw Cancelled();
+              session.restore(start);
+              const double t = timeSteps(session, o.newTokens, cuda);
+              if (i >= o.warmup) ms.push_back(t);
+            }
+            const double perStepKv = double(kvStart) / double(context + 1) * (double(context) + double(o.newTokens + 1) / 2);
+            const double runMs = median(ms);
+            r.msPerToken = runMs / double(o.newTokens);
+            r.msPerTokenMin = *std::min_element(ms.begin(), ms.end()) / double(o.newTokens);
+            r.msPerTokenMax = *std::max_element(ms.begin(), ms.end()) / double(o.newTokens);
+            r.tokensPerSecond = double(batch) * double(o.newTokens) / (runMs * 1e-3);
+            r.bytesPerStep = double(weightBytes) + perStepKv;
+            r.bytesPerToken = r.bytesPerStep / double(batch);
+            r.gbPerSecond = r.bytesPerStep / (r.msPerToken * 1e-3) / 1e9;
+            r.fractionOfCopy = report.copyGbPerSecond > 0 ? r.gbPerSecond / report.copyGbPerSecond : 0;
+            if (o.breakdown) {
+              // Each part alone in its own graph, from the same starting state (values are then meaningless).
+              const std::vector<std::pair<std::string, unsigned>> parts = {
+                  {"linears", DecodeSession::kLinears},
+                  {"attention", DecodeSession::kAttention},
+                  {"norms+activation", DecodeSession::kNormsAndActivation},
+                  {"head", DecodeSession::kHead}};
+              for (const auto& [partName, mask] : parts) {
+                DecodeSession part(*model, batch, context + o.newTokens);
+                part.setParts(mask);
+                if (graph) part.capture();
+                part.restore(start);
+                std::vector<double> partRuns;
+                for (int i = 0; i < o.warmup + runs; ++i) {
+                  part.restore(start);
+                  const double t = timeSteps(part, o.newTokens, cuda);
+                  if (i >= o.warmup) partRuns.push_back(t / double(o.newTokens));
+                }
+                r.partMs.emplace_back(partName, median(partRuns));
+              }
+            }
+          });
           if (format == "dense") denseTps[{batch, context}] = r.tokensPerSecond;
           if (auto it = denseTps.find({batch, context}); it != denseTps.end())
             r.speedupOverDense = r.tokensPerSecond / it->second;
+        } catch (const OutOfMemory& e) {
+          r.available = false;
+          r.note = std::string(e.what()).substr(0, 300);
         } catch (const InputError& e) {
           r.available = false;
           r.note = std::string(e.what()).substr(0, 300);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/OutOfMemory.h"
 #include "runtime/DecodeOps.h"
 #include "util/Error.h"
 
@@ -191,9 +192,12 @@ int64_t DecodeSession::kvBytesPerStep() const {
   return 2 * model_.numLayers() * batch_ * c.numKvHeads * c.headDim * elem * (length_ + 1);
 }
 
-std::vector<std::vector<TokenId>> decodeGreedy(const DecodeModel& model, const std::vector<std::vector<TokenId>>& prompts,
-                                               int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds,
-                                               bool useGraph) {
+namespace {
+
+std::vector<std::vector<TokenId>> decodeGreedyUnguarded(const DecodeModel& model,
+                                                        const std::vector<std::vector<TokenId>>& prompts,
+                                                        int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds,
+                                                        bool useGraph) {
   const int64_t B = int64_t(prompts.size());
   std::vector<std::vector<TokenId>> out(prompts.size());
   if (B == 0 || maxNewTokens <= 0) return out;
@@ -227,6 +231,15 @@ std::vector<std::vector<TokenId>> decodeGreedy(const DecodeModel& model, const s
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<TokenId>> decodeGreedy(const DecodeModel& model, const std::vector<std::vector<TokenId>>& prompts,
+                                               int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds,
+                                               bool useGraph) {
+  return guardMemory("generation (decode runtime)", "lower the batch (fewer prompts at once) or the number of new tokens",
+                     [&] { return decodeGreedyUnguarded(model, prompts, maxNewTokens, eosTokenIds, useGraph); });
 }
 
 }  // namespace pareto

@@ -5,7 +5,8 @@
 # format (batch 1 and 8, context 512 and 4096, 256 new tokens).
 #   scripts/gpu-decode.sh [OUTDIR]
 # PARETO_SHARED, PARETO_DEPS_PREFIX, PARETO_CMAKE_ARGS: as scripts/gpu-kernels.sh. PARETO_DECODE_TESTS=0 skips
-# the tests, PARETO_DECODE_FORMATS / _CONTEXTS / _BATCHES change the benchmark grid.
+# the tests, PARETO_DECODE_FORMATS / _CONTEXTS / _BATCHES change the benchmark grid, PARETO_DECODE_BREAKDOWN=0 and
+# PARETO_DECODE_EAGER=0 skip the per-part timing and the run without the graph.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$here/build-gpu/results}"
@@ -44,6 +45,12 @@ step "bench decode: synthetic llama-3.1-8b ($formats)"
 "$cli" --no-record bench decode --synthetic llama-3.1-8b --format "$formats" \
   --context "${PARETO_DECODE_CONTEXTS:-512,4096}" --batch "${PARETO_DECODE_BATCHES:-1,8}" --new-tokens 256 --runs 5 \
   --output "$out/bench-decode.json" 2>"$out/bench-decode.err" | tee "$out/bench-decode.txt" || { status=1; tail -20 "$out/bench-decode.err"; }
+if [ "${PARETO_DECODE_BREAKDOWN:-1}" = 1 ]; then
+  step "bench decode --breakdown: each part of the step alone (batch 1, context 512)"
+  "$cli" --no-record bench decode --synthetic llama-3.1-8b --format dense,int4-g128 --context 512 --batch 1 \
+    --new-tokens 128 --runs 3 --breakdown --output "$out/bench-decode-breakdown.json" 2>>"$out/bench-decode.err" \
+    | tail -6
+fi
 if [ "${PARETO_DECODE_EAGER:-1}" = 1 ]; then
   step "bench decode: dense without the CUDA graph (launch overhead)"
   "$cli" --no-record bench decode --synthetic llama-3.1-8b --format dense --context 512 --batch 1 --new-tokens 64 \

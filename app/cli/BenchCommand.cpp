@@ -74,17 +74,8 @@ void addBenchCommand(CLI::App& app) {
     // One row per (format, batch) in the run store (the workbench predicts tokens/s from them): time per step
     // of the model shape, and its bandwidth.
     std::vector<BenchmarkRow> rows;
-    for (const auto& r : report.results) {
-      if (!r.available) continue;
-      BenchmarkRow row;
-      row.device = report.device;
-      row.kernel = r.format;
-      row.shape = report.shape + " step";
-      row.batch = r.batch;
-      row.timeUs = r.msPerStep * 1e3;
-      row.gbps = r.gbPerSecond;
-      rows.push_back(row);
-    }
+    for (const auto& r : report.results)
+      if (r.available) rows.push_back(benchmarkRow(report, r));
     recordBenchmarks(rows, report.device,
                      {{"shape", report.shape}, {"copy_gb_per_s", report.copyGbPerSecond}, {"runs", o.runs}});
     writeResultFile(args->output, j);

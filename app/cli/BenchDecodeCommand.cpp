@@ -88,17 +88,8 @@ void addBenchDecodeCommand(CLI::App& bench) {
     const nlohmann::json j = toJson(report);
     // One row per result in the run store: time per step (one token of every sequence) and its bandwidth.
     std::vector<BenchmarkRow> rows;
-    for (const auto& r : report.results) {
-      if (!r.available) continue;
-      BenchmarkRow row;
-      row.device = report.device;
-      row.kernel = "decode " + r.format;
-      row.shape = report.model + " context " + std::to_string(r.context);
-      row.batch = r.batch;
-      row.timeUs = r.msPerToken * 1e3;
-      row.gbps = r.gbPerSecond;
-      rows.push_back(row);
-    }
+    for (const auto& r : report.results)
+      if (r.available) rows.push_back(benchmarkRow(report, r));
     recordBenchmarks(rows, report.device,
                      {{"bench", "decode"}, {"model", report.model}, {"mode", report.mode},
                       {"new_tokens", o.newTokens}, {"copy_gb_per_s", report.copyGbPerSecond}, {"runs", o.runs}});

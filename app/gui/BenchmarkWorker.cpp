@@ -212,14 +212,7 @@ void BenchmarkWorker::runSession(const BenchmarkRequest& request) {
           if (r.format == "dense") denseMs = r.msPerStep;
           if (denseMs > 0 && r.msPerStep > 0) p.speedupOverDense = denseMs / r.msPerStep;
           p.tokensPerSecond = linearStepTokensPerSecond(r.msPerStep, options.shape.layers, modelLayers);
-          BenchmarkRow row;   // as `pareto-cli bench kernels` records its rows
-          row.device = report.device;
-          row.kernel = r.format;
-          row.shape = report.shape + " step";
-          row.batch = r.batch;
-          row.timeUs = r.msPerStep * 1e3;
-          row.gbps = r.gbPerSecond;
-          rows.push_back(row);
+          rows.push_back(benchmarkRow(report, r));   // as `pareto-cli bench kernels` records its rows
         }
         emit pointMeasured(p);
       }
@@ -280,14 +273,7 @@ void BenchmarkWorker::runSession(const BenchmarkRequest& request) {
           if (session.copyGbPerSecond > 0) p.fractionOfCopy = r.gbPerSecond / session.copyGbPerSecond;
           if (r.format == "dense") denseTokens = r.tokensPerSecond;
           if (denseTokens > 0 && r.tokensPerSecond > 0) p.speedupOverDense = r.tokensPerSecond / denseTokens;
-          BenchmarkRow row;   // as `pareto-cli bench decode` records its rows
-          row.device = report.device;
-          row.kernel = "decode " + r.format;
-          row.shape = report.model + " context " + std::to_string(r.context);
-          row.batch = r.batch;
-          row.timeUs = r.msPerToken * 1e3;
-          row.gbps = r.gbPerSecond;
-          rows.push_back(row);
+          rows.push_back(benchmarkRow(report, r));   // as `pareto-cli bench decode` records its rows
           ++decodeRows;
         }
         emit pointMeasured(p);

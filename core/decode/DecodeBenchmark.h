@@ -24,6 +24,8 @@
 
 namespace pareto {
 
+struct BenchmarkRow;
+
 struct DecodeBenchOptions {
   std::string modelDir;                       // a model folder, or
   std::string synthetic;                      // a model/ModelPresets.h name
@@ -70,6 +72,10 @@ struct DecodeBenchReport {
 // Throws InputError for bad options; Cancelled when the token is cancelled between runs.
 DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& options, const ProgressCallback& progress,
                                      const CancelToken& cancel);
+
+// The run store's row of one available result: kernel "decode <format>", shape "<model> context N", time = ms
+// per step, as `pareto-cli bench decode` and the workbench record them.
+BenchmarkRow benchmarkRow(const DecodeBenchReport& report, const DecodeBenchResult& result);
 
 nlohmann::json toJson(const DecodeBenchReport& report);
 std::string toText(const DecodeBenchReport& report);   // the table, last

@@ -13,6 +13,7 @@
 #include "model/ModelPresets.h"
 #include "runtime/PackedLinear.h"
 #include "runtime/SyntheticWeights.h"
+#include "store/ExperimentStore.h"
 #include "util/Error.h"
 #include "util/Json.h"
 
@@ -339,6 +340,17 @@ KernelBenchReport runKernelBenchmark(const KernelBenchOptions& o, const Progress
   }
   if (progress) progress({"bench kernels", 1.0, "done"});
   return report;
+}
+
+BenchmarkRow benchmarkRow(const KernelBenchReport& report, const KernelBenchResult& r) {
+  BenchmarkRow row;
+  row.device = report.device;
+  row.kernel = r.format;
+  row.shape = report.shape + " step";
+  row.batch = r.batch;
+  row.timeUs = r.msPerStep * 1e3;
+  row.gbps = r.gbPerSecond;
+  return row;
 }
 
 nlohmann::json toJson(const KernelBenchReport& report) {

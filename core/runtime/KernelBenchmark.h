@@ -19,6 +19,8 @@
 
 namespace pareto {
 
+struct BenchmarkRow;
+
 struct LinearShape {
   std::string name;
   int64_t rows = 0;  // output features
@@ -88,6 +90,10 @@ std::string cudaDeviceLabel();
 
 KernelBenchReport runKernelBenchmark(const KernelBenchOptions& options, const ProgressCallback& progress,
                                      const CancelToken& cancel);
+
+// The run store's row of one available result (store/ExperimentStore.h): kernel = the format, shape = "<shape>
+// step", time = ms per step, as `pareto-cli bench kernels` and the workbench record them.
+BenchmarkRow benchmarkRow(const KernelBenchReport& report, const KernelBenchResult& result);
 
 nlohmann::json toJson(const KernelBenchReport& report);
 std::string toText(const KernelBenchReport& report);  // the table, last

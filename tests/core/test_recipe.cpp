@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "OneBlockModel.h"
 #include "SharedData.h"
 #include "compress/Recipe.h"
 #include "compress/RecipeEstimate.h"
@@ -188,26 +189,7 @@ TEST(Recipe, ShippedRecipesParse) {
 // Predicted tokens/s from stored kernel benchmarks (compress/RecipeEstimate.h): each module's layout maps to the
 // `bench kernels` format that decodes it, and its bytes are read at that kernel's measured bandwidth.
 
-// One decoder block of a Llama-7B-like model (bf16), its tied-off output head and embedding.
-ModelSummary oneBlockModel() {
-  ModelSummary s;
-  s.path = "/models/one-block";
-  s.dtype = "BF16";
-  auto add = [&s](const std::string& name, std::vector<int64_t> shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    s.tensors.push_back({name, "BF16", shape, uint64_t(n) * 2});
-    s.parameters += n;
-    s.bytes += uint64_t(n) * 2;
-  };
-  add("lm_head.weight", {32000, 4096});
-  add("model.embed_tokens.weight", {32000, 4096});
-  add("model.layers.0.mlp.down_proj.weight", {4096, 11008});
-  add("model.layers.0.mlp.up_proj.weight", {11008, 4096});
-  add("model.layers.0.self_attn.q_proj.weight", {4096, 4096});
-  add("model.norm.weight", {4096});
-  return s;
-}
+using test::oneBlockModel;
 
 RecipeEstimate estimateOf(const json& recipe, const DecodeBandwidth& bandwidth = {}) {
   return estimateRecipe(Recipe::fromJson(recipe, "/base", "recipe.json"), oneBlockModel(), bandwidth);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "GemvProblem.h"
+#include "ProgrammaticLaunch.cuh"
 
 namespace pareto::kernels::detail {
 
@@ -97,6 +98,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   const int64_t col0 = chunk0 * Format::kChunkCols;
   const int64_t row = group * kRowsPerGroup + lane;
   const auto* x = static_cast<const typename A::type*>(a.x);
+  detail::allowDependentLaunch();  // the next kernel may start its own weight loads once all blocks run
 
   // The warp's chunks are first, first + kWarpsPerBlock, ... below chunkEnd: the same for all 32 lanes (no
   // divergence), possibly none in a short last split or when the split has fewer chunks than warps. A warp
@@ -111,6 +113,9 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   if (first < chunkEnd) f0 = Format::load(w, group, first, lane);
   if (first + kStride < chunkEnd) f1 = Format::load(w, group, first + kStride, lane);
   const typename Format::RowState rowState = Format::rowBegin(w, row);
+  // Everything above reads only this launch's weight; x, y, the partials and the counters belong to the
+  // kernels before and after this one (ProgrammaticLaunch.cuh).
+  detail::waitForPreviousGrid();
 
   // Stage x[:, slice] as fp32 (zero past the last column and for batch rows past `batch`, so padded weight
   // entries and unused batch lanes contribute exactly 0), and per-unit sums for the quantized formats.
@@ -261,8 +266,7 @@ cudaError_t launchPackedGemv(const typename Format::Params& w, const GemvLaunch&
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes));
       if (e != cudaSuccess) return e;
     }
-    kernel<<<grid, block, sharedBytes, stream>>>(w, a);
-    return cudaGetLastError();
+    return launchKernel(kernel, grid, block, sharedBytes, stream, w, a);
   };
   if (a.batch <= 1) return launch(packedGemvKernel<Format, 1, T>);
   if (a.batch <= 2) return launch(packedGemvKernel<Format, 2, T>);

@@ -7,6 +7,7 @@
 // registers between the sum and the scaling so that it is read from memory once.
 #include "DecodeOps.h"
 #include "GemvDriver.cuh"
+#include "ProgrammaticLaunch.cuh"
 
 namespace pareto::kernels {
 namespace {
@@ -62,6 +63,8 @@ __global__ void __launch_bounds__(1024) addRmsNormKernel(const AddRmsNormProblem
   const uint4* delta = p.delta != nullptr ? static_cast<const uint4*>(p.delta) + row * vectors : nullptr;
   const uint4* weight = static_cast<const uint4*>(p.weight);
   uint4* out = static_cast<uint4*>(p.out) + row * vectors;
+  detail::allowDependentLaunch();
+  detail::waitForPreviousGrid();  // residual and delta come from the kernels before (ProgrammaticLaunch.cuh)
 
   uint4 r[V];
   float squares = 0.f;
@@ -109,10 +112,9 @@ cudaError_t launch(const AddRmsNormProblem& p, cudaStream_t stream) {
   const int threads = int(vectors >= 1024 ? 1024 : (vectors + 31) / 32 * 32);
   const int64_t perThread = ceilDiv(vectors, threads);
   const dim3 grid{unsigned(p.batch)}, block{unsigned(threads)};
-  if (perThread <= 1) addRmsNormKernel<T, 1><<<grid, block, 0, stream>>>(p);
-  else if (perThread <= 2) addRmsNormKernel<T, 2><<<grid, block, 0, stream>>>(p);
-  else addRmsNormKernel<T, 4><<<grid, block, 0, stream>>>(p);
-  return cudaGetLastError();
+  if (perThread <= 1) return detail::launchKernel(addRmsNormKernel<T, 1>, grid, block, 0, stream, p);
+  if (perThread <= 2) return detail::launchKernel(addRmsNormKernel<T, 2>, grid, block, 0, stream, p);
+  return detail::launchKernel(addRmsNormKernel<T, 4>, grid, block, 0, stream, p);
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }

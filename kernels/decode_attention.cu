@@ -138,6 +138,10 @@ __global__ void __launch_bounds__(kThreads) decodeAttentionKernel(const Attentio
   const int split = blockIdx.x;
   const int kvHead = int(blockIdx.y) / a.headChunks, chunk = int(blockIdx.y) % a.headChunks;
   const int b = blockIdx.z;
+  detail::allowDependentLaunch();
+  // The query and this step's cache entry come from the RoPE kernel just before (ProgrammaticLaunch.cuh); the
+  // wait comes before the early exit below so that every block takes part in the chain.
+  detail::waitForPreviousGrid();
 
   int64_t lo, hi;
   attendedRange(p, b, lo, hi);
@@ -321,6 +325,8 @@ __global__ void __launch_bounds__(kDecodeMaxHeadDim) combineKernel(const Attenti
   const DecodeAttentionProblem& p = a.p;
   const int d = threadIdx.x;
   const int D = int(p.headDim);
+  detail::allowDependentLaunch();
+  detail::waitForPreviousGrid();  // the partials come from the attention kernel just before
   if (d >= D) return;
   const int b = blockIdx.y;
   int64_t lo, hi;
@@ -347,11 +353,12 @@ cudaError_t launch(const AttentionArgs& a, cudaStream_t stream) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(a.l.bytes));
     if (e != cudaSuccess) return e;
   }
-  kernel<<<grid, kThreads, a.l.bytes, stream>>>(a);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess || a.splits == 1) return e;
+  if (const cudaError_t e = detail::launchKernel(kernel, grid, dim3(kThreads), a.l.bytes, stream, a);
+      e != cudaSuccess || a.splits == 1)
+    return e;
   const int threads = int((a.p.headDim + 31) / 32 * 32);
-  combineKernel<T><<<dim3(unsigned(a.p.qHeads), unsigned(a.p.batch)), threads, 0, stream>>>(a);
-  return cudaGetLastError();
+  return detail::launchKernel(combineKernel<T>, dim3(unsigned(a.p.qHeads), unsigned(a.p.batch)), dim3(threads), 0,
+                              stream, a);
 }
 
 template <ActivationType T>

@@ -39,6 +39,8 @@ __global__ void __launch_bounds__(kMaxThreads) ropeCacheKernel(const RopeCachePr
   const bool active = i < half;
   const int64_t heads = p.qHeads + 2 * p.kvHeads;
   const E* src = static_cast<const E*>(p.qkv) + (int64_t(b) * heads + head) * D;
+  detail::allowDependentLaunch();
+  detail::waitForPreviousGrid();  // qkv is the GEMV's output just before (ProgrammaticLaunch.cuh)
   const int64_t slot = *p.slot;
   const bool slotInCache = slot >= 0 && slot < p.capacity;
 
@@ -101,11 +103,10 @@ std::string runRopeCache(const RopeCacheProblem& p, CUstream_st* stream) {
   const int threads = int((p.headDim / 2 + 31) / 32 * 32);
   const dim3 grid{unsigned(p.qHeads + 2 * p.kvHeads), unsigned(p.batch)}, block{unsigned(threads)};
   (void)cudaGetLastError();  // a stale error of an unrelated call must not be reported as this launch's
-  if (p.type == ActivationType::Float16)
-    ropeCacheKernel<ActivationType::Float16><<<grid, block, 0, stream>>>(p);
-  else
-    ropeCacheKernel<ActivationType::BFloat16><<<grid, block, 0, stream>>>(p);
-  const cudaError_t e = cudaGetLastError();
+  const cudaError_t e =
+      p.type == ActivationType::Float16
+          ? detail::launchKernel(ropeCacheKernel<ActivationType::Float16>, grid, block, 0, stream, p)
+          : detail::launchKernel(ropeCacheKernel<ActivationType::BFloat16>, grid, block, 0, stream, p);
   return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "decode_rope_cache launch");
 }
 

@@ -36,6 +36,8 @@ template <ActivationType T>
 __global__ void __launch_bounds__(kThreads) siluMulKernel(const SiluMulProblem p) {
   const int64_t perRow = p.width / 8;
   const int64_t v = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  detail::allowDependentLaunch();
+  detail::waitForPreviousGrid();  // gateUp is the GEMV's output just before (ProgrammaticLaunch.cuh)
   if (v >= int64_t(p.batch) * perRow) return;
   const int64_t row = v / perRow, column = v - row * perRow;
   const uint4* gate = static_cast<const uint4*>(p.gateUp) + row * 2 * perRow + column;
@@ -56,11 +58,10 @@ std::string runSiluMul(const SiluMulProblem& p, CUstream_st* stream) {
   const int64_t vectors = int64_t(p.batch) * (p.width / 8);
   const dim3 grid{unsigned(ceilDiv(vectors, kThreads))}, block{unsigned(kThreads)};
   (void)cudaGetLastError();  // a stale error of an unrelated call must not be reported as this launch's
-  if (p.type == ActivationType::Float16)
-    siluMulKernel<ActivationType::Float16><<<grid, block, 0, stream>>>(p);
-  else
-    siluMulKernel<ActivationType::BFloat16><<<grid, block, 0, stream>>>(p);
-  const cudaError_t e = cudaGetLastError();
+  const cudaError_t e =
+      p.type == ActivationType::Float16
+          ? detail::launchKernel(siluMulKernel<ActivationType::Float16>, grid, block, 0, stream, p)
+          : detail::launchKernel(siluMulKernel<ActivationType::BFloat16>, grid, block, 0, stream, p);
   return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "decode_silu_mul launch");
 }
 

@@ -6,7 +6,9 @@
 #   scripts/gpu-decode.sh [OUTDIR]
 # PARETO_SHARED, PARETO_DEPS_PREFIX, PARETO_CMAKE_ARGS: as scripts/gpu-kernels.sh. PARETO_DECODE_TESTS=0 skips
 # the tests, PARETO_DECODE_FORMATS / _CONTEXTS / _BATCHES change the benchmark grid, PARETO_DECODE_BREAKDOWN=0 and
-# PARETO_DECODE_EAGER=0 skip the per-part timing and the run without the graph.
+# PARETO_DECODE_EAGER=0 skip the per-part timing and the run without the graph, PARETO_DECODE_PDL_AB=0 the batch-1
+# run with PARETO_PDL=0, PARETO_DECODE_KERNELS=0 `bench kernels` (batches PARETO_KERNEL_BATCHES, default 1,8).
+# The benchmarks run before the tests, so that a call cut short by its time limit still brings back numbers.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$here/build-gpu/results}"
@@ -16,7 +18,7 @@ export PARETO_DB="$out/pareto.db"
 torch_prefix="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
 prefix="$torch_prefix${PARETO_DEPS_PREFIX:+;$PARETO_DEPS_PREFIX}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
-step() { echo; echo "== $*"; }
+step() { echo; echo "== [${SECONDS}s] $*"; }
 status=0
 
 step configure+build
@@ -26,19 +28,6 @@ cmake --build "$here/build-gpu" -j "$(nproc)" --target pareto-cli test_decode te
   ${PARETO_EXTRA_TARGETS:-} >"$out/build.log" 2>&1 || { grep -B2 -A12 "error" "$out/build.log" | head -80; exit 1; }
 cli="$here/build-gpu/app/cli/pareto-cli"
 summary() { grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|Failure|Expected|Which is|error:|parts from" "$1" | head -${2:-30}; }
-
-if [ "${PARETO_DECODE_TESTS:-1}" = 1 ]; then
-  step "decode op tests (CUDA vs CPU)"
-  "$here/build-gpu/tests/core/test_decode_ops" >"$out/test_decode_ops.log" 2>&1 || status=1
-  summary "$out/test_decode_ops.log"
-  step "decode runtime tests"
-  "$here/build-gpu/tests/core/test_decode" >"$out/test_decode.log" 2>&1 || status=1
-  summary "$out/test_decode.log" 40
-  step "packed GEMV kernel tests (small shapes)"
-  PARETO_KERNEL_TEST_SMALL=${PARETO_KERNEL_TEST_SMALL:-1} "$here/build-gpu/tests/core/test_packed_gemv" \
-    >"$out/test_packed_gemv.log" 2>&1 || status=1
-  summary "$out/test_packed_gemv.log"
-fi
 
 formats="${PARETO_DECODE_FORMATS:-dense,bitmask-2:4,int4-g128,spqr-3bit,bitmask-2:4+int4-g128}"
 step "bench decode: synthetic llama-3.1-8b ($formats)"
@@ -56,4 +45,31 @@ if [ "${PARETO_DECODE_EAGER:-1}" = 1 ]; then
   "$cli" --no-record bench decode --synthetic llama-3.1-8b --format dense --context 512 --batch 1 --new-tokens 64 \
     --runs 3 --eager --output "$out/bench-decode-eager.json" 2>>"$out/bench-decode.err" | tail -3
 fi
+if [ "${PARETO_DECODE_PDL_AB:-1}" = 1 ]; then
+  step "bench decode without programmatic dependent launch (PARETO_PDL=0; batch 1, context 512)"
+  PARETO_PDL=0 "$cli" --no-record bench decode --synthetic llama-3.1-8b --format "$formats" --context 512 --batch 1 \
+    --new-tokens 256 --runs 5 --output "$out/bench-decode-nopdl.json" 2>>"$out/bench-decode.err" \
+    | tee "$out/bench-decode-nopdl.txt" | tail -8
+fi
+if [ "${PARETO_DECODE_KERNELS:-1}" = 1 ]; then
+  step "bench kernels (Llama-3.1-8B shapes), with and without programmatic dependent launch"
+  "$cli" --no-record bench kernels --shapes llama-3.1-8b --batch "${PARETO_KERNEL_BATCHES:-1,8}" --runs 50 \
+    --output "$out/bench-kernels.json" 2>"$out/bench-kernels.err" | tee "$out/bench-kernels.txt" | tail -24
+  PARETO_PDL=0 "$cli" --no-record bench kernels --shapes llama-3.1-8b --batch 1 --runs 50 \
+    --output "$out/bench-kernels-nopdl.json" 2>>"$out/bench-kernels.err" | tail -12
+fi
+if [ "${PARETO_DECODE_TESTS:-1}" = 1 ]; then
+  # The CPU halves of these tests run in CI; here only the CUDA ones.
+  step "decode op tests (CUDA vs CPU)"
+  "$here/build-gpu/tests/core/test_decode_ops" --gtest_filter='*Cuda*' >"$out/test_decode_ops.log" 2>&1 || status=1
+  summary "$out/test_decode_ops.log"
+  step "decode runtime tests"
+  "$here/build-gpu/tests/core/test_decode" --gtest_filter='*Cuda*' >"$out/test_decode.log" 2>&1 || status=1
+  summary "$out/test_decode.log" 40
+  step "packed GEMV kernel tests (small shapes)"
+  PARETO_KERNEL_TEST_SMALL=${PARETO_KERNEL_TEST_SMALL:-1} "$here/build-gpu/tests/core/test_packed_gemv" \
+    --gtest_filter='*Cuda*' >"$out/test_packed_gemv.log" 2>&1 || status=1
+  summary "$out/test_packed_gemv.log"
+fi
+
 exit $status

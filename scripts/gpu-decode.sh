@@ -4,31 +4,16 @@
 # format's kernels vs its CPU references), then `pareto-cli bench decode` on a synthetic Llama-3.1-8B in each
 # format (batch 1 and 8, context 512 and 4096, 256 new tokens).
 #   scripts/gpu-decode.sh [OUTDIR]
-# PARETO_SHARED, PARETO_DEPS_PREFIX, PARETO_CMAKE_ARGS: as scripts/gpu-kernels.sh. PARETO_DECODE_TESTS=0 skips
+# PARETO_SHARED, PARETO_DEPS_PREFIX, PARETO_CMAKE_ARGS: see scripts/gpu-common.sh. PARETO_DECODE_BENCH=0 skips
+# every benchmark (tests only). PARETO_DECODE_TESTS=0 skips
 # the tests, PARETO_DECODE_FORMATS / _CONTEXTS / _BATCHES change the benchmark grid, PARETO_DECODE_BREAKDOWN=0 and
 # PARETO_DECODE_EAGER=0 skip the per-part timing and the run without the graph, PARETO_DECODE_PDL_AB=0 the batch-1
 # run with PARETO_PDL=0, PARETO_DECODE_KERNELS=0 `bench kernels` (batches PARETO_KERNEL_BATCHES, default 1,8).
 # The benchmarks run before the tests, so that a call cut short by its time limit still brings back numbers.
-set -uo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="${1:-$here/build-gpu/results}"
-mkdir -p "$out"
-export PARETO_SHARED="${PARETO_SHARED:-$here/../shared}"
-export PARETO_DB="$out/pareto.db"
-torch_prefix="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
-prefix="$torch_prefix${PARETO_DEPS_PREFIX:+;$PARETO_DEPS_PREFIX}"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
-step() { echo; echo "== [${SECONDS}s] $*"; }
-status=0
+source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
+gpu_build pareto-cli test_decode test_decode_ops test_packed_gemv
 
-step configure+build
-cmake -S "$here" -B "$here/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARETO_GUI=OFF \
-  -DCMAKE_PREFIX_PATH="$prefix" ${PARETO_CMAKE_ARGS:-} >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
-cmake --build "$here/build-gpu" -j "$(nproc)" --target pareto-cli test_decode test_decode_ops test_packed_gemv \
-  ${PARETO_EXTRA_TARGETS:-} >"$out/build.log" 2>&1 || { grep -B2 -A12 "error" "$out/build.log" | head -80; exit 1; }
-cli="$here/build-gpu/app/cli/pareto-cli"
-summary() { grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|Failure|Expected|Which is|error:|parts from" "$1" | head -${2:-30}; }
-
+if [ "${PARETO_DECODE_BENCH:-1}" = 1 ]; then
 formats="${PARETO_DECODE_FORMATS:-dense,bitmask-2:4,int4-g128,spqr-3bit,bitmask-2:4+int4-g128}"
 step "bench decode: synthetic llama-3.1-8b ($formats)"
 "$cli" --no-record bench decode --synthetic llama-3.1-8b --format "$formats" \
@@ -58,6 +43,8 @@ if [ "${PARETO_DECODE_KERNELS:-1}" = 1 ]; then
   PARETO_PDL=0 "$cli" --no-record bench kernels --shapes llama-3.1-8b --batch 1 --runs 50 \
     --output "$out/bench-kernels-nopdl.json" 2>>"$out/bench-kernels.err" | tail -12
 fi
+fi  # PARETO_DECODE_BENCH
+
 if [ "${PARETO_DECODE_TESTS:-1}" = 1 ]; then
   # The CPU halves of these tests run in CI; here only the CUDA ones.
   step "decode op tests (CUDA vs CPU)"

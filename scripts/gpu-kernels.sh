@@ -3,25 +3,9 @@
 # the packed-GEMV kernel tests on the GPU, compute-sanitizer memcheck over them (small shapes), the kernels'
 # register/SASS summary, and `pareto-cli bench kernels` at Llama-3.1-8B shapes for batch 1..16.
 #   scripts/gpu-kernels.sh [OUTDIR]
-# PARETO_SHARED, PARETO_DEPS_PREFIX, PARETO_CMAKE_ARGS: as scripts/gpu-check.sh.
-set -uo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="${1:-$here/build-gpu/results}"
-mkdir -p "$out"
-export PARETO_SHARED="${PARETO_SHARED:-$here/../shared}"
-export PARETO_DB="$out/pareto.db"
-torch_prefix="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
-prefix="$torch_prefix${PARETO_DEPS_PREFIX:+;$PARETO_DEPS_PREFIX}"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
-step() { echo; echo "== $*"; }
-status=0
-
-step configure+build
-cmake -S "$here" -B "$here/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPARETO_GUI=OFF \
-  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CUDA_FLAGS="-Xptxas=-v" ${PARETO_CMAKE_ARGS:-} >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
-grep "Pareto:" "$out/configure.log"
-cmake --build "$here/build-gpu" -j "$(nproc)" --target pareto-cli test_packed_gemv ${PARETO_EXTRA_TARGETS:-} \
-  >"$out/build.log" 2>&1 || { grep -B2 -A12 "error" "$out/build.log" | head -80; exit 1; }
+# PARETO_SHARED, PARETO_DEPS_PREFIX, PARETO_CMAKE_ARGS: see scripts/gpu-common.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
+gpu_build pareto-cli test_packed_gemv
 grep -E "registers|spill" "$out/build.log" | sort | uniq -c | sort -rn | head -12 >"$out/ptxas.txt"
 cli="$here/build-gpu/app/cli/pareto-cli"
 

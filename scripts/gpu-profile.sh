@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Where the time of one decode step goes, kernel by kernel, from the hardware counters (Nsight Compute): each
+# packed GEMV format at the four Llama-3.1-8B linear shapes of one layer (qkv, o, gate+up, down), and the small
+# decode kernels (RoPE + cache, attention, combine, add+RMSNorm, SiLU·mul) of a synthetic Llama-3.1-8B layer.
+# Per kernel: duration, DRAM and SM throughput (% of peak), issue-slot use, achieved occupancy and the warp
+# stall reasons (raw CSV of the SpeedOfLight, WarpStateStats, Occupancy, LaunchStats and SchedulerStats
+# sections, plus a short table).
+#   scripts/gpu-profile.sh [OUTDIR]
+# PARETO_PROFILE_FORMATS (default int4-g128,bitmask-2:4,bitmask-2:4+int4-g128,spqr-3bit): the GEMV formats.
+# ncu runs with --clock-control none (the device notes: leave the clocks alone) and flushes the caches before
+# each kernel (its default), so each GEMV streams its weight from memory as in a decode step.
+source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
+gpu_build pareto-cli
+
+profile() {  # NAME KERNEL-REGEX COUNT COMMAND...
+  local name="$1" regex="$2" count="$3"; shift 3
+  step "ncu: $name"
+  timeout 150 ncu --clock-control none --kernel-name-base demangled --kernel-name "regex:$regex" \
+    --launch-count "$count" --section SpeedOfLight --section WarpStateStats --section Occupancy \
+    --section LaunchStats --section SchedulerStats --page raw --csv "$@" >"$out/ncu-$name.csv" 2>"$out/ncu-$name.err" \
+    || { status=1; tail -5 "$out/ncu-$name.err"; }
+  python3 - "$out/ncu-$name.csv" <<'PY'
+import csv, re, sys
+rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
+if len(rows) < 2: sys.exit("no ncu rows")
+head = rows[0]; K = {h: i for i, h in enumerate(head)}
+def num(r, k):
+    try: return float(r[K[k]].replace(",", ""))
+    except (KeyError, ValueError): return float("nan")
+stall_cols = [(m.group(1), i) for i, h in enumerate(head)
+              for m in [re.fullmatch(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio", h)] if m]
+print(f'{"id":>4} {"kernel":48} {"grid":>6} {"regs":>4} {"us":>8} {"dram%":>6} {"sm%":>6} {"issue%":>6} {"occ%":>6}  '
+      'top stalls (warps stalled per issue)')
+for r in rows[1:]:
+    if not r[K["ID"]].strip().isdigit(): continue  # the units row
+    name = re.sub(r"\(.*", "", r[K["Kernel Name"]]).replace("pareto::kernels::", "")[:48]
+    st = []
+    for s, i in stall_cols:
+        try: st.append((float(r[i].replace(",", "")), s))
+        except ValueError: pass
+    st = sorted(st, reverse=True)[:4]
+    print(f'{r[K["ID"]]:>4} {name:48} {num(r,"launch__grid_size"):6.0f} {num(r,"launch__registers_per_thread"):4.0f} '
+          f'{num(r,"gpu__time_duration.sum")/1000:8.2f} {num(r,"dram__throughput.avg.pct_of_peak_sustained_elapsed"):6.1f} '
+          f'{num(r,"sm__throughput.avg.pct_of_peak_sustained_elapsed"):6.1f} '
+          f'{num(r,"smsp__issue_active.avg.pct_of_peak_sustained_active"):6.1f} '
+          f'{num(r,"sm__warps_active.avg.pct_of_peak_sustained_active"):6.1f}  ' + " ".join(f"{s}={v:.2f}" for v, s in st))
+PY
+}
+
+for f in $(echo "${PARETO_PROFILE_FORMATS:-int4-g128,bitmask-2:4,bitmask-2:4+int4-g128,spqr-3bit}" | tr , ' '); do
+  # One layer: its four GEMVs, launched once each before the graph is captured.
+  profile "gemv-$f" "packedGemvKernel" 4 "$cli" --no-record bench kernels --shapes llama-3.1-8b --layers 1 \
+    --formats "$f" --batch 1 --runs 1
+done
+profile decode-small "ropeCache|decodeAttention|combine|addRmsNorm|siluMul" 12 "$cli" --no-record bench decode \
+  --synthetic llama-3.1-8b --format int4-g128 --layers 2 --context 512 --new-tokens 2 --runs 1 --eager
+exit $status

@@ -334,13 +334,36 @@ __global__ void __launch_bounds__(kDecodeMaxHeadDim) combineKernel(const Attenti
   const int first = int(lo / a.slotsPerSplit), last = int(hi / a.slotsPerSplit);
   const int64_t row = int64_t(b) * p.qHeads + blockIdx.x;
   const int64_t base = row * a.splits;
+  // The splits' values are loaded kLoads at a time, all in flight together, before any is used: a loop that
+  // loads and uses one split per iteration waited one L2 latency per split (Nsight Compute: ~15 warps stalled
+  // on loads per issued instruction, 8 µs at 17 splits, longer than the attention kernel itself). Entries past
+  // `last` read as max −∞ (weight 0) and sum/partial 0, which leave m, sum and o exactly as they are, so the
+  // result is the same as adding the splits one by one in ascending order.
+  constexpr int kLoads = 8;
   float m = -INFINITY;
-  for (int s = first; s <= last; ++s) m = fmaxf(m, a.maxes[base + s]);
+  for (int s0 = first; s0 <= last; s0 += kLoads) {
+    float v[kLoads];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) v[k] = s0 + k <= last ? a.maxes[base + s0 + k] : -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) m = fmaxf(m, v[k]);
+  }
   float sum = 0.f, o = 0.f;
-  for (int s = first; s <= last; ++s) {
-    const float w = exp2f(a.maxes[base + s] - m);
-    sum = fmaf(a.sums[base + s], w, sum);
-    o = fmaf(a.partial[(base + s) * D + d], w, o);
+  for (int s0 = first; s0 <= last; s0 += kLoads) {
+    float mx[kLoads], sm[kLoads], pv[kLoads];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      const bool in = s0 + k <= last;
+      mx[k] = in ? a.maxes[base + s0 + k] : -INFINITY;
+      sm[k] = in ? a.sums[base + s0 + k] : 0.f;
+      pv[k] = in ? a.partial[(base + s0 + k) * D + d] : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      const float w = exp2f(mx[k] - m);
+      sum = fmaf(sm[k], w, sum);
+      o = fmaf(pv[k], w, o);
+    }
   }
   static_cast<typename A::type*>(p.out)[row * D + d] = A::fromFloat(o / sum);
 }

@@ -43,14 +43,6 @@ template <> struct Act<ActivationType::BFloat16> {
 __device__ __forceinline__ uint4 loadStreaming(const uint4* p) { return __ldcs(p); }
 __device__ __forceinline__ uint2 loadStreaming(const uint2* p) { return __ldcs(p); }
 
-// Brings the line holding `p` into L1 without holding a register for it. The formats' `load` uses it for the
-// small per-group values (scales, zeros, SpQR's second-level grids) of the chunk two steps ahead: `compute`
-// reads them with __ldg right when it needs them, and from DRAM each such read stalled the warp a whole memory
-// latency once per group or chunk (Nsight Compute on v3: quantized GEMVs at 22-38% of copy bandwidth with
-// long-scoreboard stalls on top, while the bitmask kernel, which has no such values, reached 81%). Keeping
-// them in the register fragments instead would push the batch-1 kernels past the 128-register cap.
-__device__ __forceinline__ void prefetchL1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
-
 struct GemvLaunch {
   int64_t rows = 0, cols = 0;
   int batch = 1;

@@ -35,14 +35,6 @@ struct BitmaskInt4Format {
     f.mask[1] = detail::loadStreaming(w.masks + (base * 32 + lane) * 2 + 1);
 #pragma unroll
     for (int i = 0; i < 4; ++i) f.code[i] = detail::loadStreaming(w.codes + (base * 4 + i) * 32 + lane);
-    // The chunk's scales (and zeros) for `compute` two chunks later (GemvDriver.cuh, prefetchL1).
-    const int columns = w.wordsPerGroupShift >= 0 ? 8 >> w.wordsPerGroupShift : 1;
-    for (int u = 0; u < columns; ++u) {
-      const int64_t scaleColumn = w.wordsPerGroupShift >= 0 ? chunk * columns + u : chunk / w.chunksPerGroup;
-      const int64_t at = (group * w.scaleColumns + scaleColumn) * 32 + lane;
-      detail::prefetchL1(w.scales + at);
-      if (!w.symmetric) detail::prefetchL1(w.zeros + at);
-    }
     return f;
   }
 

@@ -44,15 +44,6 @@ struct QuantFormat {
     Fragment f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) f.piece[i] = detail::loadStreaming(w.codes + (base * 8 + i) * 32 + lane);
-    // The chunk's scales (and zeros), for `compute` two chunks later: one column per unit, or the group's.
-    // Consecutive columns are 32 entries apart, so one pointer stepped through them (ptxas spilled at the
-    // 128-register cap with the index recomputed a column).
-    const int units = w.chunksPerGroup == 0 ? kChunkCols >> w.unitShift : 1;
-    const int64_t at = (group * w.scaleColumns + (w.chunksPerGroup == 0 ? chunk * units : chunk / w.chunksPerGroup)) * 32 + lane;
-    for (int u = 0; u < units; ++u) {
-      detail::prefetchL1(w.scales + at + u * 32);
-      if (!w.symmetric) detail::prefetchL1(w.zeros + at + u * 32);
-    }
     return f;
   }
 
@@ -63,18 +54,9 @@ struct QuantFormat {
                                                  int64_t chunk, int lane, const float* xs, int64_t xStride,
                                                  const float* xsum, int64_t sumStride, float (&acc)[B]) {
     const uint4(&piece)[8] = fragment.piece;
-    // Two partial sums of a unit in the int8 kernel, code words alternating: at batch 1 a single accumulator
-    // makes each unit a chain of dependent FFMAs, and Nsight Compute showed the int4 warps stalled on it
-    // ("wait", ~1.9 warps an issued instruction, second only to the loads). The int4 batch-1 kernels keep one:
-    // with the scale prefetch in `load` a second one spilled at the 128-register cap of 4 blocks a
-    // multiprocessor (ptxas: 20-28 bytes). From batch 2 the batch rows are the independent chains already.
-    // Summed in a fixed order at the end of the unit.
-    constexpr int kParts = B == 1 && Bits == 8 ? 2 : 1;
-    float unitAcc[kParts][B];
+    float unitAcc[B];
 #pragma unroll
-    for (int k = 0; k < kParts; ++k)
-#pragma unroll
-      for (int b = 0; b < B; ++b) unitAcc[k][b] = 0.f;
+    for (int b = 0; b < B; ++b) unitAcc[b] = 0.f;
 #pragma unroll
     for (int sb = 0; sb < kSubBlocks; ++sb) {
       // 32 columns: one piece at 4 bits, two at 8.
@@ -92,10 +74,10 @@ struct QuantFormat {
           for (int b = 0; b < B; ++b) {
             const float4 x0 = *reinterpret_cast<const float4*>(xs + b * xStride + col);
             const float4 x1 = *reinterpret_cast<const float4*>(xs + b * xStride + col + 4);
-            float s = unitAcc[wi % kParts][b];
+            float s = unitAcc[b];
             s = fmaf(f[0], x0.x, s); s = fmaf(f[1], x0.y, s); s = fmaf(f[2], x0.z, s); s = fmaf(f[3], x0.w, s);
             s = fmaf(f[4], x1.x, s); s = fmaf(f[5], x1.y, s); s = fmaf(f[6], x1.z, s); s = fmaf(f[7], x1.w, s);
-            unitAcc[wi % kParts][b] = s;
+            unitAcc[b] = s;
           }
         } else {
           if (w.symmetric) word ^= 0x80808080u;  // int8 q → q + 128, so every code reads as unsigned
@@ -103,9 +85,9 @@ struct QuantFormat {
 #pragma unroll
           for (int b = 0; b < B; ++b) {
             const float4 x0 = *reinterpret_cast<const float4*>(xs + b * xStride + col);
-            float s = unitAcc[wi % kParts][b];
+            float s = unitAcc[b];
             s = fmaf(f[0], x0.x, s); s = fmaf(f[1], x0.y, s); s = fmaf(f[2], x0.z, s); s = fmaf(f[3], x0.w, s);
-            unitAcc[wi % kParts][b] = s;
+            unitAcc[b] = s;
           }
         }
       }
@@ -121,12 +103,8 @@ struct QuantFormat {
 #pragma unroll
         for (int b = 0; b < B; ++b) {
           const float sumX = xsum[b * sumStride + unitInChunk];
-          float unit = unitAcc[0][b];
-#pragma unroll
-          for (int k = 1; k < kParts; ++k) unit += unitAcc[k][b];
-          acc[b] = fmaf(scale, fmaf(kScale, unit, -offset * sumX), acc[b]);
-#pragma unroll
-          for (int k = 0; k < kParts; ++k) unitAcc[k][b] = 0.f;
+          acc[b] = fmaf(scale, fmaf(kScale, unitAcc[b], -offset * sumX), acc[b]);
+          unitAcc[b] = 0.f;
         }
       }
     }

@@ -53,10 +53,6 @@ struct SpqrFormat {
 #pragma unroll
     for (int i = 0; i < Bits; ++i) f.code[i] = detail::loadStreaming(w.codes + (base * Bits + i) * 32 + lane);
     f.stats = detail::loadStreaming(w.stats + base * 32 + lane);
-    // The chunk's second-level grids for `compute` two chunks later (GemvDriver.cuh, prefetchL1).
-#pragma unroll
-    for (int g = 0; g < 8; ++g)
-      detail::prefetchL1(w.second + (base * 8 + g) * w.secondPerGroup + (lane >> w.scaleGroupShift));
     return f;
   }
 

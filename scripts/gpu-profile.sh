@@ -29,7 +29,7 @@ def num(r, k):
     except (KeyError, ValueError): return float("nan")
 stall_cols = [(m.group(1), i) for i, h in enumerate(head)
               for m in [re.fullmatch(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio", h)] if m]
-print(f'{"id":>4} {"kernel":48} {"grid":>6} {"regs":>4} {"us":>8} {"dram%":>6} {"sm%":>6} {"issue%":>6} {"occ%":>6}  '
+print(f'{"id":>4} {"kernel":48} {"grid":>6} {"regs":>4} {"us":>8} {"dram%":>6} {"sm%":>6} {"issue%":>6} {"warps":>6}  '
       'top stalls (warps stalled per issue)')
 for r in rows[1:]:
     if not r[K["ID"]].strip().isdigit(): continue  # the units row
@@ -40,10 +40,10 @@ for r in rows[1:]:
         except ValueError: pass
     st = sorted(st, reverse=True)[:4]
     print(f'{r[K["ID"]]:>4} {name:48} {num(r,"launch__grid_size"):6.0f} {num(r,"launch__registers_per_thread"):4.0f} '
-          f'{num(r,"gpu__time_duration.sum")/1000:8.2f} {num(r,"dram__throughput.avg.pct_of_peak_sustained_elapsed"):6.1f} '
+          f'{num(r,"gpu__time_duration.sum")/1000:8.2f} {num(r,"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"):6.1f} '
           f'{num(r,"sm__throughput.avg.pct_of_peak_sustained_elapsed"):6.1f} '
           f'{num(r,"smsp__issue_active.avg.pct_of_peak_sustained_active"):6.1f} '
-          f'{num(r,"sm__warps_active.avg.pct_of_peak_sustained_active"):6.1f}  ' + " ".join(f"{s}={v:.2f}" for v, s in st))
+          f'{num(r,"sm__warps_active.avg.per_cycle_active"):6.1f}  ' + " ".join(f"{s}={v:.2f}" for v, s in st))
 PY
 }
 

@@ -42,14 +42,12 @@ void addGenerateCommand(CLI::App& app) {
                   "eager: LibTorch ops, a compressed folder's packed modules unpacked to dense weights; packed: the "
                   "packed modules stay packed and run on their kernels (CUDA) or the kernels' references (CPU); "
                   "graph: the decode runtime (fused ops, packed modules, on CUDA one step captured in a CUDA graph "
-                  "and replayed; greedy only; float16/bfloat16)")
+                  "and replayed, sampling on the device; float16/bfloat16)")
       ->capture_default_str()->check(CLI::IsMember({"eager", "packed", "graph"}));
   cmd->callback([args, temp, topK, topP, seed] {
     // Sampling is on as soon as any sampling option is given; otherwise greedy.
     args->gen.sampling.greedy = temp->count() + topK->count() + topP->count() + seed->count() == 0;
-    if (args->runtime == "graph" && !args->gen.sampling.greedy)
-      throw InputError("--runtime graph samples greedily on the device; drop --temperature/--top-k/--top-p/--seed "
-                       "or use --runtime packed");
+    validate(args->gen.sampling);
     RuntimeOptions rt = makeRuntimeOptions(args->model.device, args->model.dtype);
     rt.packedWeights = args->runtime != "eager";
     LoadedModel m = loadModel(args->model.model, rt);
@@ -58,7 +56,8 @@ void addGenerateCommand(CLI::App& app) {
     std::vector<TokenId> out;
     if (args->runtime == "graph") {
       const DecodeModel d = DecodeModel::fromModel(*m.model);
-      out = decodeGreedy(d, {prompt}, args->gen.maxNewTokens, m.eosTokenIds, /*useGraph=*/true).at(0);
+      out = decodeGenerate(d, {prompt}, args->gen.maxNewTokens, m.eosTokenIds, /*useGraph=*/true, args->gen.sampling)
+                .at(0);
     } else {
       out = generate(*m.model, prompt, args->gen);
     }

@@ -92,13 +92,44 @@ void DecodeSession::runStep() {
     addRmsNorm(residual_, delta, model_.finalNorm(), eps, normed_);
     model_.outputHead().forward(normed_, logitsHalf_, "lm_head");
     logits_.copy_(logitsHalf_);
-    at::argmax_out(next_, logits_, -1);
+    if (sampling_.greedy)
+      at::argmax_out(next_, logits_, -1);
+    else
+      sampleNext();
   }
   // The next step's inputs, on the device: the argmax token at the next slot and position.
   positions_.add_(1);
   slot_.add_(1);
   ids_.copy_(next_);
   generated_.index_copy_(1, slot_, next_.unsqueeze(1));
+}
+
+void DecodeSession::setSampling(const SamplingOptions& s) {
+  if (!s.greedy) validate(s);
+  if (graph_) throw InputError("decode sampling must be chosen before the step is captured");
+  sampling_ = s;
+}
+
+// Only device operations of static shape, no host synchronisation: capturable, like the rest of the step.
+void DecodeSession::sampleNext() {
+  at::Tensor scores = logits_ / sampling_.temperature;
+  const int64_t vocab = scores.size(-1);
+  if (sampling_.topK > 0 && sampling_.topK < vocab) {
+    const at::Tensor kth = std::get<0>(at::topk(scores, sampling_.topK, -1)).narrow(-1, sampling_.topK - 1, 1);
+    scores = scores.masked_fill(scores < kth, -INFINITY);
+  }
+  if (sampling_.topP < 1.0) {
+    // The smallest prefix of the ranked candidates whose mass reaches top-p, the crossing token included: a
+    // token stays when the mass of the tokens ranked before it is still below top-p (the first always does).
+    auto [sorted, order] = at::sort(scores, -1, /*descending=*/true);
+    const at::Tensor probs = at::softmax(sorted, -1);
+    const at::Tensor before = at::cumsum(probs, -1) - probs;
+    scores = at::empty_like(scores).scatter_(-1, order, sorted.masked_fill(before >= sampling_.topP, -INFINITY));
+  }
+  // Gumbel-max: argmax(scores + G), G = −log(−log U), is a draw from softmax(scores); excluded tokens stay −∞.
+  // U is kept off 0 so that the noise stays finite.
+  const at::Tensor u = at::rand_like(scores).clamp_min_(1e-20);
+  at::argmax_out(next_, scores - at::log(-at::log(u)), -1);
 }
 
 void DecodeSession::capture() {
@@ -194,10 +225,10 @@ int64_t DecodeSession::kvBytesPerStep() const {
 
 namespace {
 
-std::vector<std::vector<TokenId>> decodeGreedyUnguarded(const DecodeModel& model,
-                                                        const std::vector<std::vector<TokenId>>& prompts,
-                                                        int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds,
-                                                        bool useGraph) {
+std::vector<std::vector<TokenId>> decodeGenerateUnguarded(const DecodeModel& model,
+                                                          const std::vector<std::vector<TokenId>>& prompts,
+                                                          int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds,
+                                                          bool useGraph, const SamplingOptions& sampling) {
   const int64_t B = int64_t(prompts.size());
   std::vector<std::vector<TokenId>> out(prompts.size());
   if (B == 0 || maxNewTokens <= 0) return out;
@@ -207,6 +238,8 @@ std::vector<std::vector<TokenId>> decodeGreedyUnguarded(const DecodeModel& model
     longest = std::max<int64_t>(longest, int64_t(p.size()));
   }
   DecodeSession session(model, B, longest + maxNewTokens - 1);
+  session.setSampling(sampling);
+  if (!sampling.greedy) at::manual_seed(sampling.seed);
   if (useGraph && model.options().device.is_cuda()) session.capture();
   std::vector<int64_t> tokens(prompts.size()), positions(prompts.size()), validFrom(prompts.size());
   for (int64_t s = 0; s < longest; ++s) {
@@ -235,11 +268,13 @@ std::vector<std::vector<TokenId>> decodeGreedyUnguarded(const DecodeModel& model
 
 }  // namespace
 
-std::vector<std::vector<TokenId>> decodeGreedy(const DecodeModel& model, const std::vector<std::vector<TokenId>>& prompts,
-                                               int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds,
-                                               bool useGraph) {
+std::vector<std::vector<TokenId>> decodeGenerate(const DecodeModel& model, const std::vector<std::vector<TokenId>>& prompts,
+                                                 int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds,
+                                                 bool useGraph, const SamplingOptions& sampling) {
   return guardMemory("generation (decode runtime)", "lower the batch (fewer prompts at once) or the number of new tokens",
-                     [&] { return decodeGreedyUnguarded(model, prompts, maxNewTokens, eosTokenIds, useGraph); });
+                     [&] {
+                       return decodeGenerateUnguarded(model, prompts, maxNewTokens, eosTokenIds, useGraph, sampling);
+                     });
 }
 
 }  // namespace pareto

@@ -1,6 +1,6 @@
 // One decode loop over a DecodeModel: a static KV cache and static buffers for `batch` sequences, and a step
 // that reads everything it needs (input tokens, positions, cache slot) from device tensors and leaves the next
-// step's inputs there (greedy: the argmax token, computed on the device). Because no step depends on a host
+// step's inputs there (the argmax token, or one sampled on the device). Because no step depends on a host
 // value, the step can be captured once in a CUDA graph (at::cuda::CUDAGraph) and replayed per token: no
 // per-kernel launch overhead and no host synchronisation inside or between steps.
 //
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "decode/DecodeModel.h"
+#include "model/Generation.h"
 #include "tokenizer/Tokenizer.h"
 
 namespace pareto {
@@ -37,6 +38,14 @@ class DecodeSession {
   enum Part : unsigned { kLinears = 1, kAttention = 2, kNormsAndActivation = 4, kHead = 8, kAllParts = 15 };
   void setParts(unsigned parts) { parts_ = parts; }
 
+  // How the next token is chosen, set before capture(): greedy (the default) or sampled on the device with the
+  // temperature, top-k and top-p of `s` — the same candidate set as generate()'s host sampler, drawn by the
+  // Gumbel-max trick (argmax of scores + Gumbel noise, an exact draw from the softmax) from LibTorch's default
+  // generator, which a captured graph advances on every replay. The seed is the caller's (at::manual_seed):
+  // the tokens differ from generate()'s for the same seed, the distribution does not. Throws InputError for
+  // invalid options.
+  void setSampling(const SamplingOptions& s);
+
   // Captures one step in a CUDA graph; later step() calls replay it. The session's state is unchanged.
   // Throws InputError on the CPU.
   void capture();
@@ -46,8 +55,8 @@ class DecodeSession {
   // the row may attend to (left padding of batched prompts). Used for prompts (teacher forcing).
   void feed(const std::vector<int64_t>& tokens, const std::vector<int64_t>& positions,
             const std::vector<int64_t>& validFrom);
-  // One token for every row: the cache slot length() is written, logits computed, and the argmax becomes the
-  // next step's input (positions advance by one).
+  // One token for every row: the cache slot length() is written, logits computed, and the argmax (or sampled)
+  // token becomes the next step's input (positions advance by one).
   void step();
 
   // Benchmarks: the first `length` cache slots filled with random keys and values (decode speed does not depend
@@ -62,17 +71,19 @@ class DecodeSession {
   void restore(const Snapshot& s);
 
   const at::Tensor& logits() const { return logits_; }   // float32 [batch, vocab] of the last step
-  // int64 [batch, capacity + 1]: column s + 1 holds the argmax after slot s.
+  // int64 [batch, capacity + 1]: column s + 1 holds the token chosen after slot s.
   const at::Tensor& generated() const { return generated_; }
   // Bytes one step reads from the KV cache at the current length (every row attends to length() + 1 slots).
   int64_t kvBytesPerStep() const;
 
  private:
   void runStep();
+  void sampleNext();
 
   const DecodeModel& model_;
   int64_t batch_, capacity_, length_ = 0;
   unsigned parts_ = kAllParts;
+  SamplingOptions sampling_;
   at::Tensor ids_, positions_, slot_, validFrom_, next_;
   at::Tensor residual_, normed_, qkv_, q_, attn_, o_, gateUp_, act_, down_, logitsHalf_, logits_, generated_;
   std::vector<at::Tensor> keys_, values_;
@@ -81,11 +92,18 @@ class DecodeSession {
   std::unique_ptr<Graph> graph_;
 };
 
-// Greedy generation through the decode runtime: prompts left-padded into one batch, each prompt fed one token
-// per step, then new tokens as steps whose input is the previous argmax (graph replays when useGraph and on
-// CUDA). Returns each prompt's new tokens, cut after the first EOS.
-std::vector<std::vector<TokenId>> decodeGreedy(const DecodeModel& model, const std::vector<std::vector<TokenId>>& prompts,
-                                               int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds,
-                                               bool useGraph);
+// Generation through the decode runtime: prompts left-padded into one batch, each prompt fed one token per step,
+// then new tokens as steps whose input is the previous step's choice (graph replays when useGraph and on CUDA).
+// Greedy unless `sampling` says otherwise (DecodeSession::setSampling; the generator is seeded with
+// sampling.seed first). Returns each prompt's new tokens, cut after the first EOS.
+std::vector<std::vector<TokenId>> decodeGenerate(const DecodeModel& model, const std::vector<std::vector<TokenId>>& prompts,
+                                                 int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds,
+                                                 bool useGraph, const SamplingOptions& sampling = {});
+inline std::vector<std::vector<TokenId>> decodeGreedy(const DecodeModel& model,
+                                                      const std::vector<std::vector<TokenId>>& prompts,
+                                                      int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds,
+                                                      bool useGraph) {
+  return decodeGenerate(model, prompts, maxNewTokens, eosTokenIds, useGraph);
+}
 
 }  // namespace pareto

@@ -104,14 +104,22 @@ TEST(Cli, ScoreAndGenerateJson) {
   EXPECT_EQ(gj["ids"], p["greedy32"]);
   EXPECT_EQ(gj["text"], p["greedy32_text"]);
 
-  // The decode runtime (here its CPU references, in bfloat16) continues the prompt; it samples greedily only.
+  // The decode runtime (here its CPU references, in bfloat16) continues the prompt, greedily or by sampling on
+  // its device: the same seed gives the same tokens, and bad sampling options are refused before loading.
   RunResult d = runCli("generate --model " + model + " --prompt '" + p["text"].get<std::string>() +
                        "' --max-new-tokens 8 --runtime graph --dtype bfloat16 --json");
   ASSERT_EQ(d.exitCode, 0) << d.err;
   EXPECT_EQ(nlohmann::json::parse(d.out)["ids"].size(), 8u);
-  RunResult sampled = runCli("generate --model " + model + " --prompt x --runtime graph --dtype bfloat16 --temperature 0.5");
-  EXPECT_EQ(sampled.exitCode, 2);
-  EXPECT_THAT(sampled.err, HasSubstr("greedily"));
+  const std::string sample = "generate --model " + model + " --prompt x --max-new-tokens 6 --runtime graph "
+                             "--dtype bfloat16 --json --temperature 0.9 --top-k 20 --top-p 0.9 --seed ";
+  RunResult s1 = runCli(sample + "3"), s2 = runCli(sample + "3");
+  ASSERT_EQ(s1.exitCode, 0) << s1.err;
+  ASSERT_EQ(s2.exitCode, 0) << s2.err;
+  EXPECT_EQ(nlohmann::json::parse(s1.out)["ids"], nlohmann::json::parse(s2.out)["ids"]);
+  EXPECT_EQ(nlohmann::json::parse(s1.out)["ids"].size(), 6u);
+  RunResult bad = runCli("generate --model " + model + " --prompt x --runtime graph --dtype bfloat16 --top-p 1.5");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_THAT(bad.err, HasSubstr("top-p must be in (0, 1]"));
 }
 
 TEST(Cli, PerplexityJsonKeys) {

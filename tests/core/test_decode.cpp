@@ -253,6 +253,110 @@ TEST(SyntheticModel, EveryFormatBuildsAndDecodesOnTheCpu) {
   EXPECT_THROW(DecodeModel::synthetic(c, {}, makeRuntimeOptions("cpu", "float32")), InputError);
 }
 
+// --- sampling on the device ------------------------------------------------------------------------------------
+
+// The candidates sampleNext() may pick for each row of float32 logits (the host sampler's definition: top-k, then
+// the smallest prefix whose mass reaches top-p) and their renormalised probabilities: [batch, vocab], 0 outside.
+at::Tensor candidateProbabilities(const at::Tensor& logits, const SamplingOptions& s) {
+  at::Tensor scores = logits / s.temperature;
+  if (s.topK > 0 && s.topK < scores.size(-1)) {
+    const at::Tensor kth = std::get<0>(at::topk(scores, s.topK, -1)).narrow(-1, s.topK - 1, 1);
+    scores = scores.masked_fill(scores < kth, -INFINITY);
+  }
+  if (s.topP < 1.0) {
+    auto [sorted, order] = at::sort(scores, -1, true);
+    const at::Tensor probs = at::softmax(sorted, -1);
+    const at::Tensor before = at::cumsum(probs, -1) - probs;
+    scores = at::empty_like(scores).scatter_(-1, order, sorted.masked_fill(before >= s.topP, -INFINITY));
+  }
+  return at::softmax(scores.to(at::kDouble), -1);
+}
+
+constexpr int64_t kSamplingBatch = 16;
+
+// One step from the same state (a random 4-slot context, seed 11) replayed n times with sampling `s` (in a CUDA
+// graph when `graph`): the frequency of each chosen token per row, [batch, vocab]. Each replay must see the same
+// logits (`logits`, when defined): only the noise changes.
+at::Tensor sampleFrequencies(const DecodeModel& d, const SamplingOptions& s, int64_t n, bool graph,
+                             const at::Tensor& logits) {
+  DecodeSession session(d, kSamplingBatch, 8);
+  session.fillRandomContext(4, 11);
+  session.setSampling(s);
+  if (graph) session.capture();
+  const DecodeSession::Snapshot from = session.snapshot();
+  at::Tensor counts = at::zeros({kSamplingBatch, d.config().vocabSize}, at::kDouble);
+  for (int64_t i = 0; i < n; ++i) {
+    session.restore(from);
+    session.step();
+    if (logits.defined()) EXPECT_TRUE(at::equal(session.logits().cpu(), logits)) << "the state was not restored";
+    const at::Tensor tok = session.generated().narrow(1, 5, 1).cpu();
+    counts.scatter_add_(1, tok, at::ones({kSamplingBatch, 1}, at::kDouble));
+  }
+  return counts / double(n);
+}
+
+// Never a token outside the candidates; over the rows a mean total variation distance of a few percent (400
+// draws a row over ≤ ~8 candidates: ~0.04-0.05 expected from chance alone); and not always the top token.
+void expectDrawsFollow(const at::Tensor& freq, const at::Tensor& logits, const SamplingOptions& s) {
+  const at::Tensor expected = candidateProbabilities(logits, s);
+  EXPECT_EQ(freq.masked_select(expected.eq(0)).sum().item<double>(), 0.0);
+  EXPECT_LT((freq - expected).abs().sum(-1).mean().item<double>() / 2, 0.08);
+  EXPECT_GT(freq.gt(0).sum().item<int64_t>(), 2 * kSamplingBatch);
+}
+
+SamplingOptions samplingOptions(double temperature, int64_t topK, double topP) {
+  SamplingOptions s;
+  s.greedy = false;
+  s.temperature = temperature;
+  s.topK = topK;
+  s.topP = topP;
+  return s;
+}
+
+// Greedy logits and tokens of the state sampleFrequencies() starts from.
+std::pair<at::Tensor, at::Tensor> greedyStep(const DecodeModel& d) {
+  DecodeSession session(d, kSamplingBatch, 8);
+  session.fillRandomContext(4, 11);
+  session.step();
+  return {session.logits().cpu().clone(), session.generated().narrow(1, 5, 1).squeeze(1).cpu().clone()};
+}
+
+TEST(DecodeSampling, DrawsFromTheTopKAndTopPDistributionAndIsSeeded) {
+  const ModelConfig c = modelPreset("tiny-llama");
+  const DecodeModel d = DecodeModel::synthetic(c, {}, makeRuntimeOptions("cpu", "bfloat16"));
+  const auto [logits, greedy] = greedyStep(d);
+  EXPECT_TRUE(at::equal(greedy, logits.argmax(-1)));
+
+  // The synthetic logits are flat (std ~0.3 over 512 tokens, top gaps ~0.05): top-k 5 at temperature 1.5 gives
+  // near-uniform candidates, top-p needs a low temperature to keep the nucleus small enough for 400 draws.
+  const SamplingOptions topK = samplingOptions(1.5, 5, 1.0), topP = samplingOptions(0.1, 0, 0.6),
+                        both = samplingOptions(0.3, 8, 0.5);
+  for (const SamplingOptions& s : {topK, topP, both}) {
+    SCOPED_TRACE("top-k " + std::to_string(s.topK) + ", top-p " + std::to_string(s.topP));
+    at::manual_seed(5);
+    expectDrawsFollow(sampleFrequencies(d, s, 400, false, logits), logits, s);
+  }
+
+  // top-k 1 is greedy; the same seed gives the same tokens; bad options are refused.
+  at::manual_seed(1);
+  EXPECT_TRUE(at::equal(sampleFrequencies(d, samplingOptions(1.5, 1, 1.0), 3, false, logits).argmax(-1), greedy));
+  at::manual_seed(9);
+  const at::Tensor a = sampleFrequencies(d, topP, 20, false, logits);
+  at::manual_seed(9);
+  EXPECT_TRUE(at::equal(a, sampleFrequencies(d, topP, 20, false, logits)));
+  DecodeSession session(d, 1, 4);
+  EXPECT_THROW(session.setSampling(samplingOptions(1.0, 0, 1.5)), InputError);
+  EXPECT_THROW(session.setSampling(samplingOptions(0.0, 0, 1.0)), InputError);
+
+  // Through decodeGenerate: seeded by the options, so two calls agree; every token is in the vocabulary.
+  const auto x = decodeGenerate(d, {{1, 2, 3}, {4}}, 6, {}, false, topP);
+  EXPECT_EQ(x, decodeGenerate(d, {{1, 2, 3}, {4}}, 6, {}, false, topP));
+  for (const auto& row : x) {
+    EXPECT_EQ(row.size(), 6u);
+    for (TokenId t : row) EXPECT_TRUE(t >= 0 && t < c.vocabSize);
+  }
+}
+
 TEST(DecodeBenchmark, ReportsEveryKeyForEachFormatOnTheCpu) {
   DecodeBenchOptions o;
   o.synthetic = "tiny-llama";
@@ -332,6 +436,21 @@ TEST(DecodeCuda, GraphGreedyEqualsEagerAndGenerateOnRefSmall) {
   // Batched: the graph runs the same as each prompt alone.
   const auto batched = decodeGreedy(d, prompts, 24, {}, true);
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(batched[i], decodeGreedy(d, {prompts[i]}, 24, {}, true)[0]);
+}
+
+// Sampling inside the captured step: every replay draws fresh noise from the graph's generator state, and the
+// draws follow the same candidates' softmax as on the CPU.
+TEST(DecodeCuda, GraphSamplingDrawsFromTheCandidatesWithFreshNoiseEachReplay) {
+  PARETO_REQUIRE_CUDA();
+  const DecodeModel d = DecodeModel::synthetic(modelPreset("tiny-llama"), {}, makeRuntimeOptions("cuda", "float16"));
+  const auto [logits, greedy] = greedyStep(d);
+  for (const SamplingOptions& s : {samplingOptions(1.5, 5, 1.0), samplingOptions(0.1, 0, 0.6), samplingOptions(0.3, 8, 0.5)}) {
+    SCOPED_TRACE("top-k " + std::to_string(s.topK) + ", top-p " + std::to_string(s.topP));
+    at::manual_seed(5);
+    expectDrawsFollow(sampleFrequencies(d, s, 400, true, logits), logits, s);
+  }
+  at::manual_seed(1);
+  EXPECT_TRUE(at::equal(sampleFrequencies(d, samplingOptions(1.5, 1, 1.0), 3, true, logits).argmax(-1), greedy));
 }
 
 // Every compressed format: logits of the CUDA kernels (graph) match the CPU references after the same prompt.

@@ -6,7 +6,9 @@
 # stall reasons (raw CSV of the SpeedOfLight, WarpStateStats, Occupancy, LaunchStats and SchedulerStats
 # sections, plus a short table).
 #   scripts/gpu-profile.sh [OUTDIR]
-# PARETO_PROFILE_FORMATS (default int4-g128,bitmask-2:4,bitmask-2:4+int4-g128,spqr-3bit): the GEMV formats.
+# PARETO_PROFILE_FORMATS (default int4-g128,bitmask-2:4,bitmask-2:4+int4-g128,spqr-3bit): the GEMV formats;
+# PARETO_PROFILE_SASS=0 skips the instruction-level profile of the int4 qkv GEMV (executed instructions and stall
+# samples per SASS line, from the -lineinfo build).
 # ncu runs with --clock-control none (the device notes: leave the clocks alone) and flushes the caches before
 # each kernel (its default), so each GEMV streams its weight from memory as in a decode step.
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
@@ -54,4 +56,40 @@ for f in $(echo "${PARETO_PROFILE_FORMATS:-int4-g128,bitmask-2:4,bitmask-2:4+int
 done
 profile decode-small "ropeCache|decodeAttention|combine|addRmsNorm|siluMul" 12 "$cli" --no-record bench decode \
   --synthetic llama-3.1-8b --format int4-g128 --layers 2 --context 512 --new-tokens 2 --runs 1 --eager
+if [ "${PARETO_PROFILE_SASS:-1}" = 1 ]; then
+  # Instruction by instruction for one int4 GEMV (qkv): executed count and stall samples of each SASS line, and
+  # the executed instructions by opcode — where a kernel that is neither memory- nor issue-bound spends its time.
+  step "ncu: SASS lines of the int4 qkv GEMV"
+  timeout 120 ncu --clock-control none --kernel-name-base demangled --kernel-name regex:QuantFormat --launch-count 1 \
+    --section SourceCounters --section WarpStateStats -f -o "$out/ncu-int4-qkv" "$cli" --no-record bench kernels \
+    --shapes llama-3.1-8b --layers 1 --formats int4-g128 --batch 1 --runs 1 >"$out/ncu-int4-qkv.log" 2>&1 \
+    && ncu --import "$out/ncu-int4-qkv.ncu-rep" --page source --print-source sass --csv >"$out/ncu-int4-qkv-sass.csv" 2>>"$out/ncu-int4-qkv.log" \
+    || { status=1; tail -5 "$out/ncu-int4-qkv.log"; }
+  python3 - "$out/ncu-int4-qkv-sass.csv" <<'PY'
+import collections, csv, sys
+rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
+if len(rows) < 2: sys.exit("no SASS rows")
+head = rows[0]
+def col(*words):
+    for i, h in enumerate(head):
+        if all(w.lower() in h.lower() for w in words): return i
+    return None
+src, ex, st = col("source"), col("instructions executed"), col("stall sampling", "all")
+print("columns:", [h for h in head][:14])
+if None in (src, ex): sys.exit("no Source / Instructions Executed columns")
+def num(r, i):
+    try: return float(r[i].replace(",", "")) if i is not None else 0.0
+    except ValueError: return 0.0
+body = rows[1:]
+total = sum(num(r, ex) for r in body) or 1
+ops = collections.Counter()
+for r in body: ops[r[src].split()[0].split(".")[0] if r[src].split() else "?"] += num(r, ex)
+print("executed warp instructions:", int(total))
+print("by opcode:", ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in ops.most_common(14)))
+if st is not None:
+    print("most stall samples:")
+    for r in sorted(body, key=lambda r: -num(r, st))[:25]:
+        print(f"  {num(r, st):8.0f} samples {num(r, ex):10.0f} executed  {r[src][:90]}")
+PY
+fi
 exit $status

@@ -10,6 +10,7 @@
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QLocale>
+#include <QStringList>
 #include <QTemporaryDir>
 #include <algorithm>
 #include <cmath>
@@ -374,6 +375,7 @@ void EngineWorker::generate(const GenerationRequest& request) {
       at::Tensor next;
       std::vector<TokenId> tokens;
       bool done = false;
+      qint64 decodeNs = 0;   // the steps after the prompt's: this model's decode speed
     };
     std::vector<Stream> streams;
     const at::Tensor promptIds = at::tensor(prompt, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);
@@ -387,8 +389,11 @@ void EngineWorker::generate(const GenerationRequest& request) {
       bool any = false;
       for (Stream& s : streams) {
         if (s.done) continue;
+        QElapsedTimer stepTimer;
+        stepTimer.start();
         const at::Tensor logits = s.model->model->forward(s.next, &s.cache, /*lastOnly=*/true);
-        const TokenId token = sampler.next(logits);
+        const TokenId token = sampler.next(logits);   // reads the token back: the step has finished on the device
+        if (step > 0) s.decodeNs += stepTimer.nsecsElapsed();
         s.tokens.push_back(token);
         ++generated;
         const auto& eos = s.model->eosTokenIds;
@@ -399,11 +404,20 @@ void EngineWorker::generate(const GenerationRequest& request) {
       }
       if (!any) break;
     }
+    // Each model's decode speed over its own steps after the first (which holds the prompt's prefill), taken in
+    // turns on the same device: the LibTorch loop with unpacked weights, not the packed-kernel runtime.
+    QStringList speeds;
+    for (const Stream& s : streams)
+      if (s.tokens.size() > 1 && s.decodeNs > 0)
+        speeds << tr("%1 %2 tok/s")
+                      .arg(s.compressed ? tr("compressed") : tr("dense"))
+                      .arg(QLocale().toString(double(s.tokens.size() - 1) * 1e9 / double(s.decodeNs), 'f', 1));
     const double seconds = double(timer.elapsed()) / 1000.0;
-    emit generationFinished(tr("%1 tokens in %2 s on %3")
+    emit generationFinished(tr("%1 tokens in %2 s on %3%4")
                                 .arg(generated)
                                 .arg(QLocale().toString(seconds, 'f', 1))
-                                .arg(qs(deviceDescription(dense.model->options().device))));
+                                .arg(qs(deviceDescription(dense.model->options().device)))
+                                .arg(speeds.isEmpty() ? QString() : " · " + speeds.join(", ")));
   } catch (const std::exception& e) {
     emit generationFailed(qs(e.what()));
   }

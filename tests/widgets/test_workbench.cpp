@@ -152,6 +152,10 @@ TEST_F(Workbench, ARunCompletesThroughTheWorkerAndFillsTheViews) {
   EXPECT_GT(tokens.count(), 4);   // more than one update per side: streamed
   EXPECT_FALSE(t.window.generationPanel()->denseText()->toPlainText().isEmpty());
   EXPECT_FALSE(t.window.generationPanel()->compressedText()->toPlainText().isEmpty());
+  // Each side's decode speed, measured on its own steps.
+  const QString status = t.window.generationPanel()->findChild<QLabel*>("generationStatus")->text();
+  EXPECT_TRUE(status.contains(QRegularExpression("dense [0-9.,]+ tok/s"))) << str(status);
+  EXPECT_TRUE(status.contains(QRegularExpression("compressed [0-9.,]+ tok/s"))) << str(status);
 
   // A second run with another recipe: two points, the Runs dock re-opens the first recipe.
   setRecipe(t.window, {{"quantize", {{"method", "rtn"}, {"bits", 8}, {"granularity", "channel"}}}});

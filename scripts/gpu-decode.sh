@@ -8,7 +8,8 @@
 # every benchmark (tests only). PARETO_DECODE_TESTS=0 skips
 # the tests, PARETO_DECODE_FORMATS / _CONTEXTS / _BATCHES change the benchmark grid, PARETO_DECODE_BREAKDOWN=0 and
 # PARETO_DECODE_EAGER=0 skip the per-part timing and the run without the graph, PARETO_DECODE_PDL_AB=0 the batch-1
-# run with PARETO_PDL=0, PARETO_DECODE_KERNELS=0 `bench kernels` (batches PARETO_KERNEL_BATCHES, default 1,8).
+# run with PARETO_PDL=0, PARETO_DECODE_KERNELS=0 `bench kernels` (batches PARETO_KERNEL_BATCHES, default 1,8),
+# PARETO_DECODE_SAMPLING=0 the run that samples (temperature/top-k/top-p) instead of taking the argmax.
 # The benchmarks run before the tests, so that a call cut short by its time limit still brings back numbers.
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
 gpu_build pareto-cli test_decode test_decode_ops test_packed_gemv
@@ -29,6 +30,12 @@ if [ "${PARETO_DECODE_EAGER:-1}" = 1 ]; then
   step "bench decode: dense without the CUDA graph (launch overhead)"
   "$cli" --no-record bench decode --synthetic llama-3.1-8b --format dense --context 512 --batch 1 --new-tokens 64 \
     --runs 3 --eager --output "$out/bench-decode-eager.json" 2>>"$out/bench-decode.err" | tail -3
+fi
+if [ "${PARETO_DECODE_SAMPLING:-1}" = 1 ]; then
+  step "bench decode with sampling on the device (temperature 0.8, top-k 50, top-p 0.95; batch 1, context 512)"
+  "$cli" --no-record bench decode --synthetic llama-3.1-8b --format dense,int4-g128 --context 512 --batch 1 \
+    --new-tokens 256 --runs 5 --temperature 0.8 --top-k 50 --top-p 0.95 --output "$out/bench-decode-sampling.json" \
+    2>>"$out/bench-decode.err" | tail -4
 fi
 if [ "${PARETO_DECODE_PDL_AB:-1}" = 1 ]; then
   step "bench decode without programmatic dependent launch (PARETO_PDL=0; batch 1, context 512)"

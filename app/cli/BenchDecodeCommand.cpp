@@ -25,6 +25,8 @@ void addBenchDecodeCommand(CLI::App& bench) {
     uint64_t seed = 0;
     double outliers = 0.01;
     bool eager = false, breakdown = false;
+    double temperature = 0, topP = 1.0;
+    int64_t topK = 0;
     std::string output;
     bool json = false;
   };
@@ -33,8 +35,8 @@ void addBenchDecodeCommand(CLI::App& bench) {
   for (const auto& n : knownModelPresets()) presets += (presets.empty() ? "" : ", ") + n;
   CLI::App* cmd = bench.add_subcommand(
       "decode",
-      "Time the decode loop: static KV cache, one step captured in a CUDA graph and replayed per token, greedy "
-      "sampling on the device. Each run starts from the same context and generates --new-tokens tokens per "
+      "Time the decode loop: static KV cache, one step captured in a CUDA graph and replayed per token, the next "
+      "token chosen on the device (greedy, or sampled with --temperature/--top-k/--top-p). Each run starts from the same context and generates --new-tokens tokens per "
       "sequence; the median of --runs runs is reported as tokens/s (all sequences), ms per token, bytes read per "
       "token (weights + KV cache), GB/s and the fraction of the measured copy bandwidth. A model folder runs in "
       "the formats it stores (a `compress` output stays packed); a synthetic model is a published configuration "
@@ -66,6 +68,13 @@ void addBenchDecodeCommand(CLI::App& bench) {
   cmd->add_flag("--eager", args->eager, "Launch every kernel of every step instead of replaying a CUDA graph");
   cmd->add_flag("--breakdown", args->breakdown,
                 "Also time each part of the step alone (linears, attention, norms+activation, output head)");
+  cmd->add_option("--temperature", args->temperature,
+                  "Sample each token on the device at this temperature (> 0) instead of taking the argmax")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--top-k", args->topK, "With --temperature: sample among the K most likely tokens (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", args->topP,
+                  "With --temperature: sample among the smallest set of tokens whose probability reaches P");
   cmd->add_option("--output", args->output, "Also write the JSON result to this file");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of the table");
   cmd->callback([args] {
@@ -84,6 +93,9 @@ void addBenchDecodeCommand(CLI::App& bench) {
     o.spqrOutlierFraction = args->outliers;
     o.useGraph = !args->eager;
     o.breakdown = args->breakdown;
+    o.temperature = args->temperature;
+    o.topK = args->topK;
+    o.topP = args->topP;
     const DecodeBenchReport report = runDecodeBenchmark(o, terminalProgress(), interruptToken());
     const nlohmann::json j = toJson(report);
     // One row per result in the run store: time per step (one token of every sequence) and its bandwidth.
@@ -91,7 +103,7 @@ void addBenchDecodeCommand(CLI::App& bench) {
     for (const auto& r : report.results)
       if (r.available) rows.push_back(benchmarkRow(report, r));
     recordBenchmarks(rows, report.device,
-                     {{"bench", "decode"}, {"model", report.model}, {"mode", report.mode},
+                     {{"bench", "decode"}, {"model", report.model}, {"mode", report.mode}, {"sampling", report.sampling},
                       {"new_tokens", o.newTokens}, {"copy_gb_per_s", report.copyGbPerSecond}, {"runs", o.runs}});
     writeResultFile(args->output, j);
     printResult(args->json, j, toText(report));

@@ -95,9 +95,27 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
   RuntimeOptions rt = makeRuntimeOptions(o.device, !o.dtype.empty() ? o.dtype : cuda ? "float16" : "bfloat16");
   rt.packedWeights = true;
   const bool graph = cuda && o.useGraph;
+  SamplingOptions sampling;
+  sampling.greedy = o.temperature == 0;
+  sampling.temperature = sampling.greedy ? 1.0 : o.temperature;
+  sampling.topK = o.topK;
+  sampling.topP = o.topP;
+  if (!sampling.greedy || o.topK != 0 || o.topP != 1.0) {
+    if (sampling.greedy) throw InputError("--top-k and --top-p need a --temperature (sampling); without one the "
+                                          "token is the argmax");
+    validate(sampling);
+  }
 
   DecodeBenchReport report;
   report.mode = graph ? "CUDA graph" : cuda ? "eager (CUDA)" : "eager (CPU references of the kernels)";
+  {
+    std::ostringstream s;
+    if (sampling.greedy)
+      s << "greedy";
+    else
+      s << "temperature " << sampling.temperature << ", top-k " << sampling.topK << ", top-p " << sampling.topP;
+    report.sampling = s.str();
+  }
   if (cuda) {
     report.device = cudaDeviceLabel();
     report.copyGbPerSecond = measureCopyBandwidth();
@@ -175,6 +193,7 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
           guardMemory("decode at batch " + std::to_string(batch) + ", context " + std::to_string(context),
                       "lower --batch or --context", [&] {
             DecodeSession session(*model, batch, context + o.newTokens);
+            session.setSampling(sampling);
             if (graph) session.capture();
             if (preset) {
               session.fillRandomContext(context, o.seed);
@@ -218,6 +237,7 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
               for (const auto& [partName, mask] : parts) {
                 DecodeSession part(*model, batch, context + o.newTokens);
                 part.setParts(mask);
+                part.setSampling(sampling);
                 if (graph) part.capture();
                 part.restore(start);
                 std::vector<double> partRuns;
@@ -288,13 +308,14 @@ nlohmann::json toJson(const DecodeBenchReport& report) {
     }
     results.push_back(j);
   }
-  return {{"device", report.device}, {"model", report.model}, {"mode", report.mode},
+  return {{"device", report.device}, {"model", report.model}, {"mode", report.mode}, {"sampling", report.sampling},
           {"copy_gb_per_s", report.copyGbPerSecond}, {"notes", report.notes}, {"results", results}};
 }
 
 std::string toText(const DecodeBenchReport& report) {
   std::ostringstream out;
   out << "device: " << report.device << "\nmodel: " << report.model << "\nmode: " << report.mode << "\n";
+  if (!report.sampling.empty() && report.sampling != "greedy") out << "sampling: " << report.sampling << "\n";
   if (report.copyGbPerSecond > 0) out << "device-to-device copy: " << int(report.copyGbPerSecond + 0.5) << " GB/s\n";
   for (const auto& n : report.notes) out << "note: " << n << "\n";
   char line[320];

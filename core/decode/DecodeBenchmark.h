@@ -42,6 +42,11 @@ struct DecodeBenchOptions {
   double spqrOutlierFraction = 0.01;
   bool useGraph = true;                       // CUDA only
   bool breakdown = false;                     // also time each part of the step alone (see DecodeSession::Part)
+  // How each step picks its token: greedy when temperature is 0, otherwise sampled on the device with these
+  // (DecodeSession::setSampling; top-k 0 and top-p 1 cut nothing).
+  double temperature = 0;
+  int64_t topK = 0;
+  double topP = 1.0;
 };
 
 struct DecodeBenchResult {
@@ -64,6 +69,7 @@ struct DecodeBenchReport {
   std::string device;
   std::string model;              // folder or preset name (+ layers when cut)
   std::string mode;               // "CUDA graph", "eager (CUDA)" or "eager (CPU references)"
+  std::string sampling;           // "greedy" or "temperature T, top-k K, top-p P"
   double copyGbPerSecond = 0;
   std::vector<std::string> notes; // packed modules of a folder that run dense
   std::vector<DecodeBenchResult> results;

@@ -382,6 +382,25 @@ TEST(DecodeBenchmark, ReportsEveryKeyForEachFormatOnTheCpu) {
   EXPECT_LT(r.results[1].bytesPerToken, r.results[0].bytesPerToken);
   EXPECT_GT(r.results[2].speedupOverDense, 0);
   EXPECT_THAT(toText(r), HasSubstr("int4-g128"));
+  EXPECT_EQ(j.at("sampling"), "greedy");
+
+  // Sampled steps (top-k and top-p on the device) time the same loop and say so.
+  DecodeBenchOptions sampled = o;
+  sampled.formats = {"dense"};
+  sampled.batches = {2};
+  sampled.temperature = 0.8;
+  sampled.topK = 40;
+  sampled.topP = 0.9;
+  const DecodeBenchReport s = runDecodeBenchmark(sampled, {}, CancelToken());
+  ASSERT_TRUE(s.results.at(0).available) << s.results[0].note;
+  EXPECT_GT(s.results[0].tokensPerSecond, 0);
+  EXPECT_EQ(s.sampling, "temperature 0.8, top-k 40, top-p 0.9");
+  EXPECT_THAT(toText(s), HasSubstr("sampling: temperature 0.8"));
+  sampled.temperature = 0;   // top-k without a temperature: the token would be the argmax anyway
+  EXPECT_THROW(runDecodeBenchmark(sampled, {}, CancelToken()), InputError);
+  sampled.temperature = 1;
+  sampled.topP = 0;
+  EXPECT_THROW(runDecodeBenchmark(sampled, {}, CancelToken()), InputError);
 
   // The breakdown times each part of the step alone; together they are about the whole step.
   DecodeBenchOptions parts = o;

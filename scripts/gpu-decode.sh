@@ -45,7 +45,7 @@ if [ "${PARETO_DECODE_PDL_AB:-1}" = 1 ]; then
 fi
 if [ "${PARETO_DECODE_KERNELS:-1}" = 1 ]; then
   step "bench kernels (Llama-3.1-8B shapes), with and without programmatic dependent launch"
-  "$cli" --no-record bench kernels --shapes llama-3.1-8b --batch "${PARETO_KERNEL_BATCHES:-1,8}" --runs 50 \
+  "$cli" --no-record bench kernels --shapes llama-3.1-8b --batch "${PARETO_KERNEL_BATCHES:-1,8}" --runs 50 --per-shape \
     --output "$out/bench-kernels.json" 2>"$out/bench-kernels.err" | tee "$out/bench-kernels.txt" | tail -24
   PARETO_PDL=0 "$cli" --no-record bench kernels --shapes llama-3.1-8b --batch 1 --runs 50 \
     --output "$out/bench-kernels-nopdl.json" 2>>"$out/bench-kernels.err" | tail -12

@@ -37,7 +37,7 @@ for fn, c in counts.items():
 PY
 
 step "bench kernels (Llama-3.1-8B shapes, batch 1..16)"
-"$cli" --no-record bench kernels --shapes llama-3.1-8b --batch 1,2,4,8,16 --runs 50 --output "$out/bench-kernels.json" \
+"$cli" --no-record bench kernels --shapes llama-3.1-8b --batch 1,2,4,8,16 --runs 50 --per-shape --output "$out/bench-kernels.json" \
   2>"$out/bench.err" | tee "$out/bench-kernels.txt" || { status=1; tail -20 "$out/bench.err"; }
 
 if [ "${PARETO_EXPORT_CHECK:-1}" = 1 ]; then

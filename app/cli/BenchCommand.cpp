@@ -32,6 +32,7 @@ void addBenchCommand(CLI::App& app) {
     double outliers = 0.01;
     std::string output;
     bool json = false;
+    bool perShape = false;
   };
   auto args = std::make_shared<Args>();
   std::string known;
@@ -57,6 +58,8 @@ void addBenchCommand(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(0.0, 0.5));
   cmd->add_option("--seed", args->seed, "Seed of the random weights")->capture_default_str();
   cmd->add_option("--output", args->output, "Also write the JSON result to this file");
+  cmd->add_flag("--per-shape", args->perShape,
+                "Also time each linear shape alone (its GEMVs of every layer in their own graph): µs a GEMV");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of the table");
   cmd->callback([args] {
     KernelBenchOptions o;
@@ -69,6 +72,7 @@ void addBenchCommand(CLI::App& app) {
     o.runs = args->runs;
     o.seed = args->seed;
     o.spqrOutlierFraction = args->outliers;
+    o.perShape = args->perShape;
     const KernelBenchReport report = runKernelBenchmark(o, terminalProgress(), interruptToken());
     const nlohmann::json j = toJson(report);
     // One row per (format, batch) in the run store (the workbench predicts tokens/s from them): time per step

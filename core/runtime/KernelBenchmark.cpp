@@ -326,6 +326,28 @@ KernelBenchReport runKernelBenchmark(const KernelBenchOptions& o, const Progress
         report.results.push_back(r);
         continue;
       }
+      if (o.perShape) {
+        try {
+          for (size_t k = 0; k < o.shape.linears.size(); ++k) {
+            std::vector<BenchLinear> alone;
+            std::vector<at::Tensor> aloneOut;
+            for (size_t i = k; i < step.size(); i += o.shape.linears.size()) {
+              alone.push_back(step[i]);
+              aloneOut.push_back(outputs[i]);
+            }
+#ifdef PARETO_WITH_CUDA
+            const Timing a = cuda ? timeCuda(alone, inputs, aloneOut, o.warmup, o.runs)
+                                  : timeCpu(alone, inputs, aloneOut, std::min(o.runs, 3));
+#else
+            const Timing a = timeCpu(alone, inputs, aloneOut, std::min(o.runs, 3));
+#endif
+            r.usPerGemvOfShape.emplace_back(o.shape.linears[k].name, a.medianMs * 1e3 / double(alone.size()));
+          }
+        } catch (const c10::Error& e) {
+          r.note = "per-shape timing failed: " + std::string(e.what_without_backtrace()).substr(0, 200);
+          r.usPerGemvOfShape.clear();
+        }
+      }
       r.msPerStep = t.medianMs;
       r.msMin = t.minMs;
       r.msMax = t.maxMs;
@@ -367,6 +389,11 @@ nlohmann::json toJson(const KernelBenchReport& report) {
       j["fraction_of_copy_bandwidth"] = r.fractionOfCopy;
       j["speedup_over_dense"] = r.speedupOverDense;
       j["bits_per_weight"] = r.bitsPerWeight;
+      if (!r.usPerGemvOfShape.empty()) {
+        nlohmann::json shapes = nlohmann::json::object();
+        for (const auto& [name, us] : r.usPerGemvOfShape) shapes[name] = us;
+        j["us_per_gemv_of_each_shape_alone"] = shapes;
+      }
     }
     results.push_back(j);
   }
@@ -394,6 +421,18 @@ std::string toText(const KernelBenchReport& report) {
                     r.msPerStep, r.gbPerSecond, 100.0 * r.fractionOfCopy, r.speedupOverDense, r.bitsPerWeight);
     }
     out << line;
+  }
+  bool header = false;
+  for (const auto& r : report.results) {
+    if (r.usPerGemvOfShape.empty()) continue;
+    if (!header) out << "\nµs a GEMV of each shape alone (its GEMVs of every layer back to back; on CUDA in a graph of their own):\n";
+    header = true;
+    out << "  " << r.format << " batch " << r.batch << ":";
+    for (const auto& [name, us] : r.usPerGemvOfShape) {
+      std::snprintf(line, sizeof line, "  %s %.2f", name.c_str(), us);
+      out << line;
+    }
+    out << "\n";
   }
   return out.str();
 }

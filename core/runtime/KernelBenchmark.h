@@ -58,6 +58,9 @@ struct KernelBenchOptions {
   int warmup = 5;
   uint64_t seed = 0;
   double spqrOutlierFraction = 0.01;
+  // Also time each linear shape alone: its GEMVs of every layer back to back in their own graph, reported as
+  // µs a GEMV (which shape a format loses its time on).
+  bool perShape = false;
 };
 
 struct KernelBenchResult {
@@ -72,6 +75,8 @@ struct KernelBenchResult {
   double fractionOfCopy = 0;      // gbPerSecond / copy bandwidth
   double speedupOverDense = 0;    // dense ms / this ms, same batch
   double bitsPerWeight = 0;       // kernel-layout bytes · 8 / weights
+  // With perShape: µs a GEMV of each linear shape timed alone (median replay / layers), in the shape's order.
+  std::vector<std::pair<std::string, double>> usPerGemvOfShape;
 };
 
 struct KernelBenchReport {

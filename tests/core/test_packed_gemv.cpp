@@ -172,6 +172,22 @@ TEST(KernelBenchmark, RunsEveryFormatOnTheCpuReferences) {
   EXPECT_DOUBLE_EQ(bits("bitmask-2:4"), 9.0);           // 16 fp16 values + one 32-bit mask per 32 weights
   EXPECT_DOUBLE_EQ(bits("int4-g128"), 4.125);           // + one fp16 scale per 128
   EXPECT_DOUBLE_EQ(bits("bitmask-2:4+int4-g128"), 3.0625);
+
+  // Each shape alone: one time per linear shape, in the shape's order, in the JSON and the text.
+  KernelBenchOptions alone = o;
+  alone.formats = {"dense", "int4-g128"};
+  alone.batches = {1};
+  alone.perShape = true;
+  const KernelBenchReport a = runKernelBenchmark(alone, nullptr, CancelToken());
+  for (const auto& res : a.results) {
+    ASSERT_EQ(res.usPerGemvOfShape.size(), 2u) << res.format << ": " << res.note;
+    EXPECT_EQ(res.usPerGemvOfShape[0].first, "qkv");
+    EXPECT_EQ(res.usPerGemvOfShape[1].first, "down");
+    for (const auto& [name, us] : res.usPerGemvOfShape) EXPECT_GT(us, 0) << res.format << " " << name;
+  }
+  EXPECT_TRUE(toJson(a)["results"][1]["us_per_gemv_of_each_shape_alone"].contains("down"));
+  EXPECT_NE(toText(a).find("µs a GEMV of each shape alone"), std::string::npos);
+  EXPECT_FALSE(toJson(r)["results"][0].contains("us_per_gemv_of_each_shape_alone"));
   EXPECT_THROW(runKernelBenchmark([&] { auto b = o; b.formats = {"int5-g7"}; return b; }(), nullptr, CancelToken()),
                InputError);
   EXPECT_THROW(modelShapeByName("no-such-model"), InputError);

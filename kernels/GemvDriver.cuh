@@ -38,6 +38,21 @@ template <> struct Act<ActivationType::BFloat16> {
   static __device__ __forceinline__ float highToFloat(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
 };
 
+// The bits of one value as they lie in memory.
+__device__ __forceinline__ uint32_t bitsOf(__half v) { return __half_as_ushort(v); }
+__device__ __forceinline__ uint32_t bitsOf(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+
+// The 8 values of a 16-byte vector (the first in the low half of the first word) as fp32.
+template <ActivationType T>
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    f[2 * k] = Act<T>::lowToFloat(w[k]);
+    f[2 * k + 1] = Act<T>::highToFloat(w[k]);
+  }
+}
+
 // The weight is read exactly once per launch: stream it past L1 and mark it evict-first in L2 (ld.global.cs) so
 // that it does not push the activations, scales and the other weights of the same graph out of the caches.
 __device__ __forceinline__ uint4 loadStreaming(const uint4* p) { return __ldcs(p); }
@@ -148,13 +163,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t v = base + int64_t(u) * blockDim.x;
-        const uint32_t words[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
         float f[8];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          f[2 * k] = A::lowToFloat(words[k]);
-          f[2 * k + 1] = A::highToFloat(words[k]);
-        }
+        unpack8<T>(raw[u], f);
         if (v < vectors) {
           float4* dst = reinterpret_cast<float4*>(xs + v * 8);
           dst[0] = make_float4(f[0], f[1], f[2], f[3]);

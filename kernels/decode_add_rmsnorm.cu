@@ -13,25 +13,14 @@ namespace pareto::kernels {
 namespace {
 
 using detail::Act;
+using detail::bitsOf;
+using detail::unpack8;
 
-__device__ __forceinline__ uint32_t bitsOf(__half v) { return __half_as_ushort(v); }
-__device__ __forceinline__ uint32_t bitsOf(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
 
 // Two values rounded to the dtype, packed as they lie in memory (the first in the low half).
 template <ActivationType T>
 __device__ __forceinline__ uint32_t packPair(float lo, float hi) {
   return bitsOf(Act<T>::fromFloat(lo)) | (bitsOf(Act<T>::fromFloat(hi)) << 16);
-}
-
-template <ActivationType T>
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
-  using A = Act<T>;
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    f[2 * k] = A::lowToFloat(w[k]);
-    f[2 * k + 1] = A::highToFloat(w[k]);
-  }
 }
 
 template <ActivationType T>

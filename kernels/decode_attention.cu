@@ -25,6 +25,7 @@ namespace pareto::kernels {
 namespace {
 
 using detail::Act;
+using detail::unpack8;
 
 constexpr int kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
@@ -77,17 +78,6 @@ __device__ __forceinline__ void attendedRange(const DecodeAttentionProblem& p, i
   hi = s < 0 ? 0 : s >= p.capacity ? p.capacity - 1 : s;
   const int64_t f = p.validFrom != nullptr ? p.validFrom[b] : 0;
   lo = f < 0 ? 0 : f > hi ? hi : f;
-}
-
-template <ActivationType T>
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
-  using A = Act<T>;
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    f[2 * k] = A::lowToFloat(w[k]);
-    f[2 * k + 1] = A::highToFloat(w[k]);
-  }
 }
 
 // Starts the copy of `rows` cached keys and values (from `keys`/`values`, D elements a row) into a stage.

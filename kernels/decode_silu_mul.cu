@@ -10,11 +10,10 @@ namespace pareto::kernels {
 namespace {
 
 using detail::Act;
+using detail::bitsOf;
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ uint32_t bitsOf(__half v) { return __half_as_ushort(v); }
-__device__ __forceinline__ uint32_t bitsOf(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
 
 template <ActivationType T>
 __device__ __forceinline__ uint32_t siluMulPair(uint32_t gate, uint32_t up) {

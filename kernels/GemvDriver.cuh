@@ -53,6 +53,22 @@ __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
   }
 }
 
+// The block's total of `v`, in every thread (`warpTotals`: one float of shared memory a warp). Contains a
+// __syncthreads, so every thread of the block must call it.
+__device__ __forceinline__ float blockSum(float v, float* warpTotals) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+  if (threadIdx.x % 32 == 0) warpTotals[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.f;
+  const int warps = (blockDim.x + 31) / 32;
+  for (int w = 0; w < warps; ++w) total += warpTotals[w];
+  return total;
+}
+
+// Host: whether a pointer allows the kernels' 16-byte loads and stores.
+inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
 // The weight is read exactly once per launch: stream it past L1 and mark it evict-first in L2 (ld.global.cs) so
 // that it does not push the activations, scales and the other weights of the same graph out of the caches.
 __device__ __forceinline__ uint4 loadStreaming(const uint4* p) { return __ldcs(p); }

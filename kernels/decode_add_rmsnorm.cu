@@ -13,6 +13,8 @@ namespace pareto::kernels {
 namespace {
 
 using detail::Act;
+using detail::aligned16;
+using detail::blockSum;
 using detail::bitsOf;
 using detail::unpack8;
 
@@ -27,18 +29,6 @@ template <ActivationType T>
 __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
   return make_uint4(packPair<T>(f[0], f[1]), packPair<T>(f[2], f[3]), packPair<T>(f[4], f[5]),
                     packPair<T>(f[6], f[7]));
-}
-
-// The block's total of `v`, in every thread.
-__device__ __forceinline__ float blockSum(float v, float* warpTotals) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
-  if (threadIdx.x % 32 == 0) warpTotals[threadIdx.x / 32] = v;
-  __syncthreads();
-  float total = 0.f;
-  const int warps = (blockDim.x + 31) / 32;
-  for (int w = 0; w < warps; ++w) total += warpTotals[w];
-  return total;
 }
 
 // V: 16-byte vectors (8 values) a thread holds; the block has ceil(hidden / 8 / V) threads, rounded to warps.
@@ -105,8 +95,6 @@ cudaError_t launch(const AddRmsNormProblem& p, cudaStream_t stream) {
   if (perThread <= 2) return detail::launchKernel(addRmsNormKernel<T, 2>, grid, block, 0, stream, p);
   return detail::launchKernel(addRmsNormKernel<T, 4>, grid, block, 0, stream, p);
 }
-
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 

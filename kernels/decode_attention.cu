@@ -25,6 +25,7 @@ namespace pareto::kernels {
 namespace {
 
 using detail::Act;
+using detail::aligned16;
 using detail::unpack8;
 
 constexpr int kThreads = 128;
@@ -383,8 +384,6 @@ cudaError_t launchFor(const AttentionArgs& a, int maxHeads, cudaStream_t stream)
     default: return launch<T, 8>(a, stream);
   }
 }
-
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 

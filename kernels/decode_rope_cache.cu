@@ -13,19 +13,10 @@ namespace pareto::kernels {
 namespace {
 
 using detail::Act;
+using detail::aligned16;
+using detail::blockSum;
 
 constexpr int kMaxThreads = int(kDecodeMaxHeadDim / 2);
-
-// The block's total of `v`, in every thread (blocks of ≤ 4 warps).
-__device__ __forceinline__ float blockSum(float v, float* warpTotals) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
-  if (threadIdx.x % 32 == 0) warpTotals[threadIdx.x / 32] = v;
-  __syncthreads();
-  float total = 0.f;
-  for (int w = 0; w < int(blockDim.x / 32); ++w) total += warpTotals[w];
-  return total;
-}
 
 template <ActivationType T>
 __global__ void __launch_bounds__(kMaxThreads) ropeCacheKernel(const RopeCacheProblem p) {
@@ -88,8 +79,6 @@ __global__ void __launch_bounds__(kMaxThreads) ropeCacheKernel(const RopeCachePr
   dst[i] = out0;
   dst[i + half] = out1;
 }
-
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 

@@ -10,6 +10,7 @@ namespace pareto::kernels {
 namespace {
 
 using detail::Act;
+using detail::aligned16;
 using detail::bitsOf;
 
 constexpr int kThreads = 256;
@@ -44,8 +45,6 @@ __global__ void __launch_bounds__(kThreads) siluMulKernel(const SiluMulProblem p
   static_cast<uint4*>(p.out)[v] = make_uint4(siluMulPair<T>(g.x, u.x), siluMulPair<T>(g.y, u.y),
                                              siluMulPair<T>(g.z, u.z), siluMulPair<T>(g.w, u.w));
 }
-
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 

@@ -255,21 +255,44 @@ TEST(SyntheticModel, EveryFormatBuildsAndDecodesOnTheCpu) {
 
 // --- sampling on the device ------------------------------------------------------------------------------------
 
-// The candidates sampleNext() may pick for each row of float32 logits (the host sampler's definition: top-k, then
-// the smallest prefix whose mass reaches top-p) and their renormalised probabilities: [batch, vocab], 0 outside.
-at::Tensor candidateProbabilities(const at::Tensor& logits, const SamplingOptions& s) {
-  at::Tensor scores = logits / s.temperature;
-  if (s.topK > 0 && s.topK < scores.size(-1)) {
-    const at::Tensor kth = std::get<0>(at::topk(scores, s.topK, -1)).narrow(-1, s.topK - 1, 1);
-    scores = scores.masked_fill(scores < kth, -INFINITY);
+// The probabilities each row's sampled token should follow, [batch, vocab] (0 outside the candidates), written
+// apart from DecodeSession::sampleNext, in float64 from the host sampler's rule (model/Generation.cpp): rank the
+// tokens by score, keep the top k (tokens tied with the k-th stay, as on the device), then the shortest prefix
+// whose mass reaches top-p, and renormalise. `tiedWithLast` marks the tokens whose score equals the last kept
+// one's: the device may order such ties differently at the top-p cut, so they are allowed, not expected.
+at::Tensor candidateProbabilities(const at::Tensor& logits, const SamplingOptions& s, at::Tensor* tiedWithLast) {
+  const at::Tensor l = logits.to(at::kCPU, at::kDouble).contiguous();
+  const int64_t rows = l.size(0), vocab = l.size(1);
+  at::Tensor out = at::zeros({rows, vocab}, at::kDouble), tied = at::zeros({rows, vocab}, at::kBool);
+  for (int64_t b = 0; b < rows; ++b) {
+    const double* score = l.data_ptr<double>() + b * vocab;
+    std::vector<int64_t> order(static_cast<size_t>(vocab));
+    for (int64_t i = 0; i < vocab; ++i) order[size_t(i)] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return score[x] > score[y]; });
+    size_t keep = size_t(vocab);
+    if (s.topK > 0 && s.topK < vocab) {
+      keep = size_t(s.topK);
+      while (keep < size_t(vocab) && score[order[keep]] == score[order[size_t(s.topK) - 1]]) ++keep;
+    }
+    std::vector<double> p(keep);
+    double total = 0;
+    for (size_t i = 0; i < keep; ++i) total += p[i] = std::exp((score[order[i]] - score[order[0]]) / s.temperature);
+    if (s.topP < 1.0) {
+      double mass = 0;
+      size_t n = 0;
+      while (n < keep) {
+        mass += p[n++] / total;
+        if (mass >= s.topP) break;
+      }
+      keep = n;
+    }
+    total = 0;
+    for (size_t i = 0; i < keep; ++i) total += p[i];
+    for (size_t i = 0; i < keep; ++i) out[b][order[i]] = p[i] / total;
+    for (int64_t i = 0; i < vocab; ++i) tied[b][i] = score[i] == score[order[keep - 1]];
   }
-  if (s.topP < 1.0) {
-    auto [sorted, order] = at::sort(scores, -1, true);
-    const at::Tensor probs = at::softmax(sorted, -1);
-    const at::Tensor before = at::cumsum(probs, -1) - probs;
-    scores = at::empty_like(scores).scatter_(-1, order, sorted.masked_fill(before >= s.topP, -INFINITY));
-  }
-  return at::softmax(scores.to(at::kDouble), -1);
+  if (tiedWithLast != nullptr) *tiedWithLast = tied;
+  return out;
 }
 
 constexpr int64_t kSamplingBatch = 16;
@@ -298,8 +321,9 @@ at::Tensor sampleFrequencies(const DecodeModel& d, const SamplingOptions& s, int
 // Never a token outside the candidates; over the rows a mean total variation distance of a few percent (400
 // draws a row over ≤ ~8 candidates: ~0.04-0.05 expected from chance alone); and not always the top token.
 void expectDrawsFollow(const at::Tensor& freq, const at::Tensor& logits, const SamplingOptions& s) {
-  const at::Tensor expected = candidateProbabilities(logits, s);
-  EXPECT_EQ(freq.masked_select(expected.eq(0)).sum().item<double>(), 0.0);
+  at::Tensor tied;
+  const at::Tensor expected = candidateProbabilities(logits, s, &tied);
+  EXPECT_EQ(freq.masked_select(expected.eq(0).logical_and(tied.logical_not())).sum().item<double>(), 0.0);
   EXPECT_LT((freq - expected).abs().sum(-1).mean().item<double>() / 2, 0.08);
   EXPECT_GT(freq.gt(0).sum().item<int64_t>(), 2 * kSamplingBatch);
 }

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 
 #include "GemvProblem.h"
 #include "ProgrammaticLaunch.cuh"
@@ -108,6 +109,30 @@ struct GemvLaunch {
 //        float (&acc)[B]);
 //     work outside the chunks (SpQR's outliers), shared out over `parts` warps; x has `batch` rows (rows past
 //     it must not be read); a no-op for most formats.
+// Optional parts of the concept (the defaults are what the FFMA formats use):
+//   static constexpr bool kStagesRawActivations = true;  and
+//   __device__ static uint4 permuteStaged(uint4 v);
+//     x is staged in shared memory as its own 16-bit values instead of fp32, each 8-column vector in the order
+//     permuteStaged gives it (for formats that feed x to tensor cores); `compute` then gets `const uint16_t* xs`.
+//   template <int B> struct Accumulator;  and
+//   template <int B> __device__ static void finish(const Accumulator<B>&, int lane, float (&total)[B]);
+//     a warp-wide accumulator in the format's own layout (a tensor-core C fragment) instead of one float per
+//     batch row of the lane's row; `finish` (all 32 lanes, after the last chunk) turns it into the lane's row.
+//     rowExtra is applied to `total`, after finish.
+template <class F, class = void> struct StagesRaw : std::false_type {};
+template <class F>
+struct StagesRaw<F, std::void_t<decltype(F::kStagesRawActivations)>> : std::bool_constant<F::kStagesRawActivations> {};
+
+template <class F, int B, class = void> struct AccumulatorOf {
+  using type = float[B];
+  static constexpr bool kCustom = false;
+};
+template <class F, int B>
+struct AccumulatorOf<F, B, std::void_t<typename F::template Accumulator<B>>> {
+  using type = typename F::template Accumulator<B>;
+  static constexpr bool kCustom = true;
+};
+
 // The minimum blocks a multiprocessor in __launch_bounds__ caps the registers (batch 1: 128, so 4 blocks = 16
 // warps fit: the double buffer costs 2 fragments of registers, ptxas would otherwise take ~132 for int4 and 3
 // blocks) and matches residentBlocks(), which the split policy (chooseGemvSplit) sizes its grid for.
@@ -154,8 +179,10 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   // are all in flight together (a load-then-store loop costs one memory latency per iteration, which for a
   // 3072-column slice at batch 8 was most of the kernel). A unit (≤ 256 columns, dividing the slice) is
   // unit/8 consecutive threads of one warp, so its sum is a shuffle reduction.
-  float* xs = shared;
-  float* xsum = shared + int64_t(B) * a.sliceCols;
+  constexpr bool kRaw = StagesRaw<Format>::value;
+  using Staged = std::conditional_t<kRaw, uint16_t, float>;
+  Staged* xs = reinterpret_cast<Staged*>(shared);
+  float* xsum = shared + int64_t(B) * a.sliceCols;  // (past the fp32 size even when staged as 16-bit values)
   const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
   {
     const int64_t vectors = int64_t(B) * a.sliceCols / 8;
@@ -182,9 +209,13 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
         float f[8];
         unpack8<T>(raw[u], f);
         if (v < vectors) {
-          float4* dst = reinterpret_cast<float4*>(xs + v * 8);
-          dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-          dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+          if constexpr (kRaw) {
+            *reinterpret_cast<uint4*>(xs + v * 8) = Format::permuteStaged(raw[u]);
+          } else {
+            float4* dst = reinterpret_cast<float4*>(xs + v * 8);
+            dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+            dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+          }
         }
         if (a.sumUnit > 0) {  // uniform across the block: every thread of a warp takes part in the shuffles
           float sum = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
@@ -197,9 +228,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   }
   __syncthreads();
 
-  float acc[B];
-#pragma unroll
-  for (int b = 0; b < B; ++b) acc[b] = 0.f;
+  using Accumulator = AccumulatorOf<Format, B>;
+  typename Accumulator::type acc{};
   const int64_t unitsPerChunk = a.sumUnit > 0 ? Format::kChunkCols / a.sumUnit : 0;
   const auto computeChunk = [&](const Fragment& f, int64_t c) {
     const int64_t local = c - chunk0;
@@ -219,11 +249,18 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
     computeChunk(f1, c + kStride);
     if (c + 3 * kStride < chunkEnd) f1 = Format::load(w, group, c + 3 * kStride, lane);
   }
+  float rowSum[B];
+  if constexpr (Accumulator::kCustom) {
+    Format::template finish<B>(acc, lane, rowSum);
+  } else {
+#pragma unroll
+    for (int b = 0; b < B; ++b) rowSum[b] = acc[b];
+  }
   Format::template rowExtra<B, T>(w, rowState, row, split * kWarpsPerBlock + warp, a.splits * kWarpsPerBlock, x,
-                                  a.cols, a.batch, acc);
+                                  a.cols, a.batch, rowSum);
 
 #pragma unroll
-  for (int b = 0; b < B; ++b) warpSums[warp][b][lane] = acc[b];
+  for (int b = 0; b < B; ++b) warpSums[warp][b][lane] = rowSum[b];
   __syncthreads();
   if (warp != 0) return;
   float total[B];

@@ -3,14 +3,16 @@
 # the packed-GEMV kernel tests on the GPU, compute-sanitizer memcheck over them (small shapes), the kernels'
 # register/SASS summary, and `pareto-cli bench kernels` at Llama-3.1-8B shapes for batch 1..16.
 #   scripts/gpu-kernels.sh [OUTDIR]
-# PARETO_SHARED, PARETO_DEPS_PREFIX, PARETO_CMAKE_ARGS: see scripts/gpu-common.sh.
+# PARETO_SHARED, PARETO_DEPS_PREFIX, PARETO_CMAKE_ARGS: see scripts/gpu-common.sh. PARETO_KERNEL_TEST_FILTER (a gtest
+# filter, default all) and PARETO_KERNEL_TEST_SMALL=1 narrow the tests, PARETO_KERNEL_BATCHES (default 1,2,4,8,16)
+# the benchmark; PARETO_EXPORT_CHECK=0 and PARETO_SANITIZE=0 skip the export round trip and memcheck.
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
 gpu_build pareto-cli test_packed_gemv
 grep -E "registers|spill" "$out/build.log" | sort | uniq -c | sort -rn | head -12 >"$out/ptxas.txt"
 cli="$here/build-gpu/app/cli/pareto-cli"
 
 step "kernel tests on CUDA"
-"$here/build-gpu/tests/core/test_packed_gemv" >"$out/test_packed_gemv.log" 2>&1 || status=1
+"$here/build-gpu/tests/core/test_packed_gemv" --gtest_filter="${PARETO_KERNEL_TEST_FILTER:-*}" >"$out/test_packed_gemv.log" 2>&1 || status=1
 grep -E "^\[  (PASSED|FAILED|SKIPPED|     OK) |Failure|Expected|Which is|batch" "$out/test_packed_gemv.log" | head -40
 
 step "SASS summary"
@@ -37,7 +39,7 @@ for fn, c in counts.items():
 PY
 
 step "bench kernels (Llama-3.1-8B shapes, batch 1..16)"
-"$cli" --no-record bench kernels --shapes llama-3.1-8b --batch 1,2,4,8,16 --runs 50 --per-shape --output "$out/bench-kernels.json" \
+"$cli" --no-record bench kernels --shapes llama-3.1-8b --batch "${PARETO_KERNEL_BATCHES:-1,2,4,8,16}" --runs 50 --per-shape --output "$out/bench-kernels.json" \
   2>"$out/bench.err" | tee "$out/bench-kernels.txt" || { status=1; tail -20 "$out/bench.err"; }
 
 if [ "${PARETO_EXPORT_CHECK:-1}" = 1 ]; then

@@ -51,7 +51,12 @@ std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight
 }
 
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {
-  return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), compiledBatch(p.batch),
+  const int batch = compiledBatch(p.batch);
+  if (w.bits == 4)  // fragment-ordered planes of 16-bit x (QuantGroupGemv.h)
+    return chooseGemvSplit(p.rows, quantChunks(p.cols, 4), quantChunkCols(4), batch,
+                           int(quantSumUnit(w.groupSize, 4)), multiprocessors, kMaxStagedBytes,
+                           4 * size_t(int4StagePlanes(batch)), 4 * size_t(int4StagePlanes(batch) * kInt4StagePadWords));
+  return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
                          int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kMaxStagedBytes);
 }
 

@@ -110,18 +110,29 @@ struct GemvLaunch {
 //     work outside the chunks (SpQR's outliers), shared out over `parts` warps; x has `batch` rows (rows past
 //     it must not be read); a no-op for most formats.
 // Optional parts of the concept (the defaults are what the FFMA formats use):
-//   static constexpr bool kStagesRawActivations = true;  and
-//   __device__ static uint4 permuteStaged(uint4 v);
-//     x is staged in shared memory as its own 16-bit values instead of fp32, each 8-column vector in the order
-//     permuteStaged gives it (for formats that feed x to tensor cores); `compute` then gets `const uint16_t* xs`.
+//   template <int B> static constexpr int64_t stagedWords(int64_t sliceCols);  and
+//   template <int B> __device__ static void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
+//                                                 const uint4& v);
+//     x is staged in shared memory in the format's own layout (stagedWords 32-bit words) instead of fp32 rows:
+//     `stage` stores the 8 values v of batch row b < B at columns col..col+7 of the slice (the driver calls it
+//     once for every 8 columns of every compiled batch row, with zeros past `batch` and past the last column).
+//     `compute` then gets `const uint32_t* xs` = the staging + chunk · kChunkCols words, and xStride = sliceCols.
 //   template <int B> struct Accumulator;  and
 //   template <int B> __device__ static void finish(const Accumulator<B>&, int lane, float (&total)[B]);
 //     a warp-wide accumulator in the format's own layout (a tensor-core C fragment) instead of one float per
 //     batch row of the lane's row; `finish` (all 32 lanes, after the last chunk) turns it into the lane's row.
 //     rowExtra is applied to `total`, after finish.
-template <class F, class = void> struct StagesRaw : std::false_type {};
-template <class F>
-struct StagesRaw<F, std::void_t<decltype(F::kStagesRawActivations)>> : std::bool_constant<F::kStagesRawActivations> {};
+template <class F, int B, class = void> struct StagingOf {
+  using type = float;
+  static constexpr bool kCustom = false;
+  __host__ __device__ static constexpr int64_t words(int64_t sliceCols) { return B * sliceCols; }
+};
+template <class F, int B>
+struct StagingOf<F, B, std::void_t<decltype(F::template stagedWords<B>(int64_t(0)))>> {
+  using type = uint32_t;
+  static constexpr bool kCustom = true;
+  __host__ __device__ static constexpr int64_t words(int64_t sliceCols) { return F::template stagedWords<B>(sliceCols); }
+};
 
 template <class F, int B, class = void> struct AccumulatorOf {
   using type = float[B];
@@ -179,13 +190,14 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   // are all in flight together (a load-then-store loop costs one memory latency per iteration, which for a
   // 3072-column slice at batch 8 was most of the kernel). A unit (≤ 256 columns, dividing the slice) is
   // unit/8 consecutive threads of one warp, so its sum is a shuffle reduction.
-  constexpr bool kRaw = StagesRaw<Format>::value;
-  using Staged = std::conditional_t<kRaw, uint16_t, float>;
+  using Staging = StagingOf<Format, B>;
+  using Staged = typename Staging::type;
   Staged* xs = reinterpret_cast<Staged*>(shared);
-  float* xsum = shared + int64_t(B) * a.sliceCols;  // (past the fp32 size even when staged as 16-bit values)
+  float* xsum = shared + Staging::words(a.sliceCols);
   const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
   {
     const int64_t vectors = int64_t(B) * a.sliceCols / 8;
+    const int slice = int(a.sliceCols);  // a slice fits in shared memory (kMaxStagedBytes), so B · slice fits 32 bits
     constexpr int kUnroll = 4;
     // The loop condition is the warp's (base − lane: its first thread), not the thread's: the unit sums below
     // shuffle with all 32 lanes, so a warp must never be split between iterating and leaving. (With fewer
@@ -198,7 +210,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t v = base + int64_t(u) * blockDim.x;
-        const int64_t b = v * 8 / a.sliceCols, i = v * 8 % a.sliceCols, c = col0 + i;
+        const int b = int(v) * 8 / slice, i = int(v) * 8 % slice;  // 32-bit: a 64-bit division is ~40 instructions
+        const int64_t c = col0 + i;
         raw[u] = (v < vectors && b < a.batch && c < a.cols)
                      ? __ldg(reinterpret_cast<const uint4*>(x + b * a.cols + c))
                      : make_uint4(0, 0, 0, 0);
@@ -209,8 +222,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
         float f[8];
         unpack8<T>(raw[u], f);
         if (v < vectors) {
-          if constexpr (kRaw) {
-            *reinterpret_cast<uint4*>(xs + v * 8) = Format::permuteStaged(raw[u]);
+          if constexpr (Staging::kCustom) {
+            Format::template stage<B>(xs, int(v) * 8 / slice, int(v) * 8 % slice, slice, raw[u]);
           } else {
             float4* dst = reinterpret_cast<float4*>(xs + v * 8);
             dst[0] = make_float4(f[0], f[1], f[2], f[3]);

@@ -5,7 +5,8 @@
 namespace pareto::kernels {
 
 GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
-                          int multiprocessors, size_t maxSharedBytes) {
+                          int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
+                          size_t stagedFixedBytes) {
   GemvSplit s;
   const int64_t groups = rowGroups(rows);
   // One wave: residentBlocks(batch) blocks on every multiprocessor. The kernel (GemvDriver.cuh) issues each
@@ -26,7 +27,8 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   const auto sharedFor = [&](int64_t sp) {
     const int64_t perSplit = ceilDiv(chunks, sp);
     const int64_t slice = perSplit * chunkCols;
-    size_t bytes = sizeof(float) * size_t(batch) * size_t(slice);
+    const size_t perColumn = stagedBytesPerColumn > 0 ? stagedBytesPerColumn : sizeof(float) * size_t(batch);
+    size_t bytes = perColumn * size_t(slice) + stagedFixedBytes;
     if (sumUnitCols > 0) bytes += sizeof(float) * size_t(batch) * size_t(ceilDiv(slice, sumUnitCols));
     return bytes;
   };

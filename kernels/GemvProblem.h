@@ -70,8 +70,11 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // flight each) without spilling into a second wave, every warp of a full split at least one chunk, no split at
 // all when the row groups alone fill the machine, and the staged activations within `maxSharedBytes`.
 // `batch` is the compiled batch. `sumUnitCols` > 0 adds one float per unit and batch row for per-unit sums.
+// x is staged as one fp32 per column and batch row unless `stagedBytesPerColumn` (> 0, for all batch rows
+// together) and `stagedFixedBytes` say otherwise (the tensor-core int4 kernel stages fragment-ordered planes).
 GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
-                          int multiprocessors, size_t maxSharedBytes);
+                          int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn = 0,
+                          size_t stagedFixedBytes = 0);
 
 // Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1) and one
 // int counter per row group that must be zero before the first launch (the kernels leave it zero).

@@ -49,6 +49,16 @@ inline int64_t quantScaleColumns(int64_t cols, int64_t groupSize, int bits) {
   return groupSize < quantChunkCols(bits) ? padded / groupSize : ceilDiv(cols, groupSize);
 }
 
+// How the 4-bit (tensor-core) kernel stages x in shared memory: planes of one 32-byte record per 8 columns (the
+// A registers of the two MMAs of a code word, see quant_group_gemv.cu): one plane per pair of batch rows
+// (4p + h, 4p + h + 2), h = 0, 1, for the rows a compiled batch has, and one plane of zeros for the lanes whose
+// A fragment is zero. Each plane is padded by 8 words so that the planes a warp reads at once start in
+// different shared-memory banks.
+constexpr int int4StagePlanes(int compiledBatch) {
+  return (compiledBatch <= 1 ? 1 : 2 * ((compiledBatch + 3) / 4)) + 1;
+}
+inline constexpr int kInt4StagePadWords = 8;
+
 std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight& w);
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors);
 std::string runQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight& w, const GemvSplit& s,

@@ -139,13 +139,18 @@ __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1
 // The codes of a word (columns c..c+7, column 2i in the low nibble of byte i) become fp16 pairs without a
 // conversion: (q & 0x000F000F) | 0x6400 in each half is 1024 + code, for the columns (c, c+4); q >> 4, >> 8,
 // >> 12 give (c+1, c+5), (c+2, c+6), (c+3, c+7). bf16 uses 0x4300 = 128. So the first MMA of a word multiplies
-// (c, c+4 | c+2, c+6) and the second (c+1, c+5 | c+3, c+7), and x is staged in that order (permuteStaged).
+// (c, c+4 | c+2, c+6) and the second (c+1, c+5 | c+3, c+7).
 // The products of exact small integers and fp16/bf16 x are exact in the fp32 accumulator; the bias comes off
 // at the end of each unit with its Σ x: Σ (q − z)·x = C − (bias + z)·Σ x.
+//
+// x is staged as the A registers themselves (QuantGroupGemv.h: int4StagePlanes): a 32-byte record per 8 columns
+// holds the 4 registers of each of the word's two MMAs, so a lane loads them with two LDS.128 and nothing moves
+// them (with x staged in column order, building the 4 consecutive registers an MMA takes, zeros included, cost
+// more register moves than the FFMA path's whole arithmetic). The lanes with a zero A fragment read a plane of
+// zeros instead of being predicated off.
 template <ActivationType T>
 struct Int4MmaFormat : QuantCodeStream {
   static constexpr int kChunkCols = 256;
-  static constexpr bool kStagesRawActivations = true;
   static constexpr uint32_t kExponent = T == ActivationType::Float16 ? 0x64006400u : 0x43004300u;
   static constexpr float kBias = T == ActivationType::Float16 ? 1024.f : 128.f;
 
@@ -155,21 +160,49 @@ struct Int4MmaFormat : QuantCodeStream {
     float v[(B + 3) / 4][4];
   };
 
-  // Columns 0..7 of x (fp16/bf16 pairs in 4 words) → (0, 4), (2, 6), (1, 5), (3, 7): the A registers of a
-  // word's two MMAs.
-  __device__ static __forceinline__ uint4 permuteStaged(uint4 v) {
-    return make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.y, v.w, 0x5410), __byte_perm(v.x, v.z, 0x7632),
-                      __byte_perm(v.y, v.w, 0x7632));
+  template <int B> static constexpr int kPlanes = int4StagePlanes(B);
+  template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
+    return kPlanes<B> * (sliceCols + kInt4StagePadWords);
+  }
+
+  // Row b = 4p + h (+ 2) of x, columns col..col+7 → record words (h rows even, h + 2 rows odd):
+  // [x(0,4), x'(0,4), x(2,6), x'(2,6), x(1,5), x'(1,5), x(3,7), x'(3,7)] of plane 2p + h (x' = row + 2, zero
+  // when the compiled batch has no such row). Row 0 also clears the zero plane's record.
+  template <int B>
+  __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
+                                               const uint4& v) {
+    const uint32_t w04 = __byte_perm(v.x, v.z, 0x5410), w26 = __byte_perm(v.y, v.w, 0x5410);
+    const uint32_t w15 = __byte_perm(v.x, v.z, 0x7632), w37 = __byte_perm(v.y, v.w, 0x7632);
+    const int64_t planeWords = sliceCols + kInt4StagePadWords;
+    const int within = int(b % 4);
+    uint32_t* record = xs + (2 * (b / 4) + (within & 1)) * planeWords + col;
+    if (within >= 2) {
+      record[1] = w04, record[3] = w26, record[5] = w15, record[7] = w37;
+    } else if (b + 2 < B) {
+      record[0] = w04, record[2] = w26, record[4] = w15, record[6] = w37;
+    } else {
+      reinterpret_cast<uint4*>(record)[0] = make_uint4(w04, 0u, w26, 0u);
+      reinterpret_cast<uint4*>(record)[1] = make_uint4(w15, 0u, w37, 0u);
+    }
+    if (b == 0) {
+      uint4* zeros = reinterpret_cast<uint4*>(xs + (kPlanes<B> - 1) * planeWords + col);
+      zeros[0] = zeros[1] = make_uint4(0u, 0u, 0u, 0u);
+    }
   }
 
   template <int B>
   __device__ static __forceinline__ void compute(const Params& w, const Fragment& fragment, int64_t group,
-                                                 int64_t chunk, int lane, const uint16_t* xs, int64_t xStride,
+                                                 int64_t chunk, int lane, const uint32_t* xs, int64_t xStride,
                                                  const float* xsum, int64_t sumStride, Accumulator<B>& acc) {
     constexpr int kPasses = (B + 3) / 4;
     const int g = lane >> 2, t = lane & 3;
     const bool feeds = (g & 3) == t;  // the lanes whose A fragment is not zero
     const int bLow = g >> 2;          // batch row (within a pass) of A rows g; bLow + 2 for rows g + 8
+    const uint32_t* records[kPasses];
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p)
+      records[p] = xs + (feeds && 4 * p + bLow < B ? 2 * p + bLow : kPlanes<B> - 1) *
+                            (xStride + kInt4StagePadWords);
     // Two accumulators (first and second MMA of each word) so that consecutive MMAs do not wait on each other.
     float c0[kPasses][4], c1[kPasses][4];
 #pragma unroll
@@ -186,12 +219,10 @@ struct Int4MmaFormat : QuantCodeStream {
         const int col = piece * 32 + j * 8;
 #pragma unroll
         for (int p = 0; p < kPasses; ++p) {
-          const int bA = 4 * p + bLow, bB = bA + 2;
-          uint4 xa = make_uint4(0, 0, 0, 0), xb = make_uint4(0, 0, 0, 0);
-          if (feeds && bA < B) xa = *reinterpret_cast<const uint4*>(xs + bA * xStride + col);
-          if (4 * p + 2 < B && feeds && bB < B) xb = *reinterpret_cast<const uint4*>(xs + bB * xStride + col);
-          mma16816<T>(c0[p], xa.x, xb.x, xa.y, xb.y, w04, w26);
-          mma16816<T>(c1[p], xa.z, xb.z, xa.w, xb.w, w15, w37);
+          const uint4 a0 = *reinterpret_cast<const uint4*>(records[p] + col);
+          const uint4 a1 = *reinterpret_cast<const uint4*>(records[p] + col + 4);
+          mma16816<T>(c0[p], a0.x, a0.y, a0.z, a0.w, w04, w26);
+          mma16816<T>(c1[p], a1.x, a1.y, a1.z, a1.w, w15, w37);
         }
       }
       // End of a sum unit (a group, or the chunk when groups are wider): apply its scales and zeros to the

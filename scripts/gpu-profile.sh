@@ -60,7 +60,7 @@ if [ "${PARETO_PROFILE_SASS:-1}" = 1 ]; then
   # Instruction by instruction for one int4 GEMV (qkv): executed count and stall samples of each SASS line, and
   # the executed instructions by opcode — where a kernel that is neither memory- nor issue-bound spends its time.
   step "ncu: SASS lines of the int4 qkv GEMV"
-  timeout 120 ncu --clock-control none --kernel-name-base demangled --kernel-name regex:QuantFormat --launch-count 1 \
+  timeout 120 ncu --clock-control none --kernel-name-base demangled --kernel-name regex:Int4MmaFormat --launch-count 1 \
     --section SourceCounters --section WarpStateStats -f -o "$out/ncu-int4-qkv" "$cli" --no-record bench kernels \
     --shapes llama-3.1-8b --layers 1 --formats int4-g128 --batch 1 --runs 1 >"$out/ncu-int4-qkv.log" 2>&1 \
     && ncu --import "$out/ncu-int4-qkv.ncu-rep" --page source --print-source sass --csv >"$out/ncu-int4-qkv-sass.csv" 2>>"$out/ncu-int4-qkv.log" \

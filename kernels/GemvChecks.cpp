@@ -52,7 +52,7 @@ std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight
 
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {
   const int batch = compiledBatch(p.batch);
-  if (w.bits == 4)  // fragment-ordered planes of 16-bit x (QuantGroupGemv.h)
+  if (w.bits == 4 && int4UsesTensorCores(batch))  // fragment-ordered planes of 16-bit x (QuantGroupGemv.h)
     return chooseGemvSplit(p.rows, quantChunks(p.cols, 4), quantChunkCols(4), batch,
                            int(quantSumUnit(w.groupSize, 4)), multiprocessors, kMaxStagedBytes,
                            4 * size_t(int4StagePlanes(batch)), 4 * size_t(int4StagePlanes(batch) * kInt4StagePadWords));

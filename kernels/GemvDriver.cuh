@@ -326,29 +326,35 @@ inline std::string cudaErrorText(cudaError_t e, const char* what) {
   return std::string(what) + ": " + cudaGetErrorString(e);
 }
 
-// Launches packedGemvKernel<Format, B, T> for the smallest compiled B ≥ batch.
-template <class Format, ActivationType T>
-cudaError_t launchPackedGemv(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
-                             cudaStream_t stream) {
+// Launches packedGemvKernel<Format, B, T> (B: the compiled batch for a.batch).
+template <class Format, int B, ActivationType T>
+cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
+                               cudaStream_t stream) {
   const dim3 grid(unsigned(rowGroups(a.rows)), unsigned(a.splits));
   const dim3 block(kRowsPerGroup * kWarpsPerBlock);
   // A non-sticky error left behind by an unrelated runtime call elsewhere in the process (cudaGetLastError is
   // per thread) would otherwise be reported as this launch's failure; sticky errors survive this and resurface.
   (void)cudaGetLastError();
-  auto launch = [&](auto kernel) {
-    // Static shared memory (the warp sums) counts against the same 48 KB default, so opt in well below it.
-    if (sharedBytes > 32 * 1024) {
-      const cudaError_t e =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes));
-      if (e != cudaSuccess) return e;
-    }
-    return launchKernel(kernel, grid, block, sharedBytes, stream, w, a);
-  };
-  if (a.batch <= 1) return launch(packedGemvKernel<Format, 1, T>);
-  if (a.batch <= 2) return launch(packedGemvKernel<Format, 2, T>);
-  if (a.batch <= 4) return launch(packedGemvKernel<Format, 4, T>);
-  if (a.batch <= 8) return launch(packedGemvKernel<Format, 8, T>);
-  return launch(packedGemvKernel<Format, 16, T>);
+  const auto kernel = packedGemvKernel<Format, B, T>;
+  // Static shared memory (the warp sums) counts against the same 48 KB default, so opt in well below it.
+  if (sharedBytes > 32 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes));
+    if (e != cudaSuccess) return e;
+  }
+  return launchKernel(kernel, grid, block, sharedBytes, stream, w, a);
+}
+
+// Launches packedGemvKernel<Format, B, T> for the smallest compiled B ≥ batch.
+template <class Format, ActivationType T>
+cudaError_t launchPackedGemv(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
+                             cudaStream_t stream) {
+  switch (compiledBatch(a.batch)) {
+    case 1: return launchPackedGemvAt<Format, 1, T>(w, a, sharedBytes, stream);
+    case 2: return launchPackedGemvAt<Format, 2, T>(w, a, sharedBytes, stream);
+    case 4: return launchPackedGemvAt<Format, 4, T>(w, a, sharedBytes, stream);
+    case 8: return launchPackedGemvAt<Format, 8, T>(w, a, sharedBytes, stream);
+    default: return launchPackedGemvAt<Format, 16, T>(w, a, sharedBytes, stream);
+  }
 }
 
 // Fills the launch record from a problem and its split.

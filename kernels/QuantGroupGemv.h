@@ -58,6 +58,9 @@ constexpr int int4StagePlanes(int compiledBatch) {
   return (compiledBatch <= 1 ? 1 : 2 * ((compiledBatch + 3) / 4)) + 1;
 }
 inline constexpr int kInt4StagePadWords = 8;
+// 4-bit codes run on the tensor cores from batch 4 on (compiled batch 4, 8, 16); at batch 1-2 the FFMA path is
+// faster (measured on the H200: bench/NOTES.md).
+constexpr bool int4UsesTensorCores(int compiledBatch) { return compiledBatch >= 4; }
 
 std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight& w);
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors);

@@ -52,16 +52,21 @@ struct QuantCodeStream {
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-// 8-bit codes on the FFMA pipe: f = 1 + q/32768 for the code in byte k of `w` (bytes [0, q, 0x80, 0x3F]), one
-// byte permute a weight, and the lane accumulates Σ f·x over a unit; the unit's Σ x (computed once per block,
-// when x is staged) turns that into Σ (q − z)·x = 32768·Σ f x − (32768 + z)·Σ x. (A tensor-core version would
-// build 1024 + q as fp16, but bf16's 8 significant bits cannot hold 128 + q for q ≥ 128; int8 already moves
-// twice int4's bytes a weight, so the FFMA path is within 1.3x of its byte floor.)
-template <ActivationType T>
-struct Int8Format : QuantCodeStream {
-  static constexpr int kChunkCols = 128;
-  static constexpr float kScale = 32768.f;
+// The FFMA path (8-bit codes, and 4-bit codes at batch 1-2): one byte permute builds the fp32 number
+// f = 0.5 + q/256 (4-bit q placed in the mantissa under a fixed exponent: bytes [0, 0, q, 0x3F]) or
+// f = 1 + q/32768 (8-bit: bytes [0, q, 0x80, 0x3F]), exact, and the lane accumulates Σ f·x over a unit; the
+// unit's Σ x (computed once per block, when x is staged) turns that into Σ (q − z)·x = 256·Σ f x − (128 + z)·Σ x
+// (4 bits) or 32768·Σ f x − (32768 + z)·Σ x (8 bits). Two instructions a weight (permute, FMA).
+template <int Bits, ActivationType T>
+struct QuantFfmaFormat : QuantCodeStream {
+  static constexpr int kChunkCols = Bits == 4 ? 256 : 128;
+  static constexpr int kSubBlocks = kChunkCols / 32;
+  static constexpr float kScale = Bits == 4 ? 256.f : 32768.f;   // Σ q x = kScale · (Σ f x − kBias · Σ x)
+  static constexpr float kBias = Bits == 4 ? 0.5f : 1.f;
 
+  __device__ static __forceinline__ float nibbleFloat(uint32_t w, int k) {
+    return __uint_as_float(__byte_perm(w, 0x3F000000u, (7 << 12) | (k << 8) | (4 << 4) | 4));
+  }
   __device__ static __forceinline__ float byteFloat(uint32_t w, int k) {
     return __uint_as_float(__byte_perm(w, 0x3F800000u, (7 << 12) | (6 << 8) | (k << 4) | 4));
   }
@@ -74,19 +79,35 @@ struct Int8Format : QuantCodeStream {
 #pragma unroll
     for (int b = 0; b < B; ++b) unitAcc[b] = 0.f;
 #pragma unroll
-    for (int sb = 0; sb < kChunkCols / 32; ++sb) {
+    for (int sb = 0; sb < kSubBlocks; ++sb) {
+      // 32 columns: one piece at 4 bits, two at 8.
 #pragma unroll
-      for (int wi = 0; wi < 8; ++wi) {  // 32 columns: two pieces
-        uint32_t q = word(fragment.piece[(sb * 32 + wi * 4) / 16], wi % 4);
-        if (w.symmetric) q ^= 0x80808080u;  // int8 q → q + 128, so every code reads as unsigned
-        const float f[4] = {byteFloat(q, 0), byteFloat(q, 1), byteFloat(q, 2), byteFloat(q, 3)};
-        const int col = sb * 32 + wi * 4;
+      for (int wi = 0; wi < Bits; ++wi) {
+        uint32_t q = word(fragment.piece[(sb * 4 * Bits + wi * 4) / 16], wi % 4);
+        const int col = sb * 32 + wi * (32 / Bits);
+        if constexpr (Bits == 4) {
+          const uint32_t lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
+          const float f[8] = {nibbleFloat(lo, 0), nibbleFloat(hi, 0), nibbleFloat(lo, 1), nibbleFloat(hi, 1),
+                              nibbleFloat(lo, 2), nibbleFloat(hi, 2), nibbleFloat(lo, 3), nibbleFloat(hi, 3)};
 #pragma unroll
-        for (int b = 0; b < B; ++b) {
-          const float4 x0 = *reinterpret_cast<const float4*>(xs + b * xStride + col);
-          float s = unitAcc[b];
-          s = fmaf(f[0], x0.x, s); s = fmaf(f[1], x0.y, s); s = fmaf(f[2], x0.z, s); s = fmaf(f[3], x0.w, s);
-          unitAcc[b] = s;
+          for (int b = 0; b < B; ++b) {
+            const float4 x0 = *reinterpret_cast<const float4*>(xs + b * xStride + col);
+            const float4 x1 = *reinterpret_cast<const float4*>(xs + b * xStride + col + 4);
+            float s = unitAcc[b];
+            s = fmaf(f[0], x0.x, s); s = fmaf(f[1], x0.y, s); s = fmaf(f[2], x0.z, s); s = fmaf(f[3], x0.w, s);
+            s = fmaf(f[4], x1.x, s); s = fmaf(f[5], x1.y, s); s = fmaf(f[6], x1.z, s); s = fmaf(f[7], x1.w, s);
+            unitAcc[b] = s;
+          }
+        } else {
+          if (w.symmetric) q ^= 0x80808080u;  // int8 q → q + 128, so every code reads as unsigned
+          const float f[4] = {byteFloat(q, 0), byteFloat(q, 1), byteFloat(q, 2), byteFloat(q, 3)};
+#pragma unroll
+          for (int b = 0; b < B; ++b) {
+            const float4 x0 = *reinterpret_cast<const float4*>(xs + b * xStride + col);
+            float s = unitAcc[b];
+            s = fmaf(f[0], x0.x, s); s = fmaf(f[1], x0.y, s); s = fmaf(f[2], x0.z, s); s = fmaf(f[3], x0.w, s);
+            unitAcc[b] = s;
+          }
         }
       }
       // End of a sum unit (a group, or the chunk when groups are wider): apply its scale and zero.
@@ -95,7 +116,7 @@ struct Int8Format : QuantCodeStream {
         const int64_t at = (group * w.scaleColumns + scaleColumn(w, chunk, kChunkCols, (sb + 1) * 32)) * 32 + lane;
         const float scale = __half2float(__ldg(w.scales + at));
         const float zero = w.symmetric ? w.symmetricZero : float(__ldg(w.zeros + at));
-        const float offset = kScale + zero;
+        const float offset = kScale * kBias + zero;
 #pragma unroll
         for (int b = 0; b < B; ++b) {
           const float sumX = xsum[b * sumStride + unitInChunk];
@@ -268,20 +289,34 @@ struct Int4MmaFormat : QuantCodeStream {
 template <int Bits, ActivationType T>
 std::string launch(const GemvProblem& p, const QuantGroupGemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
-  using F = std::conditional_t<Bits == 4, Int4MmaFormat<T>, Int8Format<T>>;
   QuantParams params{static_cast<const uint4*>(w.codes),
                      reinterpret_cast<const __half*>(w.scales),
                      w.zeros,
                      quantChunks(p.cols, Bits),
                      w.scaleColumns,
                      __builtin_ctzll(uint64_t(quantSumUnit(w.groupSize, Bits))),
-                     w.groupSize < F::kChunkCols ? 0
-                     : w.groupSize == p.cols     ? int(quantChunks(p.cols, Bits))
-                                                 : int(w.groupSize / F::kChunkCols),
+                     w.groupSize < quantChunkCols(Bits) ? 0
+                     : w.groupSize == p.cols           ? int(quantChunks(p.cols, Bits))
+                                                       : int(w.groupSize / quantChunkCols(Bits)),
                      Bits == 4 ? 8.f : 128.f,
                      w.symmetric};
   const auto a = detail::makeLaunch(p, s, params.chunks, int(quantSumUnit(w.groupSize, Bits)), partials, counters);
-  const cudaError_t e = detail::launchPackedGemv<F, T>(params, a, s.sharedBytes, stream);
+  cudaError_t e;
+  if constexpr (Bits == 8) {
+    e = detail::launchPackedGemv<QuantFfmaFormat<8, T>, T>(params, a, s.sharedBytes, stream);
+  } else {
+    // The split (quantGroupGemvSplit) sized the staging for the same choice: int4UsesTensorCores.
+    using Ffma = QuantFfmaFormat<4, T>;
+    using Mma = Int4MmaFormat<T>;
+    switch (compiledBatch(p.batch)) {
+      case 1: e = detail::launchPackedGemvAt<Ffma, 1, T>(params, a, s.sharedBytes, stream); break;
+      case 2: e = detail::launchPackedGemvAt<Ffma, 2, T>(params, a, s.sharedBytes, stream); break;
+      case 4: e = detail::launchPackedGemvAt<Mma, 4, T>(params, a, s.sharedBytes, stream); break;
+      case 8: e = detail::launchPackedGemvAt<Mma, 8, T>(params, a, s.sharedBytes, stream); break;
+      default: e = detail::launchPackedGemvAt<Mma, 16, T>(params, a, s.sharedBytes, stream); break;
+    }
+    static_assert(!int4UsesTensorCores(2) && int4UsesTensorCores(4), "the switch above follows int4UsesTensorCores");
+  }
   return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "quant_group_gemv launch");
 }
 

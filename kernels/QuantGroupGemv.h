@@ -16,7 +16,9 @@
 // f = 0.5 + q/256 (4-bit q placed in the mantissa under a fixed exponent) or f = 1 + q/32768 (8-bit), exact,
 // and the lane accumulates Σ f·x over a group; the group's Σ x (computed once per block, when x is staged)
 // turns that into Σ (q − z)·x = 256·Σ f x − (128 + z)·Σ x (4 bits) or 32768·Σ f x − (32768 + z)·Σ x (8 bits).
-// That is two instructions a weight (permute, FMA) instead of four (shift, mask, convert, FMA).
+// That is two instructions a weight (permute, FMA) instead of four (shift, mask, convert, FMA). From batch 4 on,
+// 4-bit codes go to the tensor cores instead (int4UsesTensorCores; quant_group_gemv.cu says how the lane-per-row
+// layout feeds m16n8k16 unchanged): the FFMA path's work grows with every batch row, an MMA covers four.
 #pragma once
 
 #include <string>

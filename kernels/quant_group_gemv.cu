@@ -20,7 +20,6 @@ struct QuantParams {
 };
 
 struct QuantCodeStream {
-  static constexpr int kChunkBytes = 128;  // a lane's codes of one chunk (256 columns at 4 bits, 128 at 8)
   using Params = QuantParams;
   // A lane's 128 bytes of codes of one chunk (GemvDriver.cuh: `load` issues them, `compute` uses them).
   struct Fragment {

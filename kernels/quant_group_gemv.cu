@@ -143,9 +143,12 @@ __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1
 
 // 4-bit codes on the tensor cores, in the lane-per-row layout as it is (no fragment-ordered re-layout).
 //
-// Why: on the FFMA pipe a 4-bit weight cost ~5 instructions (permute, FMA, a quarter of a shared load, and the
-// rest), so the kernel ran at 33-45% of the issue slots and 17-36% of DRAM bandwidth, bound by the instruction
-// stream (bench/NOTES.md). Here a 32-bit word of 8 codes costs 3 shifts + 4 LOP3 + 2 MMA + 1 shared load.
+// Why from batch 4 only (int4UsesTensorCores): on the FFMA pipe every batch row adds its own FMAs and shared
+// loads for each weight, while one MMA pass covers four batch rows, so from batch 4 this path is faster
+// (batch 8: 8.70 against 12.55 ms a step on the H200). At batch 1 it is slower (2.84 against 2.29 ms) although it
+// issues ~1060 instructions a 256-column chunk against ~1290: neither kernel is issue-bound there, and each
+// warp's chain of latencies (weights, decode, MMA accumulator, shared loads) is what sets the time
+// (bench/NOTES.md, v5).
 //
 // How the lane-per-row data maps onto m16n8k16 (A 16×16 row-major, B 16×8 column-major, C 16×8): lane
 // l = 4·g + t (g = l/4, t = l%4) supplies B[k][n] for n = g and k ∈ {2t, 2t+1, 2t+8, 2t+9}. Let those be four

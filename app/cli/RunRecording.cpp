@@ -16,6 +16,7 @@
 #include "store/ResultJson.h"
 #include "store/RunRecorder.h"
 #include "util/Error.h"
+#include "util/Version.h"
 
 namespace pareto::cli {
 namespace {
@@ -64,7 +65,7 @@ RunStart runStart(const std::string& kind, const std::string& device) {
   RunStart s;
   s.kind = kind;
   s.device = describeDevice(device);
-  s.versions = {{"pareto", PARETO_VERSION}, {"libtorch", TORCH_VERSION}};
+  s.versions = {{"pareto", paretoVersion()}, {"libtorch", TORCH_VERSION}};
   return s;
 }
 

@@ -6,16 +6,20 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "CliSupport.h"
 #include "Commands.h"
 #include "util/Error.h"
+#include "util/Version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Pareto: compress large language models and measure what it costs and buys.\n"
                "Run `pareto-cli COMMAND --help` for a command's options."};
   app.name("pareto-cli");
-  app.set_version_flag("--version", std::string("pareto-cli ") + PARETO_VERSION);
+  app.set_version_flag("--version", std::string("pareto-cli ") + pareto::paretoVersion());
   app.require_subcommand(1);
   pareto::cli::addRecordingOptions(app);   // first: subcommands inherit its fallthrough
+  app.add_flag_callback("--quiet", [] { pareto::cli::setQuiet(true); },
+                        "No progress on stderr (by default a bar on a terminal, else a line at most every 2 s)");
   pareto::cli::addInspectCommand(app);
   pareto::cli::addPerplexityCommand(app);
   pareto::cli::addScoreCommand(app);
@@ -30,6 +34,7 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    pareto::cli::checkStdout();   // a result lost on a full disk or a closed pipe is a failure, not exit 0
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -40,16 +45,16 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   } catch (const pareto::Cancelled&) {
-    std::cerr << "pareto-cli: cancelled\n";
-    return 130;
+    std::cerr << "pareto-cli: cancelled (" << pareto::cli::cancelSignalName() << ")\n";
+    return pareto::cli::cancelledExitCode();
   } catch (const pareto::InputError& e) {
-    std::cerr << "pareto-cli: error: " << e.what() << "\n";
+    std::cerr << "pareto-cli: error: " << pareto::cli::terminalSafe(e.what()) << "\n";
     return 2;
   } catch (const c10::Error& e) {
-    std::cerr << "pareto-cli: error: " << e.what_without_backtrace() << "\n";
+    std::cerr << "pareto-cli: error: " << pareto::cli::terminalSafe(e.what_without_backtrace()) << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "pareto-cli: error: " << e.what() << "\n";
+    std::cerr << "pareto-cli: error: " << pareto::cli::terminalSafe(e.what()) << "\n";
     return 1;
   }
   return 0;

@@ -21,6 +21,7 @@
 #include "store/ExperimentStore.h"
 #include "store/ModelIdentity.h"
 #include "util/Error.h"
+#include "util/Version.h"
 
 namespace pareto {
 
@@ -334,7 +335,7 @@ void BenchmarkWorker::runSession(const BenchmarkRequest& request) {
                                 {"warmup", decode.warmup},
                                 {"layers", decode.layers}};
     }
-    start.versions = {{"pareto", PARETO_VERSION}, {"libtorch", TORCH_VERSION}};
+    start.versions = {{"pareto", paretoVersion()}, {"libtorch", TORCH_VERSION}};
     start.device = recordedDevice;
     try {
       const int64_t id = recordBenchmarks(*s, start, rows);

@@ -32,6 +32,7 @@
 #include "util/Error.h"
 #include "util/FileSystem.h"
 #include "util/Json.h"
+#include "util/Version.h"
 
 namespace pareto {
 
@@ -121,7 +122,7 @@ std::unique_ptr<RunRecorder> EngineWorker::beginRecording(const RunRequest& requ
   }
   nlohmann::json recipe = nlohmann::json::parse(request.recipeJson, nullptr, /*allow_exceptions=*/false);
   start.recipe = recipe.is_object() ? recipe : nlohmann::json{{"recipe_text", request.recipeJson}};
-  start.versions = {{"pareto", PARETO_VERSION}, {"libtorch", TORCH_VERSION}};
+  start.versions = {{"pareto", paretoVersion()}, {"libtorch", TORCH_VERSION}};
   start.device = str(record.device);
   start.output = str(record.outDir);
   try {

@@ -51,6 +51,7 @@
 #include "widgets/RunCompareView.h"
 #include "widgets/RunHistory.h"
 #include "widgets/RunsPanel.h"
+#include "util/Version.h"
 
 namespace pareto {
 
@@ -912,7 +913,7 @@ void MainWindow::showAbout() {
       this, tr("About Pareto"),
       tr("<b>Pareto</b> %1<p>A workbench for compressing large language models and measuring what "
          "the compression costs.</p>")
-          .arg(QStringLiteral(PARETO_VERSION)));
+          .arg(QString::fromUtf8(pareto::paretoVersion())));
 }
 
 void MainWindow::restoreSettings() {

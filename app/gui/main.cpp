@@ -13,13 +13,14 @@
 #include "app/gui/MainWindow.h"
 #include "widgets/EvaluationPanel.h"
 #include "widgets/RecipePanel.h"
+#include "util/Version.h"
 
 namespace {
 
 void describeApplication() {
   QCoreApplication::setOrganizationName("Pareto");
   QCoreApplication::setApplicationName("pareto");
-  QCoreApplication::setApplicationVersion(PARETO_VERSION);
+  QCoreApplication::setApplicationVersion(QString::fromUtf8(pareto::paretoVersion()));
 }
 
 void defineOptions(QCommandLineParser& parser) {

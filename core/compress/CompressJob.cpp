@@ -28,10 +28,9 @@
 #include "util/Error.h"
 #include "util/FileSystem.h"
 #include "util/Json.h"
+#include "util/OutputFolder.h"
+#include "util/Version.h"
 
-#ifndef PARETO_VERSION_STRING
-#define PARETO_VERSION_STRING "0.1.0"
-#endif
 
 namespace pareto {
 namespace fs = std::filesystem;
@@ -230,12 +229,16 @@ void copyIfPresent(const fs::path& from, const fs::path& to) {
 CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& progress, const CancelToken* cancel) {
   const auto start = clock::now();
   Recipe recipe = Recipe::fromFile(opts.recipePath);
-  if (opts.outDir.empty()) throw InputError("no output folder given");
-  const fs::path out = fs::absolute(opts.outDir);
-  if (fs::exists(out) && !opts.overwrite)
-    throw InputError(fileMessage(out.string(), "already exists (choose another --out, or --overwrite to replace it)"));
-  if (fs::equivalent(fs::absolute(opts.modelDir), out.parent_path()) || fs::absolute(opts.modelDir) == out)
-    throw InputError(fileMessage(out.string(), "must not be the source model folder"));
+  // The destination is checked and locked before any work: a refusal costs nothing, and no second run can
+  // write it meanwhile.
+  OutputClaim claim;
+  claim.path = opts.outDir;
+  claim.overwrite = opts.overwrite;
+  claim.inputs = {opts.modelDir, opts.recipePath};
+  if (recipe.calibration) claim.inputs.push_back(recipe.calibration->file);
+  claim.job = "compress";
+  OutputFolder output(claim);
+  const fs::path out = output.target();
 
   auto report = [&](const std::string& stage, double fraction, const std::string& msg) {
     if (progress) progress({stage, fraction, msg});
@@ -297,10 +300,7 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
   // Write everything under a temporary name next to the destination, then rename: nothing half-written is ever
   // visible under the output name.
   const auto writeStart = clock::now();
-  if (!out.parent_path().empty()) fs::create_directories(out.parent_path());
-  const fs::path tmp = out.parent_path() / ("." + out.filename().string() + ".partial");
-  removeTree(tmp.string());
-  fs::create_directories(tmp);
+  const fs::path tmp = output.staging();
   try {
     Checkpoint source = Checkpoint::open(opts.modelDir);
     std::map<std::string, at::Tensor> current;   // compressed modules' weights, from the model
@@ -400,7 +400,8 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
     result.linearBitsPerWeight = linearWeights ? double(linearBits) / linearWeights : 0;
     result.modelBitsPerWeight = totalWeights ? 8.0 * totalBytes / totalWeights : 0;
     report("write", 0.5, "model.safetensors");
-    writeSafetensors((tmp / "model.safetensors").string(), tensors, {{"format", "pt"}, {"producer", "pareto"}});
+    writeSafetensors((tmp / "model.safetensors").string(), tensors,
+                     {{"format", "pt"}, {"producer", "pareto"}});
 
     for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
                           "special_tokens_map.json"})
@@ -409,7 +410,8 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
     result.writeSeconds = since(writeStart);
     nlohmann::json manifest = {
         {"format_version", CompressionManifest::kFormatVersion},
-        {"producer", "pareto " PARETO_VERSION_STRING},
+        {"producer", std::string("pareto ") + paretoVersion()},
+        {kOutputRunKey, output.runId()},
         {"recipe", recipe.document},
         {"source", {{"path", fs::absolute(opts.modelDir).string()}, {"content_hash", checkpointIdentityHash(opts.modelDir)},
                     {"architecture", m.config.architecture}}},
@@ -421,7 +423,7 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
         {"calibration_tokens", result.calibrationTokens},
         {"device", deviceDescription(opts.runtime.device)},
         {"dtype", dtypeLabel(opts.runtime.dtype)},
-        {"versions", {{"pareto", PARETO_VERSION_STRING}, {"libtorch", TORCH_VERSION}}},
+        {"versions", {{"pareto", paretoVersion()}, {"libtorch", TORCH_VERSION}}},
         {"timings", {{"calibration_s", result.calibrationSeconds}, {"pass_s", result.passSeconds},
                      {"write_s", result.writeSeconds}, {"total_s", result.totalSeconds}}}};
     {
@@ -434,13 +436,8 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
     }
     if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
 
-    replaceFolder(tmp.string(), out.string());   // a failed rename puts the previous result back
+    output.commit();   // a failed rename puts the previous result back; checks the files are this run's
   } catch (...) {
-    try {
-      removeTree(tmp.string());
-    } catch (const Error&) {
-      // the original failure matters more than a leftover temporary folder
-    }
     rethrowAsOutOfMemory("writing " + out.string(), "free memory, or compress on the CPU");   // others unchanged
   }
   result.outDir = out.string();

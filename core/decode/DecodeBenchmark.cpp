@@ -91,6 +91,18 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
   const bool cuda = o.device == "cuda";
   std::optional<ModelConfig> preset;
   if (!o.synthetic.empty()) preset = modelPreset(o.synthetic);
+  if (o.layers < 0) throw InputError("--layers must be >= 0");
+  if (preset && o.layers > preset->numLayers)
+    throw InputError("--layers " + std::to_string(o.layers) + ": " + o.synthetic + " has " +
+                     std::to_string(preset->numLayers) + " layers; --layers times fewer of them (0: all)");
+  if (preset) {
+    // The KV cache holds context + new tokens positions; past the model's positions RoPE has no meaning.
+    for (int64_t c : o.contexts)
+      if (c > preset->maxPositionEmbeddings || o.newTokens > preset->maxPositionEmbeddings - c)
+        throw InputError("--context " + std::to_string(c) + " plus --new-tokens " + std::to_string(o.newTokens) +
+                         " exceed " + o.synthetic + "'s " + std::to_string(preset->maxPositionEmbeddings) +
+                         " positions; lower either");
+  }
   // float16 where it runs (CUDA); LibTorch has no float16 matrix products on the CPU.
   RuntimeOptions rt = makeRuntimeOptions(o.device, !o.dtype.empty() ? o.dtype : cuda ? "float16" : "bfloat16");
   rt.packedWeights = true;

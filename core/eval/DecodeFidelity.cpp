@@ -112,8 +112,15 @@ size_t checkComparisonInputs(const std::string& what, const LlamaModel& dense, c
   requireComparable(dense, compressed);
   if (prompts.empty()) throw InputError(what + " needs at least one prompt");
   if (steps < 1) throw InputError(what + " needs " + stepsName + " >= 1");
-  for (const auto& p : prompts)
+  // Checked before anything is allocated or generated: the per-step tables and the KV cache both grow with it.
+  const int64_t positions = dense.config().maxPositionEmbeddings;
+  for (const auto& p : prompts) {
     if (p.empty()) throw InputError(what + " needs non-empty prompts");
+    if (steps > positions - static_cast<int64_t>(p.size()))
+      throw InputError(what + ": a prompt of " + std::to_string(p.size()) + " tokens plus " + stepsName + " " +
+                       std::to_string(steps) + " exceed the model's " + std::to_string(positions) +
+                       " positions (max_position_embeddings); lower " + stepsName + " or use shorter prompts");
+  }
   return static_cast<size_t>(requestedBatch > 0 ? requestedBatch : (dense.options().device.is_cuda() ? 64 : 8));
 }
 

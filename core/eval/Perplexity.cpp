@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "model/OutOfMemory.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -25,6 +26,11 @@ PerplexityResult computePerplexity(const LlamaModel& model, const std::vector<To
   // Batches amortise the weight reads; on the CPU a few windows already saturate the cores.
   int64_t batch = opts.batch > 0 ? opts.batch : (model.options().device.is_cuda() ? 16 : 4);
   batch = std::min(batch, windows);
+  // A forward holds the float32 logits of every window of the batch and their log-softmax.
+  const double logitBytes = 2.0 * double(batch) * double(W) * double(model.config().vocabSize) * sizeof(float);
+  if (!model.options().device.is_cuda())
+    requireHostMemory("perplexity", logitBytes,
+                      "lower --batch (windows per forward; " + std::to_string(batch) + " asked)");
 
   at::Tensor all = at::tensor(at::ArrayRef<int64_t>(tokens.data(), windows * W), at::TensorOptions().dtype(at::kLong))
                        .view({windows, W});

@@ -18,6 +18,8 @@
 #include "util/Error.h"
 #include "util/FileSystem.h"
 #include "util/Json.h"
+#include "util/OutputFolder.h"
+#include "util/Version.h"
 
 namespace pareto {
 namespace fs = std::filesystem;
@@ -44,7 +46,9 @@ c10::ScalarType sourceDtype(const nlohmann::json& config, const std::string& con
 bool copiedAsIs(const fs::path& file) {
   const std::string name = file.filename().string();
   if (name.empty() || name[0] == '.') return false;
-  if (name == "pareto.json" || name == "config.json" || name == "model.safetensors.index.json") return false;
+  if (name == kCompressManifestFile || name == kExportManifestFile || name == "config.json" ||
+      name == "model.safetensors.index.json")
+    return false;
   return file.extension() != ".safetensors" && file.extension() != ".partial";
 }
 
@@ -70,16 +74,17 @@ HfExportReport exportHuggingFace(const HfExportOptions& opts, const ProgressCall
     throw InputError(fileMessage(opts.modelDir, "not a model folder (no such directory)"));
   if (opts.outDir.empty()) throw InputError("no output folder given");
   const fs::path src = fs::weakly_canonical(fs::absolute(opts.modelDir));
-  const fs::path out = fs::weakly_canonical(fs::absolute(opts.outDir));
   std::optional<CompressionManifest> manifest = CompressionManifest::readFrom(src.string());
   if (!manifest)
     throw InputError(fileMessage(opts.modelDir, "has no pareto.json: not a folder written by compress (a dense "
                                                 "Hugging Face folder needs no export)"));
-  const auto rel = out.lexically_relative(src);
-  if (out == src || (!rel.empty() && *rel.begin() != ".."))
-    throw InputError(fileMessage(out.string(), "must not be the compressed folder or inside it"));
-  if (fs::exists(out) && !opts.overwrite)
-    throw InputError(fileMessage(out.string(), "already exists (choose another --out, or --overwrite to replace it)"));
+  OutputClaim claim;
+  claim.path = opts.outDir;
+  claim.overwrite = opts.overwrite;
+  claim.inputs = {src.string()};
+  claim.job = "export hf";
+  OutputFolder output(claim);
+  const fs::path out = output.target();
 
   const std::string configPath = (src / "config.json").string();
   if (!fs::exists(configPath)) throw InputError(fileMessage(opts.modelDir, "no config.json in this folder"));
@@ -142,11 +147,8 @@ HfExportReport exportHuggingFace(const HfExportOptions& opts, const ProgressCall
   tensors.clear();
 
   // Everything is written under a temporary name beside the destination and renamed at the end.
-  if (!out.parent_path().empty()) fs::create_directories(out.parent_path());
-  const fs::path tmp = out.parent_path() / ("." + out.filename().string() + ".partial");
-  removeTree(tmp.string());
-  fs::create_directories(tmp);
-  try {
+  const fs::path tmp = output.staging();
+  {
     report("write", 0.3, "model.safetensors");
     checkCancel();
     writeSafetensors((tmp / "model.safetensors").string(), ordered, {{"format", "pt"}});
@@ -178,17 +180,17 @@ HfExportReport exportHuggingFace(const HfExportOptions& opts, const ProgressCall
       // user owns and may want to edit (a chat template, a generation setting).
       fs::permissions(to, fs::perms::owner_write, fs::perm_options::add);
     }
+    // The record that Pareto wrote this folder (what --overwrite may replace) and where it came from.
+    const nlohmann::json record = {{"producer", std::string("pareto ") + paretoVersion()},
+                                   {kOutputRunKey, output.runId()},
+                                   {"export", "hf"},
+                                   {"source", src.string()},
+                                   {"dtype", dtypeLabel(dtype)}};
+    writeFileAtomically((tmp / kExportManifestFile).string(), record.dump(2) + "\n");
     report("write", 0.9, "files");
     checkCancel();
 
-    replaceFolder(tmp.string(), out.string());
-  } catch (...) {
-    try {
-      removeTree(tmp.string());
-    } catch (const Error&) {
-      // The original error matters more than a leftover temporary folder (removed by the next export).
-    }
-    throw;
+    output.commit();
   }
   for (const auto& entry : fs::directory_iterator(out)) result.files.push_back(entry.path().filename().string());
   std::sort(result.files.begin(), result.files.end());

@@ -76,11 +76,13 @@ std::vector<TokenId> generateUnguarded(const LlamaModel& model, const std::vecto
   validate(opts.sampling);
   std::vector<TokenId> out;
   if (opts.maxNewTokens == 0) return out;
-  const int64_t capacity = static_cast<int64_t>(prompt.size()) + opts.maxNewTokens;
-  if (capacity > model.config().maxPositionEmbeddings)
+  // Compared without the sum, which a huge --max-new-tokens would overflow.
+  if (opts.maxNewTokens > model.config().maxPositionEmbeddings - static_cast<int64_t>(prompt.size()))
     throw InputError("prompt (" + std::to_string(prompt.size()) + " tokens) plus " +
                      std::to_string(opts.maxNewTokens) + " new tokens exceed the model's " +
-                     std::to_string(model.config().maxPositionEmbeddings) + " positions");
+                     std::to_string(model.config().maxPositionEmbeddings) +
+                     " positions (max_position_embeddings); lower --max-new-tokens");
+  const int64_t capacity = static_cast<int64_t>(prompt.size()) + opts.maxNewTokens;
   KVCache cache = model.makeCache(1, capacity);
   TokenSampler sampler(opts.sampling);
   at::Tensor ids = at::tensor(prompt, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);
@@ -106,11 +108,12 @@ std::vector<std::vector<TokenId>> generateBatchUnguarded(const LlamaModel& model
     if (p.empty()) throw InputError("generation needs non-empty prompts");
     longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   }
-  const int64_t capacity = longest + opts.maxNewTokens;
-  if (capacity > model.config().maxPositionEmbeddings)
+  if (opts.maxNewTokens > model.config().maxPositionEmbeddings - longest)
     throw InputError("longest prompt (" + std::to_string(longest) + " tokens) plus " +
                      std::to_string(opts.maxNewTokens) + " new tokens exceed the model's " +
-                     std::to_string(model.config().maxPositionEmbeddings) + " positions");
+                     std::to_string(model.config().maxPositionEmbeddings) +
+                     " positions (max_position_embeddings); lower the new tokens or the steps");
+  const int64_t capacity = longest + opts.maxNewTokens;
 
   std::vector<TokenId> flat(static_cast<size_t>(B * longest), 0);
   at::Tensor positions = at::zeros({B, longest}, at::kLong);

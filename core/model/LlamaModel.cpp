@@ -53,7 +53,26 @@ class WeightLoader {
     at::Tensor src = reinterpret_cast<uintptr_t>(e->data) % dtypeSize(e->dtype) == 0
                          ? at::from_blob(const_cast<std::byte*>(e->data), e->shape, cpuOpts)
                          : readTensor(*e);
-    return src.to(opts_.device, opts_.dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
+    at::Tensor t = src.to(opts_.device, opts_.dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
+    requireFinite(t, e->file, name);
+    return t;
+  }
+
+  // Weights, scales and outlier values must be finite: a NaN would otherwise run as token 0 forever, print
+  // "nan" as a perplexity, or pass into an export. Checked where each tensor is read, so every command that
+  // opens the folder refuses it alike.
+  static void requireFinite(const at::Tensor& t, const std::string& file, const std::string& name) {
+    if (!at::isFloatingType(t.scalar_type()) || at::isfinite(t).all().item<bool>()) return;
+    const int64_t bad = (~at::isfinite(t)).sum().item<int64_t>();
+    throw InputError(fileMessage(file, "tensor " + name + " holds " + std::to_string(bad) + " NaN or infinite " +
+                                           "value" + (bad == 1 ? "" : "s") + " of " + std::to_string(t.numel()) +
+                                           "; the checkpoint is corrupt (or was saved after training diverged)"));
+  }
+
+  static at::Tensor readChecked(const TensorEntry& e) {
+    at::Tensor t = readTensor(e);
+    requireFinite(t, e.file, e.name);
+    return t;
   }
 
   // A linear's weight: packed for the runtime's kernels when asked for and the module's format has one,
@@ -168,8 +187,8 @@ class WeightLoader {
                                                    ") does not match the shape config.json implies " +
                                                    shapeText(expected)));
     BitmaskNMWeight packed;
-    packed.masks = readTensor(masks);
-    packed.values = readTensor(values);
+    packed.masks = readChecked(masks);
+    packed.values = readChecked(values);
     packed.n = f.n;
     packed.m = f.m;
     packed.rows = expected[0];
@@ -185,7 +204,7 @@ class WeightLoader {
       throw InputError(fileMessage(masks.file, module + " (" + f.format + "): bit masks do not match the shape " +
                                                    "config.json implies " + shapeText(expected)));
     BitmaskNMWeight packed;
-    packed.masks = readTensor(masks);
+    packed.masks = readChecked(masks);
     packed.n = f.n;
     packed.m = f.m;
     packed.rows = expected[0];
@@ -198,7 +217,7 @@ class WeightLoader {
     auto part = [&](const char* name) {
       const TensorEntry& e = ckpt_.at(spqrTensorName(module, name));
       used_.insert(e.name);
-      return readTensor(e);
+      return readChecked(e);
     };
     SpqrWeight w;
     w.codes = part("codes");
@@ -225,7 +244,7 @@ class WeightLoader {
     used_.insert(e.name);
     try {
       if (e.dtype != DType::I32) throw InputError(std::string("must be I32, got ") + dtypeName(e.dtype));
-      checkColumnPermutation(readTensor(e), expected.at(1));
+      checkColumnPermutation(readChecked(e), expected.at(1));
     } catch (const InputError& err) {
       throw InputError(fileMessage(e.file, "tensor " + e.name + " (act-order permutation of " + module +
                                                "): " + err.what()));
@@ -239,12 +258,12 @@ class WeightLoader {
     used_.insert(codes.name);
     used_.insert(scales.name);
     QuantGroupWeight q;
-    q.codes = readTensor(codes);
-    q.scales = readTensor(scales);
+    q.codes = readChecked(codes);
+    q.scales = readChecked(scales);
     if (!f.symmetric) {
       const TensorEntry& zeros = ckpt_.at(quantZerosName(module));
       used_.insert(zeros.name);
-      q.zeros = readTensor(zeros);
+      q.zeros = readChecked(zeros);
     }
     q.bits = f.bits;
     q.symmetric = f.symmetric;

@@ -1,5 +1,7 @@
 #include "model/OutOfMemory.h"
 
+#include <unistd.h>
+
 #include <c10/util/Exception.h>
 
 #include <cstdio>
@@ -76,6 +78,15 @@ void rethrowAsOutOfMemory(const std::string& stage, const std::string& hint) {
     if (!looksLikeAllocationFailure(message) || dynamic_cast<const Error*>(&e) != nullptr) throw;
     throwOutOfMemory(stage, hint, message);
   }
+}
+
+void requireHostMemory(const std::string& stage, double bytes, const std::string& hint) {
+  const double physical = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+  if (physical <= 0 || bytes <= physical) return;
+  const std::string asked = humanBytes(bytes);
+  throw OutOfMemory(stage, asked,
+                    stage + ": needs about " + asked + ", more than this machine's " + humanBytes(physical) +
+                        " of memory; " + hint);
 }
 
 }  // namespace pareto

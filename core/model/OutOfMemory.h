@@ -31,6 +31,11 @@ class OutOfMemory : public Error {
 // stage, and rethrows anything else unchanged.
 [[noreturn]] void rethrowAsOutOfMemory(const std::string& stage, const std::string& hint);
 
+// Refuses, before anything is allocated, work whose buffers (`bytes`, an estimate) are larger than this
+// machine's physical memory: such a request can only end in an allocation failure after minutes of swapping.
+// Throws OutOfMemory naming the stage, the size and `hint`.
+void requireHostMemory(const std::string& stage, double bytes, const std::string& hint);
+
 // Runs f() as `stage`: allocation failures inside become OutOfMemory (see above).
 template <class F>
 decltype(auto) guardMemory(const std::string& stage, const std::string& hint, F&& f) {

@@ -12,8 +12,12 @@ namespace pareto {
 void removeTree(const std::string& path);
 
 // Makes the finished folder `staged` become `target`: renamed into place when `target` does not exist; else the
-// old `target` is moved aside first, put back if the rename fails (a failed run must not lose the previous
-// result), and removed once the new one is in place. Both must be on one file system.
-void replaceFolder(const std::string& staged, const std::string& target);
+// old `target` is moved to `aside` first, put back if the rename fails (a failed run must not lose the previous
+// result), and removed once the new one is in place. All three must be on one file system.
+void replaceFolder(const std::string& staged, const std::string& target, const std::string& aside);
+
+// Writes `bytes` to `path` through a temporary file beside it (checked, flushed to disk, renamed): a full disk or
+// a crash leaves the previous file or none, never a short one. Throws Error naming the file and the reason.
+void writeFileAtomically(const std::string& path, const std::string& bytes);
 
 }  // namespace pareto

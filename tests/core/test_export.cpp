@@ -198,8 +198,9 @@ TEST_F(HfExport, Cli) {
   nlohmann::json j = nlohmann::json::parse(text);
   EXPECT_EQ(j["dtype"], "bfloat16");
   EXPECT_EQ(j["densified_modules"], 28);
-  EXPECT_EQ(j["files"], (nlohmann::json{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-                                        "tokenizer_config.json"}));
+  // pareto-export.json records that Pareto wrote the folder (what --overwrite may replace); transformers ignores it.
+  EXPECT_EQ(j["files"], (nlohmann::json{"config.json", "generation_config.json", "model.safetensors",
+                                        "pareto-export.json", "tokenizer.json", "tokenizer_config.json"}));
 }
 
 }  // namespace

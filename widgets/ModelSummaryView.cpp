@@ -41,7 +41,7 @@ QString kvHeadsDescription(int64_t heads, int64_t kvHeads) {
 }
 
 // "4.188 bits per weight over the block linears" and a line per format in first-seen order, e.g.
-// "int4: 28 modules (act-order)" or "… (act-order in 7)" when only some are.
+// "int4-g128: 28 modules (act-order)" or "… (act-order in 7)" when only some are.
 QString compressionDescription(const ModelSummary& s) {
   if (!s.compressed) return "none (dense checkpoint)";
   struct Count {

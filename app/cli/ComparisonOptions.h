@@ -13,7 +13,7 @@ namespace pareto::cli {
 
 struct ComparisonOptions {
   std::string dense, model, prompts;
-  std::string device = "cpu", dtype = "float32";
+  std::string device = "cpu", dtype = kDefaultComputeDtype;
   int64_t maxPrompts = 32;
 
   void add(CLI::App* cmd);

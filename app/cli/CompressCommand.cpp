@@ -13,7 +13,7 @@ namespace pareto::cli {
 void addCompressCommand(CLI::App& app) {
   struct Args {
     CompressOptions opts;
-    std::string device = "cpu", dtype = "float32";
+    std::string device = "cpu", dtype = kDefaultComputeDtype;
     bool json = false;
   };
   auto args = std::make_shared<Args>();

@@ -4,12 +4,14 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "model/Device.h"
+
 namespace pareto::cli {
 
 struct ModelOptions {
   std::string model;
   std::string device = "cpu";
-  std::string dtype = "float32";
+  std::string dtype = kDefaultComputeDtype;
 
   void add(CLI::App* cmd) {
     cmd->add_option("--model", model, "Hugging Face model folder (config.json, safetensors, tokenizer.json)")

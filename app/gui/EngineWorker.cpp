@@ -11,7 +11,6 @@
 #include <QFileInfo>
 #include <QLocale>
 #include <QStringList>
-#include <QTemporaryDir>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -41,9 +40,9 @@ namespace {
 std::string str(const QString& s) { return s.toStdString(); }
 QString qs(const std::string& s) { return QString::fromStdString(s); }
 
-// CPU models compute in float32 (LibTorch's CPU matmuls are slow or missing in half precision); CUDA in bf16.
+// The CLI's default compute dtype on every device, so that a run gives the numbers pareto-cli gives.
 RuntimeOptions runtimeFor(const QString& device) {
-  return makeRuntimeOptions(str(device), device.startsWith("cuda") ? "bfloat16" : "float32");
+  return makeRuntimeOptions(str(device), kDefaultComputeDtype);
 }
 
 std::vector<std::string> firstPrompts(const QString& file, int count) {
@@ -211,22 +210,19 @@ void EngineWorker::run(const RunRequest& request) {
         if (d.id == request.device) bandwidth = d.bandwidth();
     record.bandwidthSource = qs(bandwidth.source);
 
-    // The job reads its recipe from a file; a private temporary one, so that no recipe file is left anywhere.
-    QTemporaryDir scratch;
-    if (!scratch.isValid()) throw Error("cannot create a temporary folder for the recipe: " + str(scratch.errorString()));
-    const std::string recipePath = str(scratch.filePath("recipe.json"));
-    std::ofstream(recipePath) << request.recipeJson;
+    // The dock's recipe as the job takes it; its calibration paths are absolute, so no folder resolves them.
+    const Recipe recipe =
+        Recipe::fromJson(parseJson(request.recipeJson, "the workbench's recipe"), "", "the workbench's recipe");
 
     CompressOptions options;
     options.modelDir = str(request.modelDir);
-    options.recipePath = recipePath;
     options.outDir = str(request.outDir);
     options.runtime = runtimeFor(request.device);
     record.device = qs(deviceDescription(options.runtime.device));
     recorder = beginRecording(request, record);
     // The folder the job was given must not pre-exist (the window picks a fresh name), so anything there after
     // a cancel was written by this run.
-    const CompressReport report = runCompress(options, progressCallback, cancel);
+    const CompressReport report = runCompress(recipe, options, progressCallback, cancel);
     wroteOutput = true;
     record.metrics[metric::kLinearBitsPerWeight] = report.linearBitsPerWeight;
     record.metrics[metric::kModelBitsPerWeight] = report.modelBitsPerWeight;
@@ -234,7 +230,6 @@ void EngineWorker::run(const RunRequest& request) {
 
     // Predicted decode speed from the same estimate the Recipe dock showed (its bytes are the bytes written).
     const ModelSummary summary = summarizeModel(options.modelDir);
-    const Recipe recipe = Recipe::fromFile(recipePath);
     const RecipeEstimate estimate = estimateRecipe(recipe, summary, bandwidth);
     record.metrics[metric::kDenseLinearBitsPerWeight] = estimate.denseLinearBitsPerWeight;
     if (estimate.tokensPerSecond > 0) {

@@ -13,6 +13,7 @@
 #include "calib/TextCalibration.h"
 #include "compress/Gptq.h"
 #include "compress/MagnitudePrune.h"
+#include "compress/ModulePlan.h"
 #include "compress/QuantGrid.h"
 #include "compress/SparseGpt.h"
 #include "compress/Spqr.h"
@@ -50,8 +51,6 @@ struct ModuleOutcome {
   at::Tensor permutation;  // GPTQ act-order: int64 [in], the order the columns were quantized in
   std::optional<SpqrResult> spqr;  // of the whole weight, or of the bitmask's kept values
 };
-
-bool packsAsBitmask(const SparsityPattern& p, int64_t columns) { return p.isNM() && columns % 32 == 0; }
 
 CalibrationSet calibrate(const LoadedModel& m, const CalibrationSpec& spec, const ProgressCallback& progress,
                          const CancelToken* cancel, int64_t batch) {
@@ -109,16 +108,6 @@ SpqrResult spqrWeight(const std::string& name, const at::Tensor& weight, const H
   return spqrQuantize(weight, hessian->sum(), o, name);
 }
 
-// After N:M pruning the packed form quantizes the kept values, in groups of g kept values; the solvers run on
-// the original columns, where such a group is g·M/N columns (every M columns keep exactly N).
-int64_t originalGroupSize(const std::string& name, int64_t keptGroup, const SparsityPattern& p, int64_t keptCols) {
-  if ((keptGroup * p.m()) % p.n() != 0 || keptCols % keptGroup != 0)
-    throw InputError(name + ": groups of " + std::to_string(keptGroup) + " kept values do not fit " + p.label() +
-                     " pruning with " + std::to_string(keptCols) + " kept values per row (need a multiple of N = " +
-                     std::to_string(p.n()) + " dividing the kept values)");
-  return keptGroup * p.m() / p.n();
-}
-
 ModuleOutcome pruneModule(const std::string& name, const at::Tensor& weight, const HessianAccumulator* hessian,
                           const PruneSpec& spec) {
   const auto t0 = clock::now();
@@ -145,59 +134,47 @@ ModuleOutcome pruneModule(const std::string& name, const at::Tensor& weight, con
   out.mask = r.mask;
   out.report.seconds = since(t0);
   out.report.sparsity = 1.0 - r.mask.to(at::kFloat).mean().item<double>();
-  out.report.format = packsAsBitmask(spec.pattern, weight.size(1))
-                          ? "bitmask-" + std::to_string(spec.pattern.n()) + ":" + std::to_string(spec.pattern.m())
-                          : "dense";
   out.report.bitsPerWeight = 0;   // known once the folder is written (it depends on the stored dtype)
   return out;
 }
 
-ModuleOutcome compressModule(const std::string& name, const at::Tensor& weight, const HessianAccumulator* hessian,
-                             const std::optional<PruneSpec>& prune, const std::optional<QuantizeSpec>& quant) {
+// Runs the plan's solvers on one module; the stored format is the plan's.
+ModuleOutcome compressModule(const ModulePlan& plan, const at::Tensor& weight, const HessianAccumulator* hessian) {
   const auto t0 = clock::now();
+  const std::string& name = plan.module;
+  const std::optional<PruneSpec>& prune = plan.prune;
+  const std::optional<QuantizeSpec>& quant = plan.quant;
   ModuleOutcome out = prune ? pruneModule(name, weight, hessian, *prune) : ModuleOutcome{};
   out.report.name = name;
-  if (!prune) {
-    out.weight = weight;
-    out.report.format = "dense";
-  }
+  out.report.method = plan.method();
+  out.report.pattern = plan.pattern();
+  out.report.format = plan.format.name();
+  if (!prune) out.weight = weight;
   if (quant) {
     out.quant = quant;
-    out.report.method += (out.report.method.empty() ? "" : "+") + quant->method;
-    out.report.pattern += (out.report.pattern.empty() ? "" : " ") + quant->grid.label();
-    const bool bitmask = out.report.format.rfind("bitmask-", 0) == 0;
-    if (bitmask) {
+    if (plan.format.isBitmask()) {
       // Prune then quantize the survivors: the packed codes hold the kept values in column order, which is what
       // the bitmask + int kernel reads, and the grids are groups of those kept values.
-      const int64_t keptCols = weight.size(1) * out.pattern->n() / out.pattern->m();
       if (quant->method == "rtn") {
         BitmaskNMWeight packed = BitmaskNMWeight::pack(out.weight, out.mask, out.pattern->n(), out.pattern->m());
         out.codes = rtnQuantize(packed.values, quant->grid, name);
         packed.values = out.codes.dequantized;
         out.weight = packed.unpack();
-        out.report.format += "+int" + std::to_string(quant->grid.bits);
       } else if (quant->method == "gptq") {
         // GPTQ over the kept weights only (pruned ones stay 0, the mask is kept exactly).
-        QuantSpec grid = quant->grid;
-        if (grid.granularity == QuantSpec::Granularity::Group)
-          grid.groupSize = originalGroupSize(name, quant->grid.groupSize, *out.pattern, keptCols);
-        GptqResult r = quantizeWeight(name, out.weight, hessian, *quant, grid, out.mask);
+        GptqResult r = quantizeWeight(name, out.weight, hessian, *quant, plan.solverGrid(), out.mask);
         out.weight = r.quant.dequantized;
         out.codes = quantKeptColumns(r.quant, out.mask);
         out.permutation = r.permutation;
-        out.report.format += "+int" + std::to_string(quant->grid.bits);
       } else {
-        const int64_t groupSize = originalGroupSize(name, quant->grid.groupSize, *out.pattern, keptCols);
-        SpqrResult r = spqrWeight(name, out.weight, hessian, *quant, groupSize, out.mask);
+        SpqrResult r = spqrWeight(name, out.weight, hessian, *quant, plan.solverGrid().groupSize, out.mask);
         out.weight = r.dequantized;
         out.spqr = spqrKeptColumns(r, out.mask);
-        out.report.format += "+spqr" + std::to_string(quant->grid.bits);
       }
     } else if (quant->method == "spqr") {
       // Unstructured pruning first: the pruned weights get their group's zero code (exactly 0).
       out.spqr = spqrWeight(name, out.weight, hessian, *quant, quant->grid.groupSize, out.mask);
       out.weight = out.spqr->dequantized;
-      out.report.format = "spqr" + std::to_string(quant->grid.bits);
     } else {
       GptqResult r = quantizeWeight(name, out.weight, hessian, *quant, quant->grid,
                                     quant->method == "gptq" ? out.mask : at::Tensor());
@@ -210,7 +187,6 @@ ModuleOutcome compressModule(const std::string& name, const at::Tensor& weight, 
         out.codes.dequantized = out.codes.dequantized * out.mask.to(out.codes.dequantized.scalar_type());
       }
       out.weight = out.codes.dequantized;
-      out.report.format = "int" + std::to_string(quant->grid.bits);
     }
   }
   out.report.seconds = since(t0);
@@ -227,14 +203,18 @@ void copyIfPresent(const fs::path& from, const fs::path& to) {
 }  // namespace
 
 CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& progress, const CancelToken* cancel) {
+  return runCompress(Recipe::fromFile(opts.recipePath), opts, progress, cancel);
+}
+
+CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, const ProgressCallback& progress,
+                           const CancelToken* cancel) {
   const auto start = clock::now();
-  Recipe recipe = Recipe::fromFile(opts.recipePath);
   // The destination is checked and locked before any work: a refusal costs nothing, and no second run can
   // write it meanwhile.
   OutputClaim claim;
   claim.path = opts.outDir;
   claim.overwrite = opts.overwrite;
-  claim.inputs = {opts.modelDir, opts.recipePath};
+  claim.inputs = {opts.modelDir, recipe.path};
   if (recipe.calibration) claim.inputs.push_back(recipe.calibration->file);
   claim.job = "compress";
   OutputFolder output(claim);
@@ -251,10 +231,9 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
   CompressReport result;
   std::map<std::string, ModuleOutcome> outcomes;
   auto onModule = [&](const std::string& name, const at::Tensor& weight, const HessianAccumulator* h) -> at::Tensor {
-    std::optional<PruneSpec> prune = recipe.pruneFor(name);
-    std::optional<QuantizeSpec> quant = recipe.quantizeFor(name);
-    if (!prune && !quant) return {};
-    ModuleOutcome o = compressModule(name, weight, h, prune, quant);
+    const ModulePlan plan = planModule(recipe, name, weight.size(0), weight.size(1));
+    if (!plan.touched()) return {};
+    ModuleOutcome o = compressModule(plan, weight, h);
     at::Tensor pruned = o.weight;
     o.weight = at::Tensor();   // the model holds it from here on
     outcomes[name] = std::move(o);

@@ -15,7 +15,7 @@ namespace pareto {
 
 struct CompressOptions {
   std::string modelDir;
-  std::string recipePath;
+  std::string recipePath;  // read by the runCompress that takes no Recipe
   std::string outDir;
   RuntimeOptions runtime;
   bool overwrite = false;   // replace an existing output folder (only once the new one is complete)
@@ -26,7 +26,7 @@ struct ModuleReport {
   std::string name;
   std::string method;       // "" when left dense
   std::string pattern;      // "2:4", "50%"
-  std::string format;       // "dense", "bitmask-N:M", "intB", "spqrB", "bitmask-N:M+intB", "bitmask-N:M+spqrB"
+  std::string format;       // formats/WeightFormat.h: "dense", "bitmask-2:4", "int4-g128", "bitmask-2:4+int4-g128", ...
   double sparsity = 0;      // measured fraction of zeros
   double bitsPerWeight = 0;
   double seconds = 0;
@@ -44,6 +44,11 @@ struct CompressReport {
   double calibrationSeconds = 0, passSeconds = 0, writeSeconds = 0, totalSeconds = 0;
 };
 
+// Compresses with `recipe` (opts.recipePath is not read; a recipe read from a file keeps its path, which counts
+// as an input the output may not hold).
+CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, const ProgressCallback& progress = {},
+                           const CancelToken* cancel = nullptr);
+// The same with the recipe read from opts.recipePath.
 CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& progress = {},
                            const CancelToken* cancel = nullptr);
 

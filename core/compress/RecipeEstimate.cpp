@@ -12,10 +12,8 @@
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 
+#include "compress/ModulePlan.h"
 #include "compress/Recipe.h"
-#include "compress/Spqr.h"
-#include "formats/PackedBlocks.h"
-#include "formats/SpqrWeight.h"
 #include "model/Device.h"
 #include "model/ModelSummary.h"
 #include "util/Error.h"
@@ -40,41 +38,11 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Bytes of a packed integer grid (formats/QuantGroupWeight.h) for a [rows, cols] weight, counted as its
-// storedBytes() counts them (formats/PackedBlocks.h): each row's codes, and per grid an fp16 scale (and a uint8
-// zero when asymmetric). Throws InputError naming the module where the job's packing would refuse the shape.
-uint64_t quantGridBytes(int64_t rows, int64_t cols, const QuantSpec& grid, const std::string& who) {
-  const int64_t groupsPerRow = grid.groupsPerRow(cols, who);   // throws when the groups do not fit
-  if ((cols * grid.bits) % 8 != 0 && grid.bits != 8)
-    throw InputError(who + ": " + std::to_string(cols) + " columns do not fill whole bytes of " +
-                     std::to_string(grid.bits) + "-bit codes");
-  int64_t grids = 1;
-  if (grid.granularity == QuantSpec::Granularity::Channel) grids = rows;
-  if (grid.granularity == QuantSpec::Granularity::Group) grids = rows * groupsPerRow;
-  const int64_t perGrid = grid.columnsPerGroup(cols);
-  const int64_t statBytes = packed::quantGroupBytes(grid.bits, perGrid, grid.symmetric) -
-                            packed::quantRowCodeBytes(perGrid, grid.bits);
-  return uint64_t(rows * packed::quantRowCodeBytes(cols, grid.bits) + grids * statBytes);
-}
-
 struct ModuleLayout {
   ModuleEstimate estimate;
   std::string problem;   // non-empty: the job would refuse this module
   std::string note;
 };
-
-// SpQR's stored bytes for a [rows, cols] code matrix in groups of groupSize (formats/SpqrWeight.h).
-uint64_t spqrBytes(int64_t rows, int64_t cols, int64_t groupSize, int64_t outliers, const QuantizeSpec& q,
-                   const std::string& who) {
-  const SpqrOptions defaults;   // the job uses the solver's second-level group
-  if (cols % groupSize != 0)
-    throw InputError(who + ": " + std::to_string(cols) + " columns are not a multiple of the SpQR group size " +
-                     std::to_string(groupSize));
-  if (rows % defaults.scaleGroup != 0)
-    throw InputError(who + ": " + std::to_string(rows) + " output rows are not a multiple of the SpQR scale group " +
-                     std::to_string(defaults.scaleGroup));
-  return uint64_t(spqrStoredBits(rows, cols, q.grid.bits, groupSize, q.scaleBits, defaults.scaleGroup, outliers) / 8);
-}
 
 // Weights an unstructured prune keeps in a [rows, cols] weight, counted as compress/PruneMask.cpp counts them:
 // exactly floor(s · count) removed per scope (magnitude: the whole tensor; Wanda: each row; SparseGPT: each
@@ -95,24 +63,6 @@ int64_t unstructuredKept(const PruneSpec& prune, int64_t rows, int64_t cols) {
   return rows * cols - removedCount(s, rows * cols);   // magnitude
 }
 
-// The job's rule for grids over the kept values of an N:M weight: the solvers see g kept values as g·M/N
-// original columns, so g must be a multiple of N and divide the kept values of a row.
-void checkKeptGroups(const std::string& who, int64_t keptGroup, const SparsityPattern& p, int64_t keptCols) {
-  if ((keptGroup * p.m()) % p.n() != 0 || keptCols % keptGroup != 0)
-    throw InputError(who + ": groups of " + std::to_string(keptGroup) + " kept values do not fit " + p.label() +
-                     " pruning with " + std::to_string(keptCols) + " kept values per row");
-}
-
-// The benchmark's name of a packed integer grid's kernel (runtime/KernelBenchmark.h: int4/int8 per channel or in
-// groups); "" for grids no kernel runs.
-std::string quantKernel(const QuantSpec& grid) {
-  if (grid.bits != 4 && grid.bits != 8) return "";
-  const std::string bits = "int" + std::to_string(grid.bits);
-  if (grid.granularity == QuantSpec::Granularity::Channel) return bits + "-channel";
-  if (grid.granularity == QuantSpec::Granularity::Group) return bits + "-g" + std::to_string(grid.groupSize);
-  return "";
-}
-
 ModuleLayout layoutOf(const TensorSummary& t, const Recipe& recipe) {
   ModuleLayout out;
   ModuleEstimate& e = out.estimate;
@@ -123,64 +73,25 @@ ModuleLayout layoutOf(const TensorSummary& t, const Recipe& recipe) {
   e.kernel = "dense";
   e.bytes = t.bytes;
   const int64_t valueBytes = e.weights ? int64_t(t.bytes) / e.weights : 0;   // the checkpoint's dtype
-  const std::optional<PruneSpec> prune = recipe.pruneFor(e.module);
-  const std::optional<QuantizeSpec> quant = recipe.quantizeFor(e.module);
-  // GPTQ with act-order stores its column order beside the codes: int32 per input column.
-  const uint64_t permutationBytes = quant && quant->method == "gptq" && quant->actOrder ? uint64_t(cols) * 4 : 0;
-  auto outlierCount = [&](int64_t kept) -> int64_t {
-    if (quant->outlierRatio >= 0) return std::llround(quant->outlierRatio * double(kept));
-    out.note = "SpQR with an outlier threshold: outliers are only known after the run, estimated without them";
-    return 0;
-  };
   try {
-    if (prune) prune->pattern.checkColumns(cols, e.module);
-    if (quant && quant->method == "gptq" && quant->actOrder && !quant->staticGroups &&
-        quant->grid.granularity == QuantSpec::Granularity::Group)   // as compress/Gptq.cpp refuses it
-      throw InputError(e.module + ": GPTQ act-order with groups (" + quant->grid.label() +
-                       ") needs static groups; dynamic groups with act-order are not supported");
-    const bool bitmask = prune && prune->pattern.isNM() && cols % packed::kMaskWordColumns == 0;
-    if (bitmask) {
-      const SparsityPattern& p = prune->pattern;
-      e.format = "bitmask-" + std::to_string(p.n()) + ":" + std::to_string(p.m());
-      e.kernel = e.format;
-      const int64_t keptCols = cols * p.n() / p.m();
-      const int64_t blocks = rows * (cols / packed::kMaskWordColumns);
-      if (!quant) {
-        e.bytes = uint64_t(blocks * packed::bitmaskBlockBytes(p.n(), p.m(), valueBytes));
-      } else if (quant->method == "spqr") {
-        checkKeptGroups(e.module, quant->grid.groupSize, p, keptCols);
-        e.kernel = "";
-        e.format += "+spqr" + std::to_string(quant->grid.bits);
-        e.bytes = uint64_t(blocks * packed::bitmaskBlockBytes(p.n(), p.m(), 0)) +
-                  spqrBytes(rows, keptCols, quant->grid.groupSize, outlierCount(rows * keptCols), *quant, e.module);
+    const ModulePlan plan = planModule(recipe, e.module, rows, cols);
+    int64_t outliers = 0;
+    if (plan.format.values == WeightFormat::Values::Spqr) {
+      if (plan.quant->outlierRatio >= 0) {
+        // A share of the weights pruning kept: N of every M (packed as a bitmask or not), or the unstructured
+        // count of the pruning method.
+        int64_t kept = e.weights;
+        if (plan.prune)
+          kept = plan.prune->pattern.isNM() ? e.weights / plan.prune->pattern.m() * plan.prune->pattern.n()
+                                            : unstructuredKept(*plan.prune, rows, cols);
+        outliers = std::llround(plan.quant->outlierRatio * double(kept));
       } else {
-        if (quant->method == "gptq" && quant->grid.granularity == QuantSpec::Granularity::Group)
-          checkKeptGroups(e.module, quant->grid.groupSize, p, keptCols);
-        // The fused kernel reads int4 codes in groups of the kept values.
-        const bool fused = quant->grid.bits == 4 && quant->grid.granularity == QuantSpec::Granularity::Group;
-        e.kernel = fused ? e.format + "+int4-g" + std::to_string(quant->grid.groupSize) : "";
-        e.format += "+int" + std::to_string(quant->grid.bits);
-        e.bytes = uint64_t(blocks * packed::bitmaskBlockBytes(p.n(), p.m(), 0)) +
-                  quantGridBytes(rows, keptCols, quant->grid, e.module) + permutationBytes;
+        out.note = "SpQR with an outlier threshold: outliers are only known after the run, estimated without them";
       }
-    } else if (quant && quant->method == "spqr") {
-      int64_t kept = e.weights;
-      if (prune) {
-        // Outliers are a ratio of the kept weights: every M columns keep N (an N:M pattern that does not pack
-        // as a bitmask), or the unstructured count of the pruning method.
-        kept = prune->pattern.isNM() ? e.weights / prune->pattern.m() * prune->pattern.n()
-                                     : unstructuredKept(*prune, rows, cols);
-      }
-      e.format = "spqr" + std::to_string(quant->grid.bits);
-      const bool spqrKernel = quant->grid.bits >= 2 && quant->grid.bits <= 4;
-      e.kernel = spqrKernel ? "spqr-" + std::to_string(quant->grid.bits) + "bit" : "";
-      e.bytes = spqrBytes(rows, cols, quant->grid.groupSize, outlierCount(kept), *quant, e.module);
-    } else if (quant) {
-      e.format = "int" + std::to_string(quant->grid.bits);
-      e.kernel = quantKernel(quant->grid);
-      e.bytes = quantGridBytes(rows, cols, quant->grid, e.module) + permutationBytes;
     }
-    // Unstructured (or unpackable N:M) pruning alone keeps the dense layout with zeros in it.
+    e.format = plan.format.name();
+    e.kernel = plan.format.kernel();
+    e.bytes = plan.format.isDense() ? t.bytes : plan.storedBytes(valueBytes, outliers);
   } catch (const InputError& err) {
     out.problem = err.what();
     e.format = "dense";

@@ -2,8 +2,8 @@
 // model size) and the tokens per second batch-1 decode can reach when it is bound by reading those bytes.
 //
 // Bytes come from the model's tensor shapes (ModelSummary, headers only) and the storage layout each module
-// will get, decided as the compress job decides it (compress/CompressJob.cpp), and counted with the formats'
-// own byte-count functions (formats/PackedBlocks.h, spqrStoredBits):
+// will get, decided by the module plan the compress job follows (compress/ModulePlan.h), and counted with the
+// formats' own byte-count functions (formats/PackedBlocks.h, spqrStoredBits):
 //   N:M pruning of a module whose columns are a multiple of 32   → bitmask N:M (formats/BitmaskNMWeight.h), its
 //                                                                   kept values stored as fp values, or as an
 //                                                                   integer grid (rtn, gptq) or SpQR over them
@@ -39,7 +39,7 @@ struct ModelSummary;
 
 struct ModuleEstimate {
   std::string module;      // "model.layers.0.mlp.up_proj"
-  std::string format;      // "dense", "bitmask-2:4", "bitmask-2:4+int4", "int4", "spqr3"
+  std::string format;      // formats/WeightFormat.h: "dense", "bitmask-2:4+int4-g128", "int3-g128", "spqr-3bit"
   // The kernel format of runtime/KernelBenchmark.h that decodes this layout ("dense", "bitmask-2:4",
   // "int4-g128", "int8-channel", "spqr-3bit", "bitmask-2:4+int4-g128"); "" when no benchmarked kernel runs it
   // (grids of 2, 3, 5-7 bits, per-tensor grids, N:M with int8 or SpQR).

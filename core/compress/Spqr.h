@@ -103,7 +103,7 @@ struct SpqrResult {
 // A result computed with options.keep on an N:M-pruned weight (group size g·M/N original columns) restricted to
 // the kept weights, each row compacted in column order: codes and dequantized [rows, cols·N/M], outlier columns
 // renumbered to kept-value indices, groupSize g; the statistics are unchanged (a group of g·M/N original
-// columns holds exactly g kept values). This is what is stored beside the bitmask (format bitmask-N:M+spqrB).
+// columns holds exactly g kept values). This is what is stored beside the bitmask (format bitmask-N:M+spqr-Bbit).
 // Throws InputError when the rows keep different counts, the group does not map to whole kept values, or an
 // outlier sits on a pruned position.
 SpqrResult spqrKeptColumns(const SpqrResult& result, const at::Tensor& keep);

@@ -15,7 +15,7 @@
 // 1.13, which has no uint32 tensors; the bits are identical. The unit of both streams is
 // packed::block_bitmask24_f16 and friends (formats/PackedBlocks.h: one mask word + its 32·N/M values).
 //
-// After N:M pruning + quantization (format "bitmask-N:M+intB" / "+spqrB") the values stream is replaced by a
+// After N:M pruning + quantization (formats "bitmask-N:M+intB-…" / "+spqr-Bbit") the values stream is replaced by a
 // QuantGroupWeight / SpqrWeight over the kept values [rows, cols·N/M] (groups of g kept values = g·M/N columns).
 #pragma once
 

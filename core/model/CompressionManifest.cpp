@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "util/Error.h"
+#include "formats/WeightFormat.h"
 #include "util/Json.h"
 
 namespace pareto {
@@ -27,7 +28,23 @@ std::optional<CompressionManifest> CompressionManifest::readFrom(const std::stri
       fail("module " + name + ": missing \"format\"");
     ModuleFormat f;
     f.format = entry["format"].get<std::string>();
+    // A name of today's vocabulary is checked below in the terms of the earlier one ("bitmask-2:4+int4"), whose
+    // rules the grid records ("quant", "spqr") still follow.
+    std::optional<WeightFormat> named;
+    try {
+      named = WeightFormat::parse(f.format);
+    } catch (const InputError&) {
+    }
     std::string rest = f.format;
+    if (named) {
+      rest = named->isBitmask() ? "bitmask-" + std::to_string(named->n) + ":" + std::to_string(named->m) : "";
+      if (named->isQuantized())
+        rest += std::string(named->isBitmask() ? "+" : "") +
+                (named->values == WeightFormat::Values::Int ? "int" : "spqr") + std::to_string(named->bits);
+      if (named->isDense()) rest = "dense";
+    }
+    const std::string stored = f.format;
+    f.format = rest;
     if (rest.rfind("bitmask-", 0) == 0) {
       int used = 0;
       if (std::sscanf(rest.c_str(), "bitmask-%d:%d%n", &f.n, &f.m, &used) != 2 || f.n < 1 || f.m <= f.n ||
@@ -76,6 +93,22 @@ std::optional<CompressionManifest> CompressionManifest::readFrom(const std::stri
         fail("module " + name + ": \"shape\" must be [rows, cols]");
       f.shape = {shape[0].get<int64_t>(), shape[1].get<int64_t>()};
     }
+    try {
+      f.weight = WeightFormat::fromStored(f.format, f.groupSize, f.shape.empty() ? 0 : f.shape[1], f.symmetric,
+                                          f.groupSize, f.scaleBits);
+    } catch (const InputError& e) {
+      fail("module " + name + ": " + e.what());
+    }
+    if (named) {
+      // The grid record must say what the name says.
+      WeightFormat recorded = f.weight;
+      if (named->values == WeightFormat::Values::Int && named->groupSize <= 0) recorded.groupSize = named->groupSize;
+      if (recorded != *named)
+        fail("module " + name + ": format \"" + stored + "\" disagrees with its grid record (which says \"" +
+             f.weight.name() + "\")");
+      f.weight = *named;
+    }
+    f.format = f.weight.name();
     f.bitsPerWeight = entry.value("bits_per_weight", 0.0);
     f.sparsity = entry.value("sparsity", 0.0);
     f.method = entry.value("method", std::string());

@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "formats/WeightFormat.h"
+
 namespace pareto {
 
 struct ModuleFormat {
-  // "dense", "bitmask-N:M", "intB", "spqrB", "bitmask-N:M+intB" or "bitmask-N:M+spqrB" (the quantized part then
-  // holds the kept values only)
-  std::string format = "dense";
+  WeightFormat weight;            // the layout (formats/WeightFormat.h)
+  std::string format = "dense";   // weight.name(), also for folders that stored an earlier name
+  // Below: the layout's grid as the loader reads it (earlier folders record these beside the name).
   int n = 0, m = 0;               // bitmask patterns
   int bits = 0;                   // quantized: code bits, grid symmetry, input columns (kept values) per scale
   bool symmetric = true;
@@ -33,8 +35,9 @@ struct ModuleFormat {
 
 struct CompressionManifest {
   // 2: SpQR zero points are b-bit integer codes (formats/SpqrWeight.h), act-order permutations, module shapes.
-  // Version-1 folders still load, except their SpQR modules (refused with a message to compress again).
-  static constexpr int kFormatVersion = 2;
+  // 3: format names of formats/WeightFormat.h ("int4-g128" for "int4"). Version-1 folders still load, except
+  // their SpQR modules (refused with a message to compress again); version-2 names are mapped.
+  static constexpr int kFormatVersion = 3;
   std::map<std::string, ModuleFormat> modules;   // by module name ("model.layers.0.mlp.up_proj")
   nlohmann::json document;                       // the whole file
 

@@ -24,6 +24,10 @@ c10::ScalarType parseDtype(const std::string& name);
 std::string dtypeLabel(c10::ScalarType dtype);
 // Throws InputError when the pair cannot run (float16 matmuls are not implemented on the CPU).
 RuntimeOptions makeRuntimeOptions(const std::string& device, const std::string& dtype);
+
+// The compute dtype a job runs in unless the user picks another, on every device and in both front ends: float32,
+// so that one recipe gives the same calibration, weights and metrics from the CLI and from the workbench.
+inline constexpr const char* kDefaultComputeDtype = "float32";
 // "cpu" or the CUDA device's name ("NVIDIA H200").
 std::string deviceDescription(const c10::Device& device);
 

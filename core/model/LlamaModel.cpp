@@ -146,7 +146,8 @@ class WeightLoader {
       if (t.defined()) t = t.to(dev);
     };
     const int64_t rows = expected[0], cols = expected[1];
-    std::string name;
+    // The kernel's name (formats/WeightFormat.h), as bench tables and summaries show it.
+    const std::string name = f.weight.kernel().empty() ? f.format : f.weight.kernel();
     PackedLinear::Weight w;
     if (s.spqr) {
       for (at::Tensor* t : {&s.spqr->codes, &s.spqr->scaleCodes, &s.spqr->zeroCodes, &s.spqr->scaleBase,
@@ -154,23 +155,18 @@ class WeightLoader {
                             &s.spqr->outlierValues})
         onDevice(*t);
       w = SpqrKernelWeight::fromPacked(*s.spqr);
-      name = "spqr-" + std::to_string(f.bits) + "bit";
     } else if (s.quant) {
       for (at::Tensor* t : {&s.quant->codes, &s.quant->scales, &s.quant->zeros}) onDevice(*t);
-      const std::string group = s.quant->groupSize >= s.quant->cols ? "channel" : "g" + std::to_string(s.quant->groupSize);
       if (s.bitmask) {
         if (f.bits != 4) return std::nullopt;
         w = BitmaskInt4KernelWeight::fromPacked(s.bitmask->masks.to(dev), f.n, f.m, *s.quant);
-        name = "bitmask-" + std::to_string(f.n) + ":" + std::to_string(f.m) + "+int4-" + group;
       } else {
         w = QuantGroupKernelWeight::fromPacked(*s.quant);
-        name = "int" + std::to_string(f.bits) + "-" + group;
       }
     } else {
       s.bitmask->masks = s.bitmask->masks.to(dev);
       s.bitmask->values = s.bitmask->values.to(dev, opts_.dtype);
       w = BitmaskNMKernelWeight::fromPacked(*s.bitmask);
-      name = "bitmask-" + std::to_string(f.n) + ":" + std::to_string(f.m);
     }
     return PackedLinear(std::move(w), name, rows, cols, bias);
   }

@@ -168,7 +168,7 @@ std::string toText(const ModelSummary& s) {
     size_t w = 0;
     for (const auto& m : s.modules) w = std::max(w, m.name.size());
     for (const auto& m : s.modules)
-      o << "  " << std::left << std::setw(static_cast<int>(w)) << m.name << "  " << std::setw(18) << m.format
+      o << "  " << std::left << std::setw(static_cast<int>(w)) << m.name << "  " << std::setw(24) << m.format
         << std::right << std::setprecision(3) << std::setw(7) << m.bitsPerWeight << " bpw  " << std::setprecision(1)
         << std::setw(5) << 100 * m.sparsity << "% zeros" << (m.method.empty() ? "" : "  " + m.method)
         << (m.actOrder ? "  act-order" : "") << "\n";

@@ -18,7 +18,7 @@ struct TensorSummary {
 
 struct ModuleFormatSummary {
   std::string name;
-  std::string format;          // "dense", "bitmask-2:4", "int4", "spqr3", "bitmask-2:4+int4", ...
+  std::string format;          // formats/WeightFormat.h: "dense", "bitmask-2:4", "int4-g128", "spqr-3bit", ...
   // Every byte the folder stores for the module's weight over its rows · cols: counted from the safetensors
   // header when the manifest records the shape (format version 2), else the manifest's own figure.
   double bitsPerWeight = 0;

@@ -2,17 +2,16 @@
 
 #include <ATen/ATen.h>
 
-#include <regex>
-
 #include "BitmaskNMGemv.h"
 #include "GemvProblem.h"
+#include "formats/WeightFormat.h"
 #include "runtime/SyntheticWeights.h"
 #include "util/Error.h"
 
 namespace pareto {
 namespace {
 
-// A packed format, parsed from its name.
+// A format a kernel runs (formats/WeightFormat.h), as the random-weight makers below take it.
 struct FormatSpec {
   enum Kind { Dense, Bitmask, Quant, Spqr, BitmaskInt4 } kind = Dense;
   int n = 0, m = 0;
@@ -21,36 +20,20 @@ struct FormatSpec {
 };
 
 FormatSpec parseFormat(const std::string& name) {
-  std::smatch match;
+  const WeightFormat w = WeightFormat::parse(name);
+  if (w.kernel() != name || !w.symmetric)
+    throw InputError("unknown weight format \"" + name + "\" for the kernels (they run: dense, bitmask-N:M, "
+                     "int8-channel, int4-channel, int4-gG, int8-gG, spqr-2bit/3bit/4bit, bitmask-N:M+int4-gG)");
   FormatSpec f;
-  if (name == "dense") return f;
-  if (std::regex_match(name, match, std::regex(R"(bitmask-(\d+):(\d+))"))) {
-    f.kind = FormatSpec::Bitmask;
-    f.n = std::stoi(match[1]);
-    f.m = std::stoi(match[2]);
-    return f;
-  }
-  if (std::regex_match(name, match, std::regex(R"(int(4|8)-(channel|g(\d+)))"))) {
-    f.kind = FormatSpec::Quant;
-    f.bits = std::stoi(match[1]);
-    f.group = match[2] == "channel" ? 0 : std::stoll(match[3]);
-    return f;
-  }
-  if (std::regex_match(name, match, std::regex(R"(spqr-([234])bit)"))) {
-    f.kind = FormatSpec::Spqr;
-    f.bits = std::stoi(match[1]);
-    return f;
-  }
-  if (std::regex_match(name, match, std::regex(R"(bitmask-(\d+):(\d+)\+int4-g(\d+))"))) {
-    f.kind = FormatSpec::BitmaskInt4;
-    f.n = std::stoi(match[1]);
-    f.m = std::stoi(match[2]);
-    f.bits = 4;
-    f.group = std::stoll(match[3]);
-    return f;
-  }
-  throw InputError("unknown weight format \"" + name + "\" (known: dense, bitmask-N:M, int8-channel, int4-channel, " +
-                   "int4-gG, int8-gG, spqr-2bit/3bit/4bit, bitmask-N:M+int4-gG)");
+  f.n = w.n;
+  f.m = w.m;
+  f.bits = w.bits;
+  f.group = w.values == WeightFormat::Values::Int ? w.groupSize : 0;
+  if (w.isDense()) f.kind = FormatSpec::Dense;
+  else if (w.values == WeightFormat::Values::Float) f.kind = FormatSpec::Bitmask;
+  else if (w.values == WeightFormat::Values::Spqr) f.kind = FormatSpec::Spqr;
+  else f.kind = w.isBitmask() ? FormatSpec::BitmaskInt4 : FormatSpec::Quant;
+  return f;
 }
 
 int64_t tensorBytes(const at::Tensor& t) { return t.defined() ? t.numel() * int64_t(t.element_size()) : 0; }

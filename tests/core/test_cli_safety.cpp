@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ChildProcess.h"
+#include "FolderContents.h"
 #include "SharedData.h"
 #include "model/OutOfMemory.h"
 #include "model/Safetensors.h"
@@ -27,6 +28,9 @@ namespace pareto {
 namespace {
 
 namespace fs = std::filesystem;
+using test::entries;
+using test::fileText;
+using test::snapshot;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -50,27 +54,6 @@ Outcome cli(const std::vector<std::string>& args, const char* stdoutPath = "/dev
   ::close(fds[0]);
   o.code = test::waitExit(c.pid, 60);
   return o;
-}
-
-std::string fileText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::map<std::string, std::string> snapshot(const fs::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = fileText(e.path());
-  return files;
-}
-
-std::vector<std::string> entries(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 void copyModel(const fs::path& to) {
@@ -136,20 +119,39 @@ TEST_F(CliSafety, OverwriteNeverDeletesTheUsersFiles) {
   EXPECT_TRUE(isParetoOutput(hf.string()));
 }
 
-// Two runs with one --out: the second is refused at once, naming the first, which goes on to finish alone;
-// SIGTERM then cancels the first like Ctrl-C (exit 143, nothing written, no lock or temporary folder left).
-TEST_F(CliSafety, ASecondRunToTheSameOutputIsRefusedAndSigtermCancels) {
-  const std::string recipe = decodeRecipe(15000);
-  const std::string out = (fs::path(dir_) / "out").string();
+// A compress of `out` that is calibrating (a long decode calibration) once this returns; its stderr in `fd`.
+// Without a terminal its progress comes as plain lines, which is how the test knows.
+test::Child startCalibrating(const std::string& recipe, const std::string& model, const std::string& out, int& fd) {
   int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  test::Child first = test::spawnCli({"--no-record", "compress", "--model", tiny(), "--recipe", recipe, "--out", out},
-                                     fds[1], [] {});
+  if (::pipe(fds) != 0) return {};
+  test::Child c = test::spawnCli({"--no-record", "compress", "--model", model, "--recipe", recipe, "--out", out},
+                                 fds[1], [] {});
   ::close(fds[1]);
-  // Without a terminal, progress comes as plain lines: the first run is calibrating once one names the stage.
-  const std::string started = test::readUntil(fds[0], "decode calibration", 300);
-  ASSERT_THAT(started, HasSubstr("pareto-cli: [")) << "no plain progress lines without a terminal";
-  ASSERT_THAT(started, HasSubstr("decode calibration"));
+  fd = fds[0];
+  const std::string started = test::readUntil(fd, "decode calibration", 300);
+  EXPECT_THAT(started, AllOf(HasSubstr("pareto-cli: ["), HasSubstr("decode calibration")))
+      << "no plain progress lines without a terminal";
+  return c;
+}
+
+// Sends `sig` and checks the run ends as a cancel: its exit code, the message, nothing left in the folder.
+void expectCancelledBy(const test::Child& c, int fd, int sig, int code, const std::string& name,
+                       const std::string& dir) {
+  ::kill(c.pid, sig);
+  const std::string after = test::readUntil(fd, "", 300);
+  ::close(fd);
+  EXPECT_EQ(test::waitExit(c.pid, 60), code) << after;
+  EXPECT_THAT(after, HasSubstr("pareto-cli: cancelled (" + name + ")"));
+  EXPECT_EQ(entries(dir), (std::vector<std::string>{"decode.json", "magnitude.json"}));
+}
+
+// Two runs with one --out: the second is refused at once, naming the first; SIGTERM then cancels the first
+// like Ctrl-C (exit 143, nothing written, no lock or temporary folder left).
+TEST_F(CliSafety, ASecondRunToTheSameOutputIsRefusedAndSigtermCancels) {
+  const std::string out = (fs::path(dir_) / "out").string();
+  int fd = -1;
+  const test::Child first = startCalibrating(decodeRecipe(15000), tiny(), out, fd);
+  ASSERT_GT(first.pid, 0);
   for (bool overwrite : {false, true}) {
     std::vector<std::string> args = {"compress", "--model", tiny(), "--recipe", magnitude_, "--out", out + "/"};
     if (overwrite) args.push_back("--overwrite");
@@ -161,29 +163,14 @@ TEST_F(CliSafety, ASecondRunToTheSameOutputIsRefusedAndSigtermCancels) {
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0)
         << "refused at once, before any work";
   }
-  ::kill(first.pid, SIGTERM);
-  const std::string after = test::readUntil(fds[0], "", 300);
-  ::close(fds[0]);
-  EXPECT_EQ(test::waitExit(first.pid, 60), 143) << after;
-  EXPECT_THAT(after, HasSubstr("pareto-cli: cancelled (SIGTERM)"));
-  EXPECT_EQ(entries(dir_), (std::vector<std::string>{"decode.json", "magnitude.json"}));
+  expectCancelledBy(first, fd, SIGTERM, 143, "SIGTERM", dir_);
 }
 
 TEST_F(CliSafety, SighupCancelsLikeCtrlC) {
-  const std::string recipe = decodeRecipe(15000);
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  test::Child c = test::spawnCli({"--no-record", "compress", "--model", tiny(), "--recipe", recipe, "--out",
-                                  dir_ + "/out"},
-                                 fds[1], [] {});
-  ::close(fds[1]);
-  ASSERT_THAT(test::readUntil(fds[0], "decode calibration", 300), HasSubstr("decode calibration"));
-  ::kill(c.pid, SIGHUP);
-  const std::string after = test::readUntil(fds[0], "", 300);
-  ::close(fds[0]);
-  EXPECT_EQ(test::waitExit(c.pid, 60), 129) << after;
-  EXPECT_THAT(after, HasSubstr("pareto-cli: cancelled (SIGHUP)"));
-  EXPECT_EQ(entries(dir_), (std::vector<std::string>{"decode.json", "magnitude.json"}));
+  int fd = -1;
+  const test::Child c = startCalibrating(decodeRecipe(15000), tiny(), dir_ + "/out", fd);
+  ASSERT_GT(c.pid, 0);
+  expectCancelledBy(c, fd, SIGHUP, 129, "SIGHUP", dir_);
 }
 
 TEST_F(CliSafety, ATrailingSlashIsTheSameFolder) {

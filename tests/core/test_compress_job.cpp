@@ -185,28 +185,28 @@ TEST_F(CompressJob, QuantizedFormatsLoadBackExactlyAndCountTheirBytes) {
     double bitsPerWeight;   // over the block linears of ref-tiny
   };
   const std::vector<Case> cases = {
-      {"rtn4", R"({"quantize": {"method": "rtn", "bits": 4, "group_size": 64}})", "int4", 4.25},
-      {"rtn3asym", R"({"quantize": {"method": "rtn", "bits": 3, "granularity": "channel", "symmetric": false}})", "int3", -1},
+      {"rtn4", R"({"quantize": {"method": "rtn", "bits": 4, "group_size": 64}})", "int4-g64", 4.25},
+      {"rtn3asym", R"({"quantize": {"method": "rtn", "bits": 3, "granularity": "channel", "symmetric": false}})", "int3-channel-asym", -1},
       {"gptq4", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
-                    "quantize": {"method": "gptq", "bits": 4, "group_size": 64}})", "int4", 4.25},
+                    "quantize": {"method": "gptq", "bits": 4, "group_size": 64}})", "int4-g64", 4.25},
       {"spqr3", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
-                    "quantize": {"method": "spqr", "bits": 3, "outlier_ratio": 0.003}})", "spqr3", -1},
+                    "quantize": {"method": "spqr", "bits": 3, "outlier_ratio": 0.003}})", "spqr-3bit", -1},
       {"s24int4", R"({"prune": {"method": "magnitude", "pattern": "2:4"},
-                      "quantize": {"method": "rtn", "bits": 4, "group_size": 32}})", "bitmask-2:4+int4",
+                      "quantize": {"method": "rtn", "bits": 4, "group_size": 32}})", "bitmask-2:4+int4-g32",
        0.5 * (4 + 16.0 / 32) + 1},
       {"s24gptq4", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
                        "prune": {"method": "sparsegpt", "pattern": "2:4"},
-                       "quantize": {"method": "gptq", "bits": 4, "group_size": 32}})", "bitmask-2:4+int4",
+                       "quantize": {"method": "gptq", "bits": 4, "group_size": 32}})", "bitmask-2:4+int4-g32",
        0.5 * (4 + 16.0 / 32) + 1},
       {"s24spqr3", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
                        "prune": {"method": "sparsegpt", "pattern": "2:4"},
-                       "quantize": {"method": "spqr", "bits": 3, "outlier_ratio": 0.003}})", "bitmask-2:4+spqr3", -1},
+                       "quantize": {"method": "spqr", "bits": 3, "outlier_ratio": 0.003}})", "bitmask-2:4+spqr-3bit", -1},
       {"w50gptq4", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
                        "prune": {"method": "wanda", "sparsity": 0.5},
-                       "quantize": {"method": "gptq", "bits": 4, "group_size": 64}})", "int4", 4.25},
+                       "quantize": {"method": "gptq", "bits": 4, "group_size": 64}})", "int4-g64", 4.25},
       {"gptq4act", R"({"calibration": {"source": "text", "text": ")" + text + R"(", "tokens": 256, "window": 128},
                        "quantize": {"method": "gptq", "bits": 4, "group_size": 64, "act_order": true,
-                                    "static_groups": true}})", "int4", -1}};
+                                    "static_groups": true}})", "int4-g64", -1}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     CompressReport r = runCompress(options(writeRecipe(c.name + ".json", c.recipe), c.name));

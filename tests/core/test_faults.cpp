@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ChildProcess.h"
+#include "FolderContents.h"
 #include "InputErrors.h"
 #include "SharedData.h"
 #include "TestRuntime.h"
@@ -43,6 +44,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::Child;
+using test::entries;
+using test::fileText;
+using test::snapshot;
 using test::readUntil;
 using test::spawnCli;
 using test::waitExit;
@@ -50,33 +54,10 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string fileText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 void writeText(const fs::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << text;
   ASSERT_TRUE(out.good()) << p;
-}
-
-// Every file under `dir` with its bytes, to show an existing output folder is untouched.
-std::map<std::string, std::string> snapshot(const fs::path& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = fileText(e.path());
-  return files;
-}
-
-// The names in `dir` (temporary .partial / .old folders included).
-std::vector<std::string> entries(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 // A model folder that reuses ref-tiny's weights (linked) with its own config.json and tokenizer.json.

@@ -210,25 +210,25 @@ TEST(RecipeEstimate, NamesTheBenchmarkKernelOfEveryModuleLayout) {
   struct Case {
     json recipe;
     std::string kernel;   // of every block linear
-    std::string format;
+    std::string format;   // the one name of formats/WeightFormat.h: the kernel's where one runs it
   };
   const json calib = {{"source", "text"}, {"text", "t.txt"}};
   const std::vector<Case> cases = {
       {{{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}}, "bitmask-2:4", "bitmask-2:4"},
       {{{"prune", {{"method", "magnitude"}, {"pattern", "16:32"}}}}, "bitmask-16:32", "bitmask-16:32"},
       {{{"prune", {{"method", "magnitude"}, {"sparsity", 0.5}}}}, "dense", "dense"},   // zeros in the dense layout
-      {{{"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 128}}}}, "int4-g128", "int4"},
-      {{{"quantize", {{"method", "rtn"}, {"bits", 8}, {"granularity", "channel"}}}}, "int8-channel", "int8"},
+      {{{"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 128}}}}, "int4-g128", "int4-g128"},
+      {{{"quantize", {{"method", "rtn"}, {"bits", 8}, {"granularity", "channel"}}}}, "int8-channel", "int8-channel"},
       {{{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}},
         {"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 64}}}},
-       "bitmask-2:4+int4-g64", "bitmask-2:4+int4"},
+       "bitmask-2:4+int4-g64", "bitmask-2:4+int4-g64"},
       {{{"calibration", calib}, {"quantize", {{"method", "spqr"}, {"bits", 3}, {"outlier_ratio", 0.01}}}},
-       "spqr-3bit", "spqr3"},
-      {{{"quantize", {{"method", "rtn"}, {"bits", 3}, {"group_size", 128}}}}, "", "int3"},
-      {{{"quantize", {{"method", "rtn"}, {"bits", 4}, {"granularity", "tensor"}}}}, "", "int4"},
+       "spqr-3bit", "spqr-3bit"},
+      {{{"quantize", {{"method", "rtn"}, {"bits", 3}, {"group_size", 128}}}}, "", "int3-g128"},
+      {{{"quantize", {{"method", "rtn"}, {"bits", 4}, {"granularity", "tensor"}}}}, "", "int4-tensor"},
       {{{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}},
         {"quantize", {{"method", "rtn"}, {"bits", 8}, {"granularity", "channel"}}}},
-       "", "bitmask-2:4+int8"},
+       "", "bitmask-2:4+int8-channel"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.recipe.dump());
@@ -304,7 +304,7 @@ TEST(RecipeEstimate, FallsBackToBytesOverBandwidthWhenTheKernelsDoNotCoverTheRec
   const RecipeEstimate int3 = estimateOf({{"quantize", {{"method", "rtn"}, {"bits", 3}, {"group_size", 128}}}}, b);
   EXPECT_FALSE(int3.fromKernelBenchmarks);
   ASSERT_EQ(int3.notes.size(), 1u);
-  EXPECT_THAT(int3.notes[0], HasSubstr("int3 (no kernel)"));
+  EXPECT_THAT(int3.notes[0], HasSubstr("int3-g128 (no kernel)"));
   // Without kernel rows nothing changes and nothing is noted.
   const RecipeEstimate plain = estimateOf({{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}},
                                           {1e11, "measured copy bandwidth", {}});

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "EstimateChecks.h"
 #include "OneBlockModel.h"
 #include "SharedData.h"
 #include "WidgetTestSupport.h"
@@ -376,17 +377,7 @@ TEST(RecipeEstimate, EqualsWhatTheCompressJobWrites) {
     o.recipePath = path;
     o.outDir = scratch + "/" + name;
     const CompressReport r = runCompress(o);
-    EXPECT_EQ(e.modelBytes, r.bytes);
-    EXPECT_NEAR(e.linearBitsPerWeight, r.linearBitsPerWeight, 1e-12);
-    EXPECT_NEAR(e.modelBitsPerWeight, r.modelBitsPerWeight, 1e-12);
-    ASSERT_EQ(e.modules.size(), r.modules.size());
-    for (const ModuleReport& m : r.modules) {
-      const auto it = std::find_if(e.modules.begin(), e.modules.end(),
-                                   [&](const ModuleEstimate& x) { return x.module == m.name; });
-      ASSERT_NE(it, e.modules.end()) << m.name;
-      EXPECT_EQ(it->format, m.format) << m.name;
-      EXPECT_NEAR(it->bitsPerWeight(), m.bitsPerWeight, 1e-12) << m.name;
-    }
+    test::expectEstimateIsWhatWasWritten(e, r);
   }
 }
 

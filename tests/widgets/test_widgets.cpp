@@ -119,17 +119,17 @@ TEST(ModelSummaryView, ShowsCompressedFormatsAndActOrder) {
   EXPECT_EQ(str(textOf(&view, "compression")), "none (dense checkpoint)");
   s.compressed = true;
   s.linearBitsPerWeight = 3.125;
-  s.modules = {{"model.layers.0.mlp.up_proj", "bitmask-2:4+int4", 3.125, 0.5, "sparsegpt+gptq", true},
-               {"model.layers.1.mlp.up_proj", "bitmask-2:4+int4", 3.125, 0.5, "sparsegpt+gptq", true},
-               {"model.layers.0.self_attn.q_proj", "int4", 4.25, 0, "gptq", true},
-               {"model.layers.1.self_attn.q_proj", "int4", 4.125, 0, "gptq", false},
-               {"model.layers.0.self_attn.k_proj", "bitmask-2:4+spqr3", 2.1, 0.5, "magnitude+spqr", false}};
+  s.modules = {{"model.layers.0.mlp.up_proj", "bitmask-2:4+int4-g128", 3.125, 0.5, "sparsegpt+gptq", true},
+               {"model.layers.1.mlp.up_proj", "bitmask-2:4+int4-g128", 3.125, 0.5, "sparsegpt+gptq", true},
+               {"model.layers.0.self_attn.q_proj", "int4-g128", 4.25, 0, "gptq", true},
+               {"model.layers.1.self_attn.q_proj", "int4-g128", 4.125, 0, "gptq", false},
+               {"model.layers.0.self_attn.k_proj", "bitmask-2:4+spqr-3bit", 2.1, 0.5, "magnitude+spqr", false}};
   view.setSummary(s);
   EXPECT_EQ(str(textOf(&view, "compression")),
             "3.125 bits per weight over the block linears\n"
-            "bitmask-2:4+int4: 2 modules (act-order)\n"
-            "int4: 2 modules (act-order in 1)\n"
-            "bitmask-2:4+spqr3: 1 module");
+            "bitmask-2:4+int4-g128: 2 modules (act-order)\n"
+            "int4-g128: 2 modules (act-order in 1)\n"
+            "bitmask-2:4+spqr-3bit: 1 module");
   EXPECT_TRUE(view.findChild<QLabel*>("compression")->toolTip().contains("qperm"));
   view.clear();
   EXPECT_EQ(str(textOf(&view, "compression")), "—");

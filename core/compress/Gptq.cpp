@@ -5,8 +5,6 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-#include <cmath>
 #include <tuple>
 #include <utility>
 #include <vector>

@@ -56,7 +56,8 @@ class ObsSweepState {
  public:
   int64_t start() const { return start_; }
   int64_t width() const { return block_.size(1); }
-  // The block's current values [out, width]: its fixed columns as fixed, the others updated for every error so far.
+  // The block's current values [out, width]: its columns not yet fixed are updated for every error so far (a fixed
+  // column holds its fixed value only up to rounding; the sweep writes back what fixColumn returned).
   const at::Tensor& block() const { return block_; }
   // The current, error-updated values of columns [column, column + count) of W, not yet fixed (column >= the
   // column being fixed); they may run past this block (a group longer than what is left of it). A view of the
@@ -78,7 +79,7 @@ struct ObsSweepHooks {
   std::function<void(const ObsSweepState&)> beginBlock;
   // Required: column `column` of W (in sweep order) with its current values [out] is fixed to what this returns
   // ([out], W's dtype and device); a group's grid or an N:M mask is chosen here at the group's first column,
-  // from state.current(column, groupSize).
+  // from state.current(column, groupSize). `values` is a view of the block: it changes once the hook returns.
   std::function<at::Tensor(const ObsSweepState& state, int64_t column, const at::Tensor& values)> fixColumn;
 };
 
@@ -88,7 +89,7 @@ struct ObsSweepResult {
 };
 
 // weight: [out, in] floating; hinvUpper: [in, in] the upper Cholesky factor U of (H + λI)⁻¹ (DampedInverse::upper),
-// same dtype and device; blockSize >= 1 columns per lazy block. Pure: the weight is copied, not modified.
+// same dtype and device; blockSize >= 1 columns per lazy block. Pure: the sweep works on its own copy of the weight.
 ObsSweepResult obsSweep(const at::Tensor& weight, const at::Tensor& hinvUpper, int64_t blockSize,
                         const ObsSweepHooks& hooks);
 

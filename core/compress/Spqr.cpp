@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "compress/QuantGrid.h"

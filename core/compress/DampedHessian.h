@@ -1,5 +1,5 @@
 // What the OBS-style solvers (SparseGPT, GPTQ, SpQR) share: the damped inverse Cholesky factor they all sweep
-// with (their input checks are in compress/SolverInputs.h).
+// with (the sweep is compress/ObsSweep.h, their input checks are in compress/SolverInputs.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -25,15 +25,6 @@ struct DampedInverse {
 // even the largest damping fails.
 DampedInverse dampedInverse(at::Tensor& hessian, double damp, int maxRetries, const std::string& who,
                             const std::string& method);
-
-// One step of the OBS sweep with lazy blocks (IST-DASLab `fasterprune` / `fasterquant`): column i of `block`
-// (the current lazy block of W, columns i1 .. i1+count) was `original` and is now fixed to `fixed`; its error
-// scaled by U_ii goes to errors[:, i] and `losses`, and is compensated on the block's later columns.
-void obsFixColumn(const at::Tensor& block, const at::Tensor& hinvBlock, int64_t i, const at::Tensor& original,
-                  const at::Tensor& fixed, const at::Tensor& errors, const at::Tensor& losses);
-// After a lazy block [i1, i1 + count): its accumulated errors update every later column of `w` in one product.
-void obsPropagateBlock(const at::Tensor& w, const at::Tensor& errors, const at::Tensor& hinv, int64_t i1,
-                       int64_t count);
 
 // "0.01", "1e-08": short numbers for messages.
 std::string shortDecimal(double value);

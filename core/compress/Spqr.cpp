@@ -1,6 +1,6 @@
 #include "compress/Spqr.h"
 
-#include "compress/DampedHessian.h"
+#include "compress/ObsSweep.h"
 #include "compress/SolverInputs.h"
 
 #include <ATen/ATen.h>
@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "compress/QuantGrid.h"
@@ -86,11 +86,7 @@ void SpqrOptions::validate(const std::string& who) const {
     throw InputError(who + ": SpQR outlier ratio must be in [0, 1], got " + shortDecimal(outlierRatio));
   if (threshold && !std::isfinite(outlierThreshold))
     throw InputError(who + ": SpQR outlier threshold must be finite, got " + shortDecimal(outlierThreshold));
-  if (!std::isfinite(damp) || damp <= 0)
-    throw InputError(who + ": SpQR damp must be a positive fraction of mean(diag H), got " + shortDecimal(damp));
-  if (blockSize < 1) throw InputError(who + ": SpQR block size must be positive, got " + std::to_string(blockSize));
-  if (maxDampRetries < 0)
-    throw InputError(who + ": SpQR damping retries must be >= 0, got " + std::to_string(maxDampRetries));
+  checkObsOptions(damp, blockSize, maxDampRetries, who, "SpQR");
 }
 
 double SpqrResult::bitsPerWeight() const {
@@ -141,35 +137,26 @@ SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
   options.validate(who);
   checkQuantWeight(weight, QuantSpec::group(options.bits, options.groupSize, /*symmetric=*/false), moduleName);
   const int64_t rows = weight.size(0), columns = weight.size(1);
-  checkHessian(hessian, columns, who);
   if (rows % options.scaleGroup != 0)
     throw InputError(who + ": " + std::to_string(rows) + " output rows are not a multiple of the SpQR scale group " +
                      std::to_string(options.scaleGroup));
-  if (options.keep.defined() && (options.keep.scalar_type() != at::kBool || options.keep.sizes() != weight.sizes()))
-    throw InputError(who + ": SpQR keep mask must be bool of the weight's shape [" + std::to_string(rows) + ", " +
-                     std::to_string(columns) + "]");
+  const at::ScalarType work = obsWorkType(weight);
+  ObsInputs inputs = obsInputs(weight, hessian, options.keep, work, who, "SpQR");
+  at::Tensor w = std::move(inputs.weight), h = std::move(inputs.hessian);
+  // Pruned weights: 0 from the start, never outliers, outside every grid, fixed at 0 in the sweep.
+  const at::Tensor pruned =
+      inputs.pruned.defined() ? inputs.pruned : at::zeros(w.sizes(), w.options().dtype(at::kBool));
+  const at::Tensor keep = pruned.logical_not();
   const int64_t groupSize = options.groupSize, groups = columns / groupSize;
   const int64_t scaleGroup = options.scaleGroup;
   const double maxq = double((int64_t(1) << options.bits) - 1);
 
   SpqrResult result;
   SpqrReport& report = result.report;
-  const at::ScalarType work = weight.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  at::Tensor w = weight.to(weight.device(), work, /*non_blocking=*/false, /*copy=*/true).contiguous();
-  at::Tensor h = hessian.to(weight.device(), work, /*non_blocking=*/false, /*copy=*/true).contiguous();
-  const at::Tensor keep = options.keep.defined() ? options.keep.to(w.device())
-                                                 : at::ones({rows, columns}, w.options().dtype(at::kBool));
-  const at::Tensor pruned = keep.logical_not();
-  w.masked_fill_(pruned, 0);
-  const at::Tensor dead = h.diagonal() == 0;
-  report.deadInputs = dead.sum().item<int64_t>();
-  h.diagonal().masked_fill_(dead, 1);
-  w.masked_fill_(dead.unsqueeze(0), 0);
+  report.deadInputs = inputs.deadInputs;
 
   const DampedInverse damped = dampedInverse(h, options.damp, options.maxDampRetries, who, "SpQR");
-  report.damp = damped.damping.damp;
-  report.lambda = damped.damping.lambda;
-  report.dampRetries = damped.damping.retries;
+  noteDamping(report, damped.damping);
   const at::Tensor hinvDiagonal = damped.inverse.diagonal().clone();
   const at::Tensor hinv = damped.upper;
   // U_jj²: the inverse-Hessian diagonal of column j over the columns not yet fixed when the sweep reaches j.
@@ -206,86 +193,68 @@ SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
   const double inf = std::numeric_limits<double>::infinity();
 
   at::Tensor codes = at::empty({rows, columns}, w.options());
-  at::Tensor losses = at::zeros({rows}, w.options());
-  for (int64_t i1 = 0; i1 < columns; i1 += options.blockSize) {
-    const int64_t count = std::min(options.blockSize, columns - i1), i2 = i1 + count;
-    at::Tensor block = w.narrow(1, i1, count).clone();
-    at::Tensor quantized = at::zeros_like(block);
-    at::Tensor errors = at::zeros_like(block);
-    const at::Tensor hinvBlock = hinv.narrow(0, i1, count).narrow(1, i1, count);
-
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t column = i1 + i;
-      const int64_t group = column / groupSize;
-      if (column % groupSize == 0) {
-        // The group's current, error-updated weights (its later columns may lie beyond this lazy block).
-        const int64_t inBlock = std::min(groupSize, count - i);
-        at::Tensor current = block.narrow(1, i, inBlock);
-        if (inBlock < groupSize) {
-          const int64_t beyond = groupSize - inBlock;
-          at::Tensor later = w.narrow(1, i2, beyond);
-          if (i > 0)
-            later = later - at::matmul(errors.narrow(1, 0, i), hinv.narrow(0, i1, i).narrow(1, i2, beyond));
-          current = at::cat({current, later}, 1);
+  // A group of groupSize input columns, when the sweep reaches it: its outliers (in sweep) and its grid, from its
+  // current, error-updated weights (its later columns may lie beyond the lazy block).
+  const auto beginGroup = [&](int64_t group, const at::Tensor& current) {
+    const int64_t column = group * groupSize;
+    const at::Tensor groupPruned = pruned.narrow(1, column, groupSize);
+    if (inSweep) {
+      const at::Tensor d = sweepDiagonal.narrow(0, column, groupSize);
+      at::Tensor chosen;
+      if (byRatio) {
+        chosen = at::zeros({rows * groupSize}, w.options().dtype(at::kBool));
+        if (quota[group] > 0) {
+          // What keeping one weight exact saves: the group's error on its grid, less the error when that
+          // weight is left out of the grid (the paper's leave-one-out criterion).
+          const at::Tensor base = groupError(current, groupPruned, d, maxq);
+          const at::Tensor alone = at::eye(groupSize, groupPruned.options()).unsqueeze(0);
+          const at::Tensor leftOut = groupError(current.unsqueeze(1).expand({rows, groupSize, groupSize}),
+                                                groupPruned.unsqueeze(1).logical_or(alone), d, maxq);
+          const at::Tensor saving = (base.unsqueeze(1) - leftOut).masked_fill(groupPruned, -inf);
+          chosen.index_fill_(0, std::get<1>(saving.reshape({-1}).topk(quota[group])), true);
         }
-        const at::Tensor groupPruned = pruned.narrow(1, column, groupSize);
-        if (inSweep) {
-          const at::Tensor d = sweepDiagonal.narrow(0, column, groupSize);
-          at::Tensor chosen;
-          if (byRatio) {
-            chosen = at::zeros({rows * groupSize}, w.options().dtype(at::kBool));
-            if (quota[group] > 0) {
-              // What keeping one weight exact saves: the group's error on its grid, less the error when that
-              // weight is left out of the grid (the paper's leave-one-out criterion).
-              const at::Tensor base = groupError(current, groupPruned, d, maxq);
-              const at::Tensor alone = at::eye(groupSize, groupPruned.options()).unsqueeze(0);
-              const at::Tensor leftOut = groupError(current.unsqueeze(1).expand({rows, groupSize, groupSize}),
-                                                    groupPruned.unsqueeze(1).logical_or(alone), d, maxq);
-              const at::Tensor saving = (base.unsqueeze(1) - leftOut).masked_fill(groupPruned, -inf);
-              chosen.index_fill_(0, std::get<1>(saving.reshape({-1}).topk(quota[group])), true);
-            }
-            chosen = chosen.reshape({rows, groupSize});
-          } else {
-            chosen = (current.square() / d.unsqueeze(0)).masked_fill(groupPruned, -1) > options.outlierThreshold;
-          }
-          outlier.narrow(1, column, groupSize).copy_(chosen);
-        }
-        // The grid over the rest: min-max containing 0, outliers and pruned weights excluded.
-        const at::Tensor excluded = outlier.narrow(1, column, groupSize).logical_or(groupPruned);
-        const at::Tensor lo =
-            current.masked_fill(excluded, inf).amin(1).clamp_max(0).to(at::kFloat);   // all excluded: inf → 0
-        const at::Tensor hi = current.masked_fill(excluded, -inf).amax(1).clamp_min(0).to(at::kFloat);
-        at::Tensor s = (hi - lo) / maxq;
-        const at::Tensor degenerate = s <= 0;
-        at::Tensor fallback = s.reshape({blocks, scaleGroup}).amax(1, /*keepdim=*/true);
-        fallback = at::where(fallback > 0, fallback, at::ones_like(fallback)).expand({blocks, scaleGroup});
-        s = at::where(degenerate, fallback.reshape({rows}), s).clamp_min(kMinScale);
-        const StatGrid sGrid = quantizeStat(s, options.scaleBits, scaleGroup, who, "scales");
-        const at::Tensor z = at::clamp(at::round(-lo / sGrid.value), 0.0, maxq);
-        scales.select(1, group).copy_(sGrid.value);
-        zeros.select(1, group).copy_(z);
-        scaleCodes.select(1, group).copy_(sGrid.codes);
-        scaleBase.select(1, group).copy_(sGrid.base);
-        scaleStep.select(1, group).copy_(sGrid.step);
+        chosen = chosen.reshape({rows, groupSize});
+      } else {
+        chosen = (current.square() / d.unsqueeze(0)).masked_fill(groupPruned, -1) > options.outlierThreshold;
       }
-      const at::Tensor scale = scales.select(1, group), zero = zeros.select(1, group);
-      const at::Tensor values = block.select(1, i);
-      // Pruned weights take the zero code, which dequantizes to exactly 0.
-      const at::Tensor q = at::where(pruned.select(1, column), zero.to(work),
-                                     at::clamp(at::round(values / scale.to(work) + zero.to(work)), 0.0, maxq));
-      const at::Tensor exact = values.to(at::kHalf).to(work);
-      const at::Tensor dq = at::where(outlier.select(1, column), exact, spqrDequantizeWeight(q, scale, zero).to(work));
-      codes.select(1, column).copy_(q);
-      quantized.select(1, i).copy_(dq);
-      obsFixColumn(block, hinvBlock, i, values, dq, errors, losses);
+      outlier.narrow(1, column, groupSize).copy_(chosen);
     }
-    w.narrow(1, i1, count).copy_(quantized);
-    obsPropagateBlock(w, errors, hinv, i1, count);
-  }
-  if (!at::isfinite(w).all().item<bool>())
-    throw Error(who + ": SpQR produced NaN or infinite weights (damping " + shortDecimal(report.damp) +
-                "); the Hessian is likely degenerate or an outlier exceeds the fp16 range");
-  report.loss = losses.sum().item<double>() / 2;
+    // The grid over the rest: min-max containing 0, outliers and pruned weights excluded.
+    const at::Tensor excluded = outlier.narrow(1, column, groupSize).logical_or(groupPruned);
+    const at::Tensor lo =
+        current.masked_fill(excluded, inf).amin(1).clamp_max(0).to(at::kFloat);   // all excluded: inf → 0
+    const at::Tensor hi = current.masked_fill(excluded, -inf).amax(1).clamp_min(0).to(at::kFloat);
+    at::Tensor s = (hi - lo) / maxq;
+    const at::Tensor degenerate = s <= 0;
+    at::Tensor fallback = s.reshape({blocks, scaleGroup}).amax(1, /*keepdim=*/true);
+    fallback = at::where(fallback > 0, fallback, at::ones_like(fallback)).expand({blocks, scaleGroup});
+    s = at::where(degenerate, fallback.reshape({rows}), s).clamp_min(kMinScale);
+    const StatGrid sGrid = quantizeStat(s, options.scaleBits, scaleGroup, who, "scales");
+    const at::Tensor z = at::clamp(at::round(-lo / sGrid.value), 0.0, maxq);
+    scales.select(1, group).copy_(sGrid.value);
+    zeros.select(1, group).copy_(z);
+    scaleCodes.select(1, group).copy_(sGrid.codes);
+    scaleBase.select(1, group).copy_(sGrid.base);
+    scaleStep.select(1, group).copy_(sGrid.step);
+  };
+  ObsSweepHooks hooks;
+  hooks.fixColumn = [&](const ObsSweepState& sweep, int64_t column, const at::Tensor& values) {
+    const int64_t group = column / groupSize;
+    if (column % groupSize == 0) beginGroup(group, sweep.current(column, groupSize));
+    const at::Tensor scale = scales.select(1, group), zero = zeros.select(1, group);
+    // Pruned weights take the zero code, which dequantizes to exactly 0.
+    const at::Tensor q = at::where(pruned.select(1, column), zero.to(work),
+                                   at::clamp(at::round(values / scale.to(work) + zero.to(work)), 0.0, maxq));
+    const at::Tensor exact = values.to(at::kHalf).to(work);
+    const at::Tensor dq = at::where(outlier.select(1, column), exact, spqrDequantizeWeight(q, scale, zero).to(work));
+    codes.select(1, column).copy_(q);
+    return dq;
+  };
+  const ObsSweepResult swept = obsSweep(w, hinv, options.blockSize, hooks);
+  w = swept.weight;
+  checkSweptWeight(w, who, "SpQR", report.damp,
+                   "the Hessian is likely degenerate or an outlier exceeds the fp16 range");
+  report.loss = swept.loss;
   report.outliers = outlier.sum().item<int64_t>();
 
   result.dequantized = w.to(weight.scalar_type());

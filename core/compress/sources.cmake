@@ -4,6 +4,7 @@ target_sources(pareto_compress PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/compress/PruneMask.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/compress/MagnitudePrune.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/compress/WandaPrune.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/compress/ObsSweep.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/compress/SparseGpt.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/compress/QuantGrid.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/compress/Gptq.cpp

@@ -10,6 +10,7 @@
 #include "Commands.h"
 #include "RunRecording.h"
 #include "decode/DecodeBenchmark.h"
+#include "jobs/BenchmarkRecords.h"
 #include "model/ModelPresets.h"
 #include "util/Error.h"
 

@@ -15,6 +15,7 @@
 
 #include "compress/Recipe.h"
 #include "decode/DecodeBenchmark.h"
+#include "jobs/BenchmarkRecords.h"
 #include "model/Device.h"
 #include "model/ModelSummary.h"
 #include "runtime/PackedLinear.h"

@@ -20,7 +20,7 @@
 //        threshold mode: every weight whose current saliency w_ij² / d_j exceeds the threshold (d_j ≤ [H⁻¹]_jj,
 //          so for the same w a threshold admits more weights here than up front).
 //      OutlierSelection::UpFront keeps the up-front choice as is.
-//   3. A GPTQ sweep in input order with lazy blocks (as compress/Gptq.cpp): a group of groupSize input columns
+//   3. A GPTQ sweep in input order with lazy blocks (as compress/ObsSweep.h): a group of groupSize input columns
 //      gets its grid when the sweep reaches its first column, from the current error-updated weights of that
 //      group EXCLUDING its outliers (and pruned weights): min-max asymmetric with the range widened to contain 0,
 //      lo = min(min w, 0), hi = max(max w, 0), s = (hi − lo)/(2^b − 1). The scale is quantized (second level): for

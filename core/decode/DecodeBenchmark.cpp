@@ -16,7 +16,6 @@
 #include "model/OutOfMemory.h"
 #include "runtime/KernelBenchmark.h"
 #include "runtime/PackedLinear.h"
-#include "store/ExperimentStore.h"
 #include "util/Error.h"
 
 #ifdef PARETO_WITH_CUDA
@@ -282,17 +281,6 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
   }
   if (progress) progress({"bench decode", 1.0, "done"});
   return report;
-}
-
-BenchmarkRow benchmarkRow(const DecodeBenchReport& report, const DecodeBenchResult& r) {
-  BenchmarkRow row;
-  row.device = report.device;
-  row.kernel = "decode " + r.format;
-  row.shape = report.model + " context " + std::to_string(r.context);
-  row.batch = r.batch;
-  row.timeUs = r.msPerToken * 1e3;
-  row.gbps = r.gbPerSecond;
-  return row;
 }
 
 nlohmann::json toJson(const DecodeBenchReport& report) {

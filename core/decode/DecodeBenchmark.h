@@ -24,8 +24,6 @@
 
 namespace pareto {
 
-struct BenchmarkRow;
-
 struct DecodeBenchOptions {
   std::string modelDir;                       // a model folder, or
   std::string synthetic;                      // a model/ModelPresets.h name
@@ -78,10 +76,6 @@ struct DecodeBenchReport {
 // Throws InputError for bad options; Cancelled when the token is cancelled between runs.
 DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& options, const ProgressCallback& progress,
                                      const CancelToken& cancel);
-
-// The run store's row of one available result: kernel "decode <format>", shape "<model> context N", time = ms
-// per step, as `pareto-cli bench decode` and the workbench record them.
-BenchmarkRow benchmarkRow(const DecodeBenchReport& report, const DecodeBenchResult& result);
 
 nlohmann::json toJson(const DecodeBenchReport& report);
 std::string toText(const DecodeBenchReport& report);   // the table, last

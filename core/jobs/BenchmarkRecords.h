@@ -1,0 +1,14 @@
+// How benchmark results become rows of the run store (store/ExperimentStore.h BenchmarkRow), one rule for
+// `pareto-cli bench ...` and the workbench's Benchmark action, so that the benchmark code itself (runtime/,
+// decode/) knows nothing of the store.
+#pragma once
+
+#include "decode/DecodeBenchmark.h"
+#include "store/ExperimentStore.h"
+
+namespace pareto {
+
+// kernel "decode <format>", shape "<model> context N", time = ms per step (µs), GB/s as measured.
+BenchmarkRow benchmarkRow(const DecodeBenchReport& report, const DecodeBenchResult& result);
+
+}  // namespace pareto

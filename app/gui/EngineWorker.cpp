@@ -356,58 +356,41 @@ void EngineWorker::generate(const GenerationRequest& request) {
     const std::vector<TokenId> prompt = dense.promptIds(str(request.prompt));
     if (compressed != nullptr && compressed->promptIds(str(request.prompt)) != prompt)
       throw InputError(fileMessage(str(request.compressedDir), "its tokenizer reads the prompt differently from the dense model's"));
-    const int64_t capacity = int64_t(prompt.size()) + request.maxNewTokens;
-    if (capacity > dense.config.maxPositionEmbeddings)
-      throw InputError("the prompt (" + std::to_string(prompt.size()) + " tokens) plus " +
-                       std::to_string(request.maxNewTokens) + " new tokens exceed the model's " +
-                       std::to_string(dense.config.maxPositionEmbeddings) + " positions");
-
-    // The decode loop of model/Generation.cpp's generate(), one step at a time for each model so that tokens
-    // can be shown as they come (generate() returns only when a sequence is complete).
-    struct Stream {
+    // The core's generation stream for each model, taking turns a token at a time so that both texts grow as
+    // they come; greedy: the same choice rule for both.
+    GenerationOptions options;
+    options.maxNewTokens = request.maxNewTokens;
+    options.eosTokenIds = dense.eosTokenIds;
+    struct Side {
       LoadedModel* model;
       bool compressed;
-      KVCache cache;
-      at::Tensor next;
-      std::vector<TokenId> tokens;
-      bool done = false;
-      qint64 decodeNs = 0;   // the steps after the prompt's: this model's decode speed
+      GenerationStream stream;
     };
-    std::vector<Stream> streams;
-    const at::Tensor promptIds = at::tensor(prompt, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);
-    streams.push_back({&dense, false, dense.model->makeCache(1, capacity), promptIds, {}});
-    if (compressed != nullptr)
-      streams.push_back({compressed, true, compressed->model->makeCache(1, capacity), promptIds, {}});
-    TokenSampler sampler(SamplingOptions{});   // greedy: the same choice rule for both models
+    std::vector<Side> sides;
+    sides.push_back({&dense, false, GenerationStream(*dense.model, prompt, options)});
+    if (compressed != nullptr) {
+      options.eosTokenIds = compressed->eosTokenIds;
+      sides.push_back({compressed, true, GenerationStream(*compressed->model, prompt, options)});
+    }
     int64_t generated = 0;
-    for (int64_t step = 0; step < request.maxNewTokens; ++step) {
+    for (bool any = true; any;) {
       if (request.cancel && request.cancel->isCancelled()) break;
-      bool any = false;
-      for (Stream& s : streams) {
-        if (s.done) continue;
-        QElapsedTimer stepTimer;
-        stepTimer.start();
-        const at::Tensor logits = s.model->model->forward(s.next, &s.cache, /*lastOnly=*/true);
-        const TokenId token = sampler.next(logits);   // reads the token back: the step has finished on the device
-        if (step > 0) s.decodeNs += stepTimer.nsecsElapsed();
-        s.tokens.push_back(token);
+      any = false;
+      for (Side& s : sides) {
+        if (!s.stream.step()) continue;
         ++generated;
-        const auto& eos = s.model->eosTokenIds;
-        s.done = std::find(eos.begin(), eos.end(), token) != eos.end();
-        s.next = at::full({1, 1}, token, at::TensorOptions().dtype(at::kLong));
-        emit generationText(s.compressed, qs(s.model->tokenizer->decode(s.tokens, /*skipSpecialTokens=*/true)));
         any = true;
+        emit generationText(s.compressed, qs(s.model->tokenizer->decode(s.stream.tokens(), /*skipSpecialTokens=*/true)));
       }
-      if (!any) break;
     }
     // Each model's decode speed over its own steps after the first (which holds the prompt's prefill), taken in
     // turns on the same device: the LibTorch loop with unpacked weights, not the packed-kernel runtime.
     QStringList speeds;
-    for (const Stream& s : streams)
-      if (s.tokens.size() > 1 && s.decodeNs > 0)
+    for (const Side& s : sides)
+      if (s.stream.tokens().size() > 1 && s.stream.decodeSeconds() > 0)
         speeds << tr("%1 %2 tok/s")
                       .arg(s.compressed ? tr("compressed") : tr("dense"))
-                      .arg(QLocale().toString(double(s.tokens.size() - 1) * 1e9 / double(s.decodeNs), 'f', 1));
+                      .arg(QLocale().toString(double(s.stream.tokens().size() - 1) / s.stream.decodeSeconds(), 'f', 1));
     const double seconds = double(timer.elapsed()) / 1000.0;
     emit generationFinished(tr("%1 tokens in %2 s on %3%4")
                                 .arg(generated)

@@ -1,5 +1,7 @@
 #include "model/Generation.h"
 
+#include <chrono>
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -69,33 +71,6 @@ TokenId TokenSampler::next(const at::Tensor& logits) {
 
 namespace {
 
-std::vector<TokenId> generateUnguarded(const LlamaModel& model, const std::vector<TokenId>& prompt,
-                                       const GenerationOptions& opts) {
-  if (prompt.empty()) throw InputError("generation needs a non-empty prompt");
-  if (opts.maxNewTokens < 0) throw InputError("max new tokens must be >= 0");
-  validate(opts.sampling);
-  std::vector<TokenId> out;
-  if (opts.maxNewTokens == 0) return out;
-  // Compared without the sum, which a huge --max-new-tokens would overflow.
-  if (opts.maxNewTokens > model.config().maxPositionEmbeddings - static_cast<int64_t>(prompt.size()))
-    throw InputError("prompt (" + std::to_string(prompt.size()) + " tokens) plus " +
-                     std::to_string(opts.maxNewTokens) + " new tokens exceed the model's " +
-                     std::to_string(model.config().maxPositionEmbeddings) +
-                     " positions (max_position_embeddings); lower --max-new-tokens");
-  const int64_t capacity = static_cast<int64_t>(prompt.size()) + opts.maxNewTokens;
-  KVCache cache = model.makeCache(1, capacity);
-  TokenSampler sampler(opts.sampling);
-  at::Tensor ids = at::tensor(prompt, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);
-  for (int64_t step = 0; step < opts.maxNewTokens; ++step) {
-    at::Tensor logits = model.forward(ids, &cache, /*lastOnly=*/true);
-    TokenId tok = sampler.next(logits);
-    out.push_back(tok);
-    if (std::find(opts.eosTokenIds.begin(), opts.eosTokenIds.end(), tok) != opts.eosTokenIds.end()) break;
-    ids = at::full({1, 1}, tok, at::TensorOptions().dtype(at::kLong));
-  }
-  return out;
-}
-
 std::vector<std::vector<TokenId>> generateBatchUnguarded(const LlamaModel& model,
                                                          const std::vector<std::vector<TokenId>>& prompts,
                                                          const GenerationOptions& opts) {
@@ -163,9 +138,58 @@ std::vector<std::vector<TokenId>> generateBatchUnguarded(const LlamaModel& model
 // The KV cache (batch x capacity) is what runs out first on a GPU: name the stage and say what to lower.
 constexpr const char* kGenerationHint = "lower the batch (fewer prompts at once) or the number of new tokens";
 
+namespace {
+
+const GenerationOptions& checked(const LlamaModel& model, const std::vector<TokenId>& prompt,
+                                 const GenerationOptions& opts) {
+  if (prompt.empty()) throw InputError("generation needs a non-empty prompt");
+  if (opts.maxNewTokens < 0) throw InputError("max new tokens must be >= 0");
+  validate(opts.sampling);
+  // Compared without the sum, which a huge --max-new-tokens would overflow.
+  if (opts.maxNewTokens > model.config().maxPositionEmbeddings - static_cast<int64_t>(prompt.size()))
+    throw InputError("prompt (" + std::to_string(prompt.size()) + " tokens) plus " +
+                     std::to_string(opts.maxNewTokens) + " new tokens exceed the model's " +
+                     std::to_string(model.config().maxPositionEmbeddings) +
+                     " positions (max_position_embeddings); lower --max-new-tokens");
+  return opts;
+}
+
+}  // namespace
+
+GenerationStream::GenerationStream(const LlamaModel& model, const std::vector<TokenId>& prompt,
+                                   const GenerationOptions& opts)
+    : model_(model),
+      opts_(checked(model, prompt, opts)),
+      cache_(guardMemory("generation", kGenerationHint, [&] {
+        return model.makeCache(1, static_cast<int64_t>(prompt.size()) + std::max<int64_t>(opts.maxNewTokens, 1));
+      })),
+      sampler_(opts.sampling),
+      next_(at::tensor(prompt, at::TensorOptions().dtype(at::kLong)).unsqueeze(0)) {}
+
+bool GenerationStream::done() const {
+  return ended_ || static_cast<int64_t>(tokens_.size()) >= opts_.maxNewTokens;
+}
+
+bool GenerationStream::step() {
+  if (done()) return false;
+  const auto t0 = std::chrono::steady_clock::now();
+  const TokenId tok = guardMemory("generation", kGenerationHint, [&] {
+    const at::Tensor logits = model_.forward(next_, &cache_, /*lastOnly=*/true);
+    return sampler_.next(logits);   // reads the token back: the step has finished on the device
+  });
+  if (!tokens_.empty()) decodeSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  tokens_.push_back(tok);
+  ended_ = std::find(opts_.eosTokenIds.begin(), opts_.eosTokenIds.end(), tok) != opts_.eosTokenIds.end();
+  next_ = at::full({1, 1}, tok, at::TensorOptions().dtype(at::kLong));
+  return true;
+}
+
 std::vector<TokenId> generate(const LlamaModel& model, const std::vector<TokenId>& prompt,
-                              const GenerationOptions& opts) {
-  return guardMemory("generation", kGenerationHint, [&] { return generateUnguarded(model, prompt, opts); });
+                              const GenerationOptions& opts, const std::function<void(TokenId)>& onToken) {
+  GenerationStream stream(model, prompt, opts);
+  while (stream.step())
+    if (onToken) onToken(stream.tokens().back());
+  return stream.tokens();
 }
 
 std::vector<std::vector<TokenId>> generateBatch(const LlamaModel& model,

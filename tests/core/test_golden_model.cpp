@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -105,6 +106,38 @@ TEST_P(GoldenModel, KVCacheDecodeMatchesFullForward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RefModels, GoldenModel, ::testing::Values("ref-tiny", "ref-small"));
+
+// The stream a front end shows tokens from is the generation itself: step by step it gives generate()'s
+// tokens (the transformers-checked greedy ones), the callback sees each as it comes, and it stops at EOS or
+// the token budget.
+TEST_P(GoldenModel, AGenerationStreamGivesWhatGenerateGives) {
+  if (reducedPrecision()) GTEST_SKIP() << "greedy equality is checked in float32";
+  const auto& p = golden_["prompts"][0];
+  const std::vector<TokenId> prompt = p["ids"].get<std::vector<TokenId>>();
+  GenerationOptions opts;
+  opts.maxNewTokens = 32;
+  GenerationStream stream(*model_->model, prompt, opts);
+  int steps = 0;
+  while (stream.step()) ++steps;
+  EXPECT_EQ(steps, 32);
+  EXPECT_TRUE(stream.done());
+  EXPECT_FALSE(stream.step());
+  EXPECT_EQ(stream.tokens(), p["greedy32"].get<std::vector<TokenId>>());
+  EXPECT_GT(stream.decodeSeconds(), 0);
+  std::vector<TokenId> seen;
+  const auto out = generate(*model_->model, prompt, opts, [&](TokenId t) { seen.push_back(t); });
+  EXPECT_EQ(seen, out);
+  EXPECT_EQ(out, stream.tokens());
+  // An EOS ends the stream after emitting it.
+  opts.eosTokenIds = {out.at(3)};
+  GenerationStream early(*model_->model, prompt, opts);
+  while (early.step()) {
+  }
+  const auto firstEos = std::find(out.begin(), out.end(), out.at(3));
+  EXPECT_EQ(early.tokens(), std::vector<TokenId>(out.begin(), firstEos + 1));
+  opts.maxNewTokens = 1 << 30;
+  EXPECT_THROW(GenerationStream(*model_->model, prompt, opts), InputError);
+}
 
 TEST(Sampling, SameSeedSameTokensDifferentSeedDifferent) {
   PARETO_REQUIRE_SHARED();

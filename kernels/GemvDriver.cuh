@@ -75,6 +75,34 @@ inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr)
 __device__ __forceinline__ uint4 loadStreaming(const uint4* p) { return __ldcs(p); }
 __device__ __forceinline__ uint2 loadStreaming(const uint2* p) { return __ldcs(p); }
 
+// Shared-memory ring (formats with kRingStages, see the concept below): cp.async copies global memory to shared
+// memory without passing through registers, so a warp can have several chunks of weight in flight while it
+// holds none of them in registers. The weight copies carry an L2 evict-first policy (the weight is read once
+// a launch; the activations, scales and the next kernels' data should stay), the small per-group data the
+// default policy.
+__device__ __forceinline__ uint64_t evictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ void copyAsyncEvictFirst(uint32_t sharedAddress, const void* global, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(sharedAddress), "l"(global),
+               "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void copyAsync(uint32_t sharedAddress, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sharedAddress), "l"(global) : "memory");
+}
+__device__ __forceinline__ void commitCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most `Pending` of this thread's committed copy groups are still in flight.
+template <int Pending>
+__device__ __forceinline__ void waitCopies() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+}
+__device__ __forceinline__ uint32_t sharedAddressOf(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 struct GemvLaunch {
   int64_t rows = 0, cols = 0;
   int batch = 1;
@@ -122,6 +150,17 @@ struct GemvLaunch {
 //     a warp-wide accumulator in the format's own layout (a tensor-core C fragment) instead of one float per
 //     batch row of the lane's row; `finish` (all 32 lanes, after the last chunk) turns it into the lane's row.
 //     rowExtra is applied to `total`, after finish.
+//   static constexpr int kRingStages, kSlotBytes;  and
+//   __device__ static void copyChunk(const Params&, int64_t group, int64_t chunk, int lane, uint32_t slot,
+//                                    uint64_t evictFirst);
+//   template <int B> __device__ static void computeSlot(const Params&, const uint8_t* slot, int64_t group,
+//        int64_t chunk, int64_t localChunk, int lane, const uint32_t* xs, int64_t sliceCols, const float* xsum,
+//        int64_t sumStride, Accumulator<B>&);
+//     the shared-memory ring instead of `load` / `compute`: each warp owns kRingStages slots of kSlotBytes
+//     (after the staging), `copyChunk` issues the chunk's cp.async copies into a slot (the warp's 32 lanes
+//     together; a lane may read what another lane copied, so the driver waits and __syncwarp()s before
+//     computeSlot), and the first kRingStages chunks of every warp are in flight before x is staged. Needs the
+//     custom staging and accumulator parts above; `Fragment` and `load` are unused.
 template <class F, int B, class = void> struct StagingOf {
   using type = float;
   static constexpr bool kCustom = false;
@@ -144,11 +183,33 @@ struct AccumulatorOf<F, B, std::void_t<typename F::template Accumulator<B>>> {
   static constexpr bool kCustom = true;
 };
 
+template <class F, class = void> struct RingOf {
+  static constexpr bool kRing = false;
+  static constexpr int kStages = 0;
+  static constexpr int kSlotBytes = 0;
+};
+template <class F>
+struct RingOf<F, std::void_t<decltype(F::kRingStages)>> {
+  static constexpr bool kRing = true;
+  static constexpr int kStages = F::kRingStages;
+  static constexpr int kSlotBytes = F::kSlotBytes;
+};
+// Byte offset of the ring in the dynamic shared memory: after the staged x and the unit sums, 16-byte aligned
+// (the host reserves 16 bytes of slack for the rounding).
+__host__ __device__ constexpr int64_t ringOffsetBytes(int64_t stagedWords, int64_t sumFloats) {
+  return (4 * (stagedWords + sumFloats) + 15) / 16 * 16;
+}
+
 // The minimum blocks a multiprocessor in __launch_bounds__ caps the registers (batch 1: 128, so 4 blocks = 16
 // warps fit: the double buffer costs 2 fragments of registers, ptxas would otherwise take ~132 for int4 and 3
 // blocks) and matches residentBlocks(), which the split policy (chooseGemvSplit) sizes its grid for.
+template <class Format, int B>
+constexpr int kernelResidentBlocks() {
+  return RingOf<Format>::kRing ? kRingResidentBlocks : residentBlocks(B);
+}
+
 template <class Format, int B, ActivationType T>
-__global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks(B))
+__global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, (kernelResidentBlocks<Format, B>()))
     packedGemvKernel(const typename Format::Params w, const GemvLaunch a) {
   using A = Act<T>;
   using Fragment = typename Format::Fragment;
@@ -176,9 +237,26 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   // Issue the weight loads of the warp's first two chunks now, before x is staged: they do not depend on x, so
   // their memory latency overlaps the staging loads, the stores to shared memory and the barrier, instead of
   // following them. A warp of at most two chunks has its whole share of the weight in flight from the start.
+  // Ring formats instead copy the warp's first kRingStages chunks into its shared-memory slots (bytes in flight
+  // without registers). The ring lies after the staging, whose size is known before the staging runs.
+  using Ring = RingOf<Format>;
+  using Staging = StagingOf<Format, B>;
+  const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
+  uint8_t* ring = reinterpret_cast<uint8_t*>(shared) + ringOffsetBytes(Staging::words(a.sliceCols), int64_t(B) * units);
+  const auto slotOf = [&](int i) { return ring + (warp * Ring::kStages + i % (Ring::kStages > 0 ? Ring::kStages : 1)) * Ring::kSlotBytes; };
   Fragment f0, f1;
-  if (first < chunkEnd) f0 = Format::load(w, group, first, lane);
-  if (first + kStride < chunkEnd) f1 = Format::load(w, group, first + kStride, lane);
+  if constexpr (Ring::kRing) {
+    const uint64_t policy = evictFirstPolicy();
+#pragma unroll
+    for (int i = 0; i < Ring::kStages; ++i) {
+      const int64_t c = first + int64_t(i) * kStride;
+      if (c < chunkEnd) Format::copyChunk(w, group, c, lane, sharedAddressOf(slotOf(i)), policy);
+      commitCopies();  // one group per stage, empty or not, so that waitCopies counts stages
+    }
+  } else {
+    if (first < chunkEnd) f0 = Format::load(w, group, first, lane);
+    if (first + kStride < chunkEnd) f1 = Format::load(w, group, first + kStride, lane);
+  }
   const typename Format::RowState rowState = Format::rowBegin(w, row);
   // Everything above reads only this launch's weight; x, y, the partials and the counters belong to the
   // kernels before and after this one (ProgrammaticLaunch.cuh).
@@ -190,11 +268,9 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   // are all in flight together (a load-then-store loop costs one memory latency per iteration, which for a
   // 3072-column slice at batch 8 was most of the kernel). A unit (≤ 256 columns, dividing the slice) is
   // unit/8 consecutive threads of one warp, so its sum is a shuffle reduction.
-  using Staging = StagingOf<Format, B>;
   using Staged = typename Staging::type;
   Staged* xs = reinterpret_cast<Staged*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
   {
     const int64_t vectors = int64_t(B) * a.sliceCols / 8;
     const int slice = int(a.sliceCols);  // a slice fits in shared memory (kMaxStagedBytes), so B · slice fits 32 bits
@@ -245,9 +321,11 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   typename Accumulator::type acc{};
   const int64_t unitsPerChunk = a.sumUnit > 0 ? Format::kChunkCols / a.sumUnit : 0;
   const auto computeChunk = [&](const Fragment& f, int64_t c) {
-    const int64_t local = c - chunk0;
-    Format::template compute<B>(w, f, group, c, lane, xs + local * Format::kChunkCols, a.sliceCols,
-                                xsum + local * unitsPerChunk, units, acc);
+    if constexpr (!Ring::kRing) {
+      const int64_t local = c - chunk0;
+      Format::template compute<B>(w, f, group, c, lane, xs + local * Format::kChunkCols, a.sliceCols,
+                                  xsum + local * unitsPerChunk, units, acc);
+    }
   };
   // Register double buffer, unrolled by two so that each buffer keeps its own registers: f0 holds chunk c and
   // f1 chunk c + kStride (both loads already issued). As soon as a buffer's chunk is computed, the buffer is
@@ -255,12 +333,33 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   // rolled loop with `current = next` would copy registers whose loads are still outstanding, and the copy
   // waits for them: the prefetch would be gone.) Chunks are computed in the same order as before (c ascending),
   // so the sums are accumulated in the same order.
-  for (int64_t c = first; c < chunkEnd; c += 2 * kStride) {
-    computeChunk(f0, c);
-    if (c + 2 * kStride < chunkEnd) f0 = Format::load(w, group, c + 2 * kStride, lane);
-    if (c + kStride >= chunkEnd) break;
-    computeChunk(f1, c + kStride);
-    if (c + 3 * kStride < chunkEnd) f1 = Format::load(w, group, c + 3 * kStride, lane);
+  if constexpr (Ring::kRing) {
+    // Chunk i of the warp is in slot i mod kRingStages. Each iteration waits for the oldest stage (the lane's
+    // own copies), makes the other lanes' copies of it visible (__syncwarp), computes it, and refills the slot
+    // with the chunk kRingStages ahead once every lane is done reading it (the second __syncwarp), so
+    // kRingStages − 1 chunks stay in flight during each compute.
+    const uint64_t policy = evictFirstPolicy();
+    const int count = first < chunkEnd ? int((chunkEnd - first + kStride - 1) / kStride) : 0;
+    for (int i = 0; i < count; ++i) {
+      const int64_t c = first + int64_t(i) * kStride;
+      waitCopies<Ring::kStages - 1>();
+      __syncwarp();
+      Format::template computeSlot<B>(w, slotOf(i), group, c, c - chunk0, lane, xs, a.sliceCols,
+                                      xsum + (c - chunk0) * unitsPerChunk, units, acc);
+      __syncwarp();
+      const int64_t next = c + int64_t(Ring::kStages) * kStride;
+      if (next < chunkEnd) Format::copyChunk(w, group, next, lane, sharedAddressOf(slotOf(i)), policy);
+      commitCopies();
+    }
+    waitCopies<0>();  // nothing may still be writing shared memory when the block ends
+  } else {
+    for (int64_t c = first; c < chunkEnd; c += 2 * kStride) {
+      computeChunk(f0, c);
+      if (c + 2 * kStride < chunkEnd) f0 = Format::load(w, group, c + 2 * kStride, lane);
+      if (c + kStride >= chunkEnd) break;
+      computeChunk(f1, c + kStride);
+      if (c + 3 * kStride < chunkEnd) f1 = Format::load(w, group, c + 3 * kStride, lane);
+    }
   }
   float rowSum[B];
   if constexpr (Accumulator::kCustom) {

@@ -6,7 +6,7 @@ namespace pareto::kernels {
 
 GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes) {
+                          size_t stagedFixedBytes, int blocksPerMultiprocessor) {
   GemvSplit s;
   const int64_t groups = rowGroups(rows);
   // One wave: residentBlocks(batch) blocks on every multiprocessor. The kernel (GemvDriver.cuh) issues each
@@ -21,7 +21,8 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   //     unused). Shapes with more row groups keep 2 or more chunks a warp (qkv 6144 × 4096 at int4, batch 1: 2
   //     splits, 2 chunks a warp).
   //   - Row groups that fill the wave by themselves are not split (no partial-sum round trip).
-  const int64_t wave = int64_t(residentBlocks(batch)) * std::max(1, multiprocessors);
+  const int blocks = blocksPerMultiprocessor > 0 ? blocksPerMultiprocessor : residentBlocks(batch);
+  const int64_t wave = int64_t(blocks) * std::max(1, multiprocessors);
   const int64_t maxSplits = std::max<int64_t>(1, chunks / kWarpsPerBlock);  // every warp of a full split: ≥ 1 chunk
   int64_t splits = std::clamp<int64_t>(wave / groups, 1, maxSplits);
   const auto sharedFor = [&](int64_t sp) {

@@ -301,7 +301,7 @@ void checkLinear(const Linear& l, k::ActivationType t, const std::string& label,
     check(cudaDeviceSynchronize(), (label + " (run)").c_str());
     ys[batch].resize(size_t(batch * l.rows));
     check(cudaMemcpy(ys[batch].data(), y.ptr, y.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-    hostProblems[batch] = {l.rows, l.cols, batch, t, xs[batch].data(), nullptr};
+    hostProblems[batch] = {l.rows, l.cols, batch, t, xs[batch].data(), ys[batch].data()};  // y: checked, not written
   }
   std::vector<std::future<std::vector<double>>> refs(maxBatch + 1);
   for (int batch = 1; batch <= maxBatch; ++batch)

@@ -22,11 +22,16 @@ if [ "${GEMV_TEST:-1}" = 1 ]; then
   grep -E "^FAIL|^TESTS" "$out/test.log" | head -30
 fi
 step "bench"
-"$bin" bench --batch "${GEMV_BATCHES:-1,2,4,8,16}" --runs 50 --json "$out/bench.json" 2>&1 | tee "$out/bench.txt" || status=1
+# One process a format (with cuBLAS in each, for the speedup of the same run): a sticky CUDA error in one format
+# does not take the others with it.
+for f in ${GEMV_FORMATS:-int4-g128 int8-channel bitmask-2:4+int4-g128 spqr-3bit bitmask-2:4}; do
+  "$bin" bench --batch "${GEMV_BATCHES:-1,2,4,8,16}" --runs 50 --formats "dense,$f" \
+    2>&1 | tee -a "$out/bench.txt" || status=1
+done
 if [ "${GEMV_AB:-1}" = 1 ]; then
   step "A/B: quantized kernels on the FFMA path (PARETO_QUANT_MMA=0)"
-  PARETO_QUANT_MMA=0 "$bin" bench --batch "${GEMV_BATCHES:-1,2,4,8,16}" --runs 50 --formats dense,int8-channel,int4-g128 \
-    --json "$out/bench-ffma.json" 2>&1 | tee "$out/bench-ffma.txt" || status=1
+  PARETO_QUANT_MMA=0 "$bin" bench --batch "${GEMV_BATCHES:-1,2,4,8,16}" --runs 50 --formats dense,int4-g128 \
+    2>&1 | tee "$out/bench-ffma.txt" || status=1
 fi
 if [ "${GEMV_SANITIZE:-1}" = 1 ]; then
   step "compute-sanitizer memcheck (small shapes)"

@@ -639,9 +639,11 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
         io += 2.0 * batch * double(l->rows + l->cols);
       }
       const double ms = timeGraph(step, 0, step.size(), batch, runs, xs, ys, partials->as<float>(), stream);
+      std::vector<std::shared_ptr<DeviceBuffer>> ysAlone;  // in byShape's order: each GEMV its own rows
+      for (auto& l : byShape) ysAlone.push_back(std::make_shared<DeviceBuffer>(size_t(batch * l->rows) * 2));
       double alone[4];
       for (int s = 0; s < 4; ++s)
-        alone[s] = timeGraph(byShape, size_t(s * kLayers), size_t((s + 1) * kLayers), batch, runs, xs, ys,
+        alone[s] = timeGraph(byShape, size_t(s * kLayers), size_t((s + 1) * kLayers), batch, runs, xs, ysAlone,
                              partials->as<float>(), stream) * 1e3 / kLayers;
       if (format == "dense") denseMs[bi] = ms;
       const double gbs = (double(weightBytes) + io) / (ms * 1e-3) / 1e9;

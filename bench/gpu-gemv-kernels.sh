@@ -35,7 +35,7 @@ if [ "${GEMV_AB:-1}" = 1 ]; then
 fi
 if [ "${GEMV_SANITIZE:-1}" = 1 ]; then
   step "compute-sanitizer memcheck (small shapes)"
-  timeout 400 compute-sanitizer --tool memcheck --leak-check no "$bin" test --small >"$out/memcheck.log" 2>&1
+  timeout ${GEMV_SANITIZE_TIMEOUT:-400} compute-sanitizer --tool memcheck --leak-check no "$bin" test --small >"$out/memcheck.log" 2>&1
   echo "memcheck exit $?"; grep -E "ERROR SUMMARY|^TESTS|^FAIL" "$out/memcheck.log" | head -8
 fi
 step "done"

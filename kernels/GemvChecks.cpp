@@ -67,9 +67,9 @@ GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& 
   if (quantUsesTensorCores(w.bits, p.type)) {
     // 16-bit rows of x padded by quantStagePadHalves, and the warps' rings after them (+16 bytes of alignment).
     const size_t pad = size_t(quantStagePadHalves(w.bits));
-    return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
+    return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
                            int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kRingMaxSharedBytes,
-                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + kQuantRingBytes, kRingResidentBlocks);
+                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + kQuantRingBytes);
   }
   return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
                          int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kMaxStagedBytes);

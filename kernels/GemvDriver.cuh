@@ -156,11 +156,12 @@ struct GemvLaunch {
 //   template <int B> __device__ static void computeSlot(const Params&, const uint8_t* slot, int64_t group,
 //        int64_t chunk, int64_t localChunk, int lane, const uint32_t* xs, int64_t sliceCols, const float* xsum,
 //        int64_t sumStride, Accumulator<B>&);
-//     the shared-memory ring instead of `load` / `compute`: each warp owns kRingStages slots of kSlotBytes
-//     (after the staging), `copyChunk` issues the chunk's cp.async copies into a slot (the warp's 32 lanes
-//     together; a lane may read what another lane copied, so the driver waits and __syncwarp()s before
-//     computeSlot), and the first kRingStages chunks of every warp are in flight before x is staged. Needs the
-//     custom staging and accumulator parts above; `Fragment` and `load` are unused.
+//     the shared-memory ring instead of `load` / `compute`, run by ringGemvKernel: each warp owns kRingStages
+//     slots of kSlotBytes (after the staging), `copyChunk` issues the chunk's cp.async copies into a slot (the
+//     warp's 32 lanes together; a lane may read what another lane copied, so the kernel waits and
+//     __syncwarp()s before computeSlot), and the first kRingStages chunks of every warp are in flight before x
+//     is staged. Needs the custom staging and accumulator parts above; `Fragment`, `load` and `rowExtra` are
+//     unused.
 template <class F, int B, class = void> struct StagingOf {
   using type = float;
   static constexpr bool kCustom = false;
@@ -203,13 +204,63 @@ __host__ __device__ constexpr int64_t ringOffsetBytes(int64_t stagedWords, int64
 // The minimum blocks a multiprocessor in __launch_bounds__ caps the registers (batch 1: 128, so 4 blocks = 16
 // warps fit: the double buffer costs 2 fragments of registers, ptxas would otherwise take ~132 for int4 and 3
 // blocks) and matches residentBlocks(), which the split policy (chooseGemvSplit) sizes its grid for.
-template <class Format, int B>
-constexpr int kernelResidentBlocks() {
-  return RingOf<Format>::kRing ? kRingResidentBlocks : residentBlocks(B);
+// Stages x[:, slice] in shared memory for all batch rows the compiled B has (zero past the last column and for
+// batch rows past `batch`, so padded weight entries and unused batch lanes contribute exactly 0), in fp32 rows or
+// the format's own layout, and per-unit sums for the quantized formats. Each thread takes 8 consecutive columns
+// with one 16-byte load; the loop is unrolled so that a thread's loads are all in flight together (a
+// load-then-store loop costs one memory latency per iteration, which for a 3072-column slice at batch 8 was most
+// of the kernel). A unit (≤ 256 columns, dividing the slice) is unit/8 consecutive threads of one warp, so its
+// sum is a shuffle reduction. Every thread of the block calls it; the caller synchronises after it.
+template <class Format, int B, ActivationType T>
+__device__ __forceinline__ void stageSlice(const GemvLaunch& a, const typename Act<T>::type* x, int64_t col0,
+                                           typename StagingOf<Format, B>::type* xs, float* xsum, int lane) {
+  using Staging = StagingOf<Format, B>;
+  const int64_t vectors = int64_t(B) * a.sliceCols / 8;
+  const int slice = int(a.sliceCols);  // a slice fits in shared memory (kMaxStagedBytes), so B · slice fits 32 bits
+  constexpr int kUnroll = 4;
+  // The loop condition is the warp's (base − lane: its first thread), not the thread's: the unit sums below
+  // shuffle with all 32 lanes, so a warp must never be split between iterating and leaving. (With fewer
+  // vectors than threads, e.g. 80 = 5 chunks of 128 columns at batch 1, lanes 16-31 of warp 2 would leave
+  // while lanes 0-15 shuffle: undefined behaviour. v2's splits never made such slices; v3's do, and the
+  // QuantGroup kernel test stalled on the H200 until this loop was made warp-uniform.) Past `vectors` the
+  // guards below load zeros and skip the stores; a unit lies wholly inside or outside `vectors`.
+  for (int64_t base = threadIdx.x; base - lane < vectors; base += int64_t(blockDim.x) * kUnroll) {
+    uint4 raw[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = base + int64_t(u) * blockDim.x;
+      const int b = int(v) * 8 / slice, i = int(v) * 8 % slice;  // 32-bit: a 64-bit division is ~40 instructions
+      const int64_t c = col0 + i;
+      raw[u] = (v < vectors && b < a.batch && c < a.cols)
+                   ? __ldg(reinterpret_cast<const uint4*>(x + b * a.cols + c))
+                   : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = base + int64_t(u) * blockDim.x;
+      float f[8];
+      unpack8<T>(raw[u], f);
+      if (v < vectors) {
+        if constexpr (Staging::kCustom) {
+          Format::template stage<B>(xs, int(v) * 8 / slice, int(v) * 8 % slice, slice, raw[u]);
+        } else {
+          float4* dst = reinterpret_cast<float4*>(xs + v * 8);
+          dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+          dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+        }
+      }
+      if (a.sumUnit > 0) {  // uniform across the block: every thread of a warp takes part in the shuffles
+        float sum = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
+        const int threadsPerUnit = a.sumUnit / 8;
+        for (int off = threadsPerUnit / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
+        if (v < vectors && lane % threadsPerUnit == 0) xsum[v * 8 / a.sumUnit] = sum;
+      }
+    }
+  }
 }
 
 template <class Format, int B, ActivationType T>
-__global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, (kernelResidentBlocks<Format, B>()))
+__global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks(B))
     packedGemvKernel(const typename Format::Params w, const GemvLaunch a) {
   using A = Act<T>;
   using Fragment = typename Format::Fragment;
@@ -237,95 +288,29 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, (kernelResiden
   // Issue the weight loads of the warp's first two chunks now, before x is staged: they do not depend on x, so
   // their memory latency overlaps the staging loads, the stores to shared memory and the barrier, instead of
   // following them. A warp of at most two chunks has its whole share of the weight in flight from the start.
-  // Ring formats instead copy the warp's first kRingStages chunks into its shared-memory slots (bytes in flight
-  // without registers). The ring lies after the staging, whose size is known before the staging runs.
-  using Ring = RingOf<Format>;
   using Staging = StagingOf<Format, B>;
   const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
-  uint8_t* ring = reinterpret_cast<uint8_t*>(shared) + ringOffsetBytes(Staging::words(a.sliceCols), int64_t(B) * units);
-  const auto slotOf = [&](int i) { return ring + (warp * Ring::kStages + i % (Ring::kStages > 0 ? Ring::kStages : 1)) * Ring::kSlotBytes; };
   Fragment f0, f1;
-  if constexpr (Ring::kRing) {
-    const uint64_t policy = evictFirstPolicy();
-#pragma unroll
-    for (int i = 0; i < Ring::kStages; ++i) {
-      const int64_t c = first + int64_t(i) * kStride;
-      if (c < chunkEnd) Format::copyChunk(w, group, c, lane, sharedAddressOf(slotOf(i)), policy);
-      commitCopies();  // one group per stage, empty or not, so that waitCopies counts stages
-    }
-  } else {
-    if (first < chunkEnd) f0 = Format::load(w, group, first, lane);
-    if (first + kStride < chunkEnd) f1 = Format::load(w, group, first + kStride, lane);
-  }
+  if (first < chunkEnd) f0 = Format::load(w, group, first, lane);
+  if (first + kStride < chunkEnd) f1 = Format::load(w, group, first + kStride, lane);
   const typename Format::RowState rowState = Format::rowBegin(w, row);
   // Everything above reads only this launch's weight; x, y, the partials and the counters belong to the
   // kernels before and after this one (ProgrammaticLaunch.cuh).
   detail::waitForPreviousGrid();
 
-  // Stage x[:, slice] as fp32 (zero past the last column and for batch rows past `batch`, so padded weight
-  // entries and unused batch lanes contribute exactly 0), and per-unit sums for the quantized formats.
-  // Each thread takes 8 consecutive columns with one 16-byte load; the loop is unrolled so that a thread's loads
-  // are all in flight together (a load-then-store loop costs one memory latency per iteration, which for a
-  // 3072-column slice at batch 8 was most of the kernel). A unit (≤ 256 columns, dividing the slice) is
-  // unit/8 consecutive threads of one warp, so its sum is a shuffle reduction.
   using Staged = typename Staging::type;
   Staged* xs = reinterpret_cast<Staged*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  {
-    const int64_t vectors = int64_t(B) * a.sliceCols / 8;
-    const int slice = int(a.sliceCols);  // a slice fits in shared memory (kMaxStagedBytes), so B · slice fits 32 bits
-    constexpr int kUnroll = 4;
-    // The loop condition is the warp's (base − lane: its first thread), not the thread's: the unit sums below
-    // shuffle with all 32 lanes, so a warp must never be split between iterating and leaving. (With fewer
-    // vectors than threads, e.g. 80 = 5 chunks of 128 columns at batch 1, lanes 16-31 of warp 2 would leave
-    // while lanes 0-15 shuffle: undefined behaviour. v2's splits never made such slices; v3's do, and the
-    // QuantGroup kernel test stalled on the H200 until this loop was made warp-uniform.) Past `vectors` the
-    // guards below load zeros and skip the stores; a unit lies wholly inside or outside `vectors`.
-    for (int64_t base = threadIdx.x; base - lane < vectors; base += int64_t(blockDim.x) * kUnroll) {
-      uint4 raw[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t v = base + int64_t(u) * blockDim.x;
-        const int b = int(v) * 8 / slice, i = int(v) * 8 % slice;  // 32-bit: a 64-bit division is ~40 instructions
-        const int64_t c = col0 + i;
-        raw[u] = (v < vectors && b < a.batch && c < a.cols)
-                     ? __ldg(reinterpret_cast<const uint4*>(x + b * a.cols + c))
-                     : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t v = base + int64_t(u) * blockDim.x;
-        float f[8];
-        unpack8<T>(raw[u], f);
-        if (v < vectors) {
-          if constexpr (Staging::kCustom) {
-            Format::template stage<B>(xs, int(v) * 8 / slice, int(v) * 8 % slice, slice, raw[u]);
-          } else {
-            float4* dst = reinterpret_cast<float4*>(xs + v * 8);
-            dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-            dst[1] = make_float4(f[4], f[5], f[6], f[7]);
-          }
-        }
-        if (a.sumUnit > 0) {  // uniform across the block: every thread of a warp takes part in the shuffles
-          float sum = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
-          const int threadsPerUnit = a.sumUnit / 8;
-          for (int off = threadsPerUnit / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
-          if (v < vectors && lane % threadsPerUnit == 0) xsum[v * 8 / a.sumUnit] = sum;
-        }
-      }
-    }
-  }
+  stageSlice<Format, B, T>(a, x, col0, xs, xsum, lane);
   __syncthreads();
 
   using Accumulator = AccumulatorOf<Format, B>;
   typename Accumulator::type acc{};
   const int64_t unitsPerChunk = a.sumUnit > 0 ? Format::kChunkCols / a.sumUnit : 0;
   const auto computeChunk = [&](const Fragment& f, int64_t c) {
-    if constexpr (!Ring::kRing) {
-      const int64_t local = c - chunk0;
-      Format::template compute<B>(w, f, group, c, lane, xs + local * Format::kChunkCols, a.sliceCols,
-                                  xsum + local * unitsPerChunk, units, acc);
-    }
+    const int64_t local = c - chunk0;
+    Format::template compute<B>(w, f, group, c, lane, xs + local * Format::kChunkCols, a.sliceCols,
+                                xsum + local * unitsPerChunk, units, acc);
   };
   // Register double buffer, unrolled by two so that each buffer keeps its own registers: f0 holds chunk c and
   // f1 chunk c + kStride (both loads already issued). As soon as a buffer's chunk is computed, the buffer is
@@ -333,33 +318,12 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, (kernelResiden
   // rolled loop with `current = next` would copy registers whose loads are still outstanding, and the copy
   // waits for them: the prefetch would be gone.) Chunks are computed in the same order as before (c ascending),
   // so the sums are accumulated in the same order.
-  if constexpr (Ring::kRing) {
-    // Chunk i of the warp is in slot i mod kRingStages. Each iteration waits for the oldest stage (the lane's
-    // own copies), makes the other lanes' copies of it visible (__syncwarp), computes it, and refills the slot
-    // with the chunk kRingStages ahead once every lane is done reading it (the second __syncwarp), so
-    // kRingStages − 1 chunks stay in flight during each compute.
-    const uint64_t policy = evictFirstPolicy();
-    const int count = first < chunkEnd ? int((chunkEnd - first + kStride - 1) / kStride) : 0;
-    for (int i = 0; i < count; ++i) {
-      const int64_t c = first + int64_t(i) * kStride;
-      waitCopies<Ring::kStages - 1>();
-      __syncwarp();
-      Format::template computeSlot<B>(w, slotOf(i), group, c, c - chunk0, lane, xs, a.sliceCols,
-                                      xsum + (c - chunk0) * unitsPerChunk, units, acc);
-      __syncwarp();
-      const int64_t next = c + int64_t(Ring::kStages) * kStride;
-      if (next < chunkEnd) Format::copyChunk(w, group, next, lane, sharedAddressOf(slotOf(i)), policy);
-      commitCopies();
-    }
-    waitCopies<0>();  // nothing may still be writing shared memory when the block ends
-  } else {
-    for (int64_t c = first; c < chunkEnd; c += 2 * kStride) {
-      computeChunk(f0, c);
-      if (c + 2 * kStride < chunkEnd) f0 = Format::load(w, group, c + 2 * kStride, lane);
-      if (c + kStride >= chunkEnd) break;
-      computeChunk(f1, c + kStride);
-      if (c + 3 * kStride < chunkEnd) f1 = Format::load(w, group, c + 3 * kStride, lane);
-    }
+  for (int64_t c = first; c < chunkEnd; c += 2 * kStride) {
+    computeChunk(f0, c);
+    if (c + 2 * kStride < chunkEnd) f0 = Format::load(w, group, c + 2 * kStride, lane);
+    if (c + kStride >= chunkEnd) break;
+    computeChunk(f1, c + kStride);
+    if (c + 3 * kStride < chunkEnd) f1 = Format::load(w, group, c + 3 * kStride, lane);
   }
   float rowSum[B];
   if constexpr (Accumulator::kCustom) {
@@ -421,6 +385,112 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, (kernelResiden
   if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
 }
 
+// The kernel of the ring formats (RingOf): the 4 warps of a block take 4 consecutive row groups over the same
+// columns (a split), so x is staged once for 128 weight rows instead of 32 and every warp walks all chunks of
+// the split through its own shared-memory ring. Grid: (ceil(row groups / 4), splits). Each warp combines its own
+// row group's splits (counters and partials as in packedGemvKernel, per row group).
+template <class Format, int B, ActivationType T>
+__global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, kRingResidentBlocks)
+    ringGemvKernel(const typename Format::Params w, const GemvLaunch a) {
+  using A = Act<T>;
+  using Ring = RingOf<Format>;
+  using Staging = StagingOf<Format, B>;
+  static_assert(Ring::kRing && Staging::kCustom && AccumulatorOf<Format, B>::kCustom, "a ring format");
+  extern __shared__ float shared[];
+  __shared__ bool lastBlock[kWarpsPerBlock];
+
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int64_t groups = (a.rows + kRowsPerGroup - 1) / kRowsPerGroup;
+  const int64_t group = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  const bool active = group < groups;  // the last block may have fewer row groups than warps
+  const int split = blockIdx.y;
+  const int64_t chunk0 = int64_t(split) * a.chunksPerSplit;
+  const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
+  const int count = active ? int(chunkEnd - chunk0) : 0;
+  const int64_t row = group * kRowsPerGroup + lane;
+  const auto* x = static_cast<const typename A::type*>(a.x);
+  allowDependentLaunch();
+
+  const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
+  uint8_t* ring = reinterpret_cast<uint8_t*>(shared) + ringOffsetBytes(Staging::words(a.sliceCols), int64_t(B) * units);
+  const auto slotOf = [&](int i) { return ring + (warp * Ring::kStages + i % Ring::kStages) * Ring::kSlotBytes; };
+  // The warp's first kRingStages chunks go in flight before x is staged (they do not depend on it): one commit
+  // group a stage, empty or not, so that waitCopies counts stages.
+  {
+    const uint64_t policy = evictFirstPolicy();
+#pragma unroll
+    for (int i = 0; i < Ring::kStages; ++i) {
+      if (i < count) Format::copyChunk(w, group, chunk0 + i, lane, sharedAddressOf(slotOf(i)), policy);
+      commitCopies();
+    }
+  }
+  waitForPreviousGrid();  // x, y, the partials and the counters belong to the kernels before and after this one
+
+  auto* xs = reinterpret_cast<typename Staging::type*>(shared);
+  float* xsum = shared + Staging::words(a.sliceCols);
+  stageSlice<Format, B, T>(a, x, chunk0 * Format::kChunkCols, xs, xsum, lane);
+  __syncthreads();
+
+  typename Format::template Accumulator<B> acc{};
+  const int64_t unitsPerChunk = a.sumUnit > 0 ? Format::kChunkCols / a.sumUnit : 0;
+  // Chunk i is in slot i mod kRingStages. Each iteration waits for the oldest stage (the lane's own copies),
+  // makes the other lanes' copies visible (__syncwarp), computes it, and refills the slot with the chunk
+  // kRingStages ahead once every lane has read it (the second __syncwarp): kRingStages − 1 chunks stay in
+  // flight during each compute.
+  {
+    const uint64_t policy = evictFirstPolicy();
+    for (int i = 0; i < count; ++i) {
+      waitCopies<Ring::kStages - 1>();
+      __syncwarp();
+      Format::template computeSlot<B>(w, slotOf(i), group, chunk0 + i, i, lane, xs, a.sliceCols,
+                                      xsum + i * unitsPerChunk, units, acc);
+      __syncwarp();
+      if (i + Ring::kStages < count)
+        Format::copyChunk(w, group, chunk0 + i + Ring::kStages, lane, sharedAddressOf(slotOf(i)), policy);
+      commitCopies();
+    }
+    waitCopies<0>();  // nothing may still be writing shared memory when the block ends
+  }
+  if (!active) return;
+  float total[B];
+  Format::template finish<B>(acc, lane, total);
+
+  auto* y = static_cast<typename A::type*>(a.y);
+  if (a.splits == 1) {
+    if (row < a.rows)
+#pragma unroll
+      for (int b = 0; b < B; ++b)
+        if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(total[b]);
+    return;
+  }
+  // The last of the row group's splits to arrive adds them up (threadfence reduction, one counter a row group).
+  const int64_t paddedRows = groups * kRowsPerGroup;
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+    if (b < a.batch) a.partials[(int64_t(split) * a.batch + b) * paddedRows + row] = total[b];
+  __threadfence();
+  if (lane == 0) lastBlock[warp] = atomicAdd(&a.counters[group], 1) == a.splits - 1;
+  __syncwarp();
+  if (!lastBlock[warp]) return;
+  __threadfence();
+  if (row < a.rows) {
+    constexpr int kSplitUnroll = B >= 8 ? 2 : B >= 4 ? 4 : 8;
+    float sum[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) sum[b] = 0.f;
+#pragma unroll kSplitUnroll
+    for (int s = 0; s < a.splits; ++s)
+#pragma unroll
+      for (int b = 0; b < B; ++b)
+        if (b < a.batch) sum[b] += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+      if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(sum[b]);
+  }
+  if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
+}
+
 inline std::string cudaErrorText(cudaError_t e, const char* what) {
   return std::string(what) + ": " + cudaGetErrorString(e);
 }
@@ -429,12 +499,17 @@ inline std::string cudaErrorText(cudaError_t e, const char* what) {
 template <class Format, int B, ActivationType T>
 cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
                                cudaStream_t stream) {
-  const dim3 grid(unsigned(rowGroups(a.rows)), unsigned(a.splits));
+  constexpr bool kRing = RingOf<Format>::kRing;
+  const int64_t gridRows = kRing ? ceilDiv(rowGroups(a.rows), kWarpsPerBlock) : rowGroups(a.rows);
+  const dim3 grid(unsigned(gridRows), unsigned(a.splits));
   const dim3 block(kRowsPerGroup * kWarpsPerBlock);
   // A non-sticky error left behind by an unrelated runtime call elsewhere in the process (cudaGetLastError is
   // per thread) would otherwise be reported as this launch's failure; sticky errors survive this and resurface.
   (void)cudaGetLastError();
-  const auto kernel = packedGemvKernel<Format, B, T>;
+  const auto kernel = [] {
+    if constexpr (kRing) return ringGemvKernel<Format, B, T>;
+    else return packedGemvKernel<Format, B, T>;
+  }();
   // Static shared memory (the warp sums) counts against the same 48 KB default, so opt in well below it.
   if (sharedBytes > 32 * 1024) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes));

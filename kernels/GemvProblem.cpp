@@ -42,6 +42,27 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   return s;
 }
 
+GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
+                          int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
+                          size_t stagedFixedBytes) {
+  const int64_t blocks = ceilDiv(rowGroups(rows), kWarpsPerBlock);
+  const int64_t wave = int64_t(kRingResidentBlocks) * std::max(1, multiprocessors);
+  int64_t splits = std::clamp<int64_t>(wave / blocks, 1, chunks);
+  const auto sharedFor = [&](int64_t sp) {
+    const int64_t slice = ceilDiv(chunks, sp) * chunkCols;
+    size_t bytes = stagedBytesPerColumn * size_t(slice) + stagedFixedBytes;
+    if (sumUnitCols > 0) bytes += sizeof(float) * size_t(batch) * size_t(ceilDiv(slice, sumUnitCols));
+    return bytes;
+  };
+  while (sharedFor(splits) > maxSharedBytes && splits < chunks) ++splits;
+  GemvSplit s;
+  s.chunksPerSplit = ceilDiv(chunks, splits);
+  s.splits = int(ceilDiv(chunks, s.chunksPerSplit));  // no empty split at the end
+  s.sliceCols = s.chunksPerSplit * chunkCols;
+  s.sharedBytes = sharedFor(s.splits);
+  return s;
+}
+
 size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s) {
   if (s.splits <= 1) return 0;
   return size_t(s.splits) * size_t(p.batch) * size_t(rowGroups(p.rows) * kRowsPerGroup);

@@ -83,6 +83,14 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn = 0,
                           size_t stagedFixedBytes = 0, int blocksPerMultiprocessor = 0);
 
+// The split of the ring kernels (GemvDriver.cuh: ringGemvKernel), whose blocks take kWarpsPerBlock row groups
+// each and whose warps walk every chunk of their split: as many splits as keep the grid within one wave of
+// kRingResidentBlocks a multiprocessor, more when the staged x (`stagedBytesPerColumn` for all batch rows,
+// `sumUnitCols` sums, plus `stagedFixedBytes`: padding and the rings) would not fit in `maxSharedBytes`.
+GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
+                          int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
+                          size_t stagedFixedBytes);
+
 // Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1) and one
 // int counter per row group that must be zero before the first launch (the kernels leave it zero).
 size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s);

@@ -54,17 +54,17 @@ std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight
   return {};
 }
 
-bool quantUsesTensorCores(int bits, ActivationType type) {
+bool quantUsesTensorCores(int bits, ActivationType type, int compiledBatch) {
   static const bool enabled = [] {
     const char* v = std::getenv("PARETO_QUANT_MMA");
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
-  return enabled && (bits == 4 || type == ActivationType::Float16);
+  return enabled && (bits == 4 || (type == ActivationType::Float16 && compiledBatch >= 4));
 }
 
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {
   const int batch = compiledBatch(p.batch);
-  if (quantUsesTensorCores(w.bits, p.type)) {
+  if (quantUsesTensorCores(w.bits, p.type, batch)) {
     // 16-bit rows of x padded by quantStagePadHalves, and the warps' rings after them (+16 bytes of alignment).
     const size_t pad = size_t(quantStagePadHalves(w.bits));
     return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,

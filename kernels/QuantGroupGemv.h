@@ -52,11 +52,14 @@ inline int64_t quantScaleColumns(int64_t cols, int64_t groupSize, int bits) {
   return groupSize < quantChunkCols(bits) ? padded / groupSize : ceilDiv(cols, groupSize);
 }
 
-// The tensor-core path (quant_group_gemv.cu: QuantMmaFormat), every batch 1-16: 4-bit codes in fp16 and bf16,
-// 8-bit codes in fp16. 8-bit codes with bf16 activations stay on the FFMA path: 128 + an 8-bit code is not
-// exact in bf16's 8 significant bits, so the exponent trick does not apply. PARETO_QUANT_MMA=0 in the
-// environment sends everything to the FFMA path (for A/B timing; read once).
-bool quantUsesTensorCores(int bits, ActivationType type);
+// The tensor-core path (quant_group_gemv.cu: QuantMmaFormat): 4-bit codes at every batch 1-16 in fp16 and bf16,
+// 8-bit codes in fp16 from batch 4 on. At batch 1-2 the 8-bit FFMA path was faster on the H200 (2.37 against
+// 2.96 ms a Llama-3.1-8B step at batch 1, bench/NOTES.md v6: at 1 byte a weight the FFMA path's 16 warps a
+// multiprocessor already keep ~74% of copy bandwidth busy, the ring's 8 do not); 8-bit codes with bf16
+// activations stay on the FFMA path: 128 + an 8-bit code is not exact in bf16's 8 significant bits, so the
+// exponent trick does not apply. PARETO_QUANT_MMA=0 in the environment sends everything to the FFMA path (for
+// A/B timing; read once).
+bool quantUsesTensorCores(int bits, ActivationType type, int compiledBatch);
 // Its weight stream: each warp a ring of kQuantRingStages shared-memory slots of one chunk's codes (4 KB),
 // scales (up to 8 sum units × 32 rows × fp16) and zeros (8 × 32 × uint8), filled by cp.async.
 inline constexpr int kQuantRingStages = 4;

@@ -51,7 +51,8 @@ struct QuantCodeStream {
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-// The FFMA path (8-bit codes, and 4-bit codes at batch 1-2): one byte permute builds the fp32 number
+// The FFMA path (8-bit codes at batch 1-2 and with bf16 activations; everything under PARETO_QUANT_MMA=0): one
+// byte permute builds the fp32 number
 // f = 0.5 + q/256 (4-bit q placed in the mantissa under a fixed exponent: bytes [0, 0, q, 0x3F]) or
 // f = 1 + q/32768 (8-bit: bytes [0, q, 0x80, 0x3F]), exact, and the lane accumulates Σ f·x over a unit; the
 // unit's Σ x (computed once per block, when x is staged) turns that into Σ (q − z)·x = 256·Σ f x − (128 + z)·Σ x
@@ -361,7 +362,7 @@ std::string launch(const GemvProblem& p, const QuantGroupGemvWeight& w, const Ge
   // The split (quantGroupGemvSplit) sized the shared memory for the same choice: quantUsesTensorCores.
   cudaError_t e;
   if constexpr (Bits == 4 || T == ActivationType::Float16) {
-    if (quantUsesTensorCores(Bits, T)) {
+    if (quantUsesTensorCores(Bits, T, compiledBatch(p.batch))) {
       e = detail::launchPackedGemv<QuantMmaFormat<Bits, T>, T>(params, a, s.sharedBytes, stream);
       return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "quant_group_gemv launch");
     }

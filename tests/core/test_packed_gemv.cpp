@@ -217,10 +217,12 @@ TEST(PackedGemvReference, RejectsWhatTheKernelsCannotTake) {
 // fp32 rows of x on the FFMA path (8-bit codes in bf16).
 TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
   namespace k = kernels;
-  EXPECT_TRUE(k::quantUsesTensorCores(4, k::ActivationType::Float16));
-  EXPECT_TRUE(k::quantUsesTensorCores(4, k::ActivationType::BFloat16));
-  EXPECT_TRUE(k::quantUsesTensorCores(8, k::ActivationType::Float16));
-  EXPECT_FALSE(k::quantUsesTensorCores(8, k::ActivationType::BFloat16));
+  for (int b : {1, 2, 4, 8, 16}) {
+    EXPECT_TRUE(k::quantUsesTensorCores(4, k::ActivationType::Float16, b));
+    EXPECT_TRUE(k::quantUsesTensorCores(4, k::ActivationType::BFloat16, b));
+    EXPECT_EQ(k::quantUsesTensorCores(8, k::ActivationType::Float16, b), b >= 4);  // FFMA faster at 1-2 (NOTES v6)
+    EXPECT_FALSE(k::quantUsesTensorCores(8, k::ActivationType::BFloat16, b));
+  }
   const int sms = 132;
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
     for (int bits : {4, 8}) {
@@ -234,7 +236,7 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
           const k::GemvSplit s = k::quantGroupGemvSplit(p, w, sms);
           const int compiled = k::compiledBatch(batch);
           const size_t sums = sizeof(float) * size_t(compiled) * size_t(s.sliceCols / k::quantSumUnit(group, bits));
-          const bool mma = k::quantUsesTensorCores(bits, type);
+          const bool mma = k::quantUsesTensorCores(bits, type, compiled);
           const size_t staged =
               mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::quantStagePadHalves(bits)) + 16 + k::kQuantRingBytes
                   : sizeof(float) * size_t(compiled) * size_t(s.sliceCols);

@@ -17,7 +17,7 @@
 // and the lane accumulates Σ f·x over a group; the group's Σ x (computed once per block, when x is staged)
 // turns that into Σ (q − z)·x = 256·Σ f x − (128 + z)·Σ x (4 bits) or 32768·Σ f x − (32768 + z)·Σ x (8 bits).
 // That is two instructions a weight (permute, FMA) instead of four (shift, mask, convert, FMA): the FFMA path,
-// now only for 8-bit codes with bf16 activations. Everything else runs on the tensor cores
+// now only for 8-bit codes at batch 1-2 and with bf16 activations. Everything else runs on the tensor cores
 // (quantUsesTensorCores; quant_group_gemv.cu says how ldmatrix turns the lane-per-row layout into m16n8k16
 // fragments without a new layout).
 #pragma once

@@ -2,6 +2,8 @@
 // the .cu files so that the CPU references, which accept exactly what the kernels accept, use them on machines
 // without nvcc.
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "BitmaskInt4Gemv.h"
@@ -46,16 +48,29 @@ std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight
   if (w.scaleColumns != quantScaleColumns(p.cols, w.groupSize, w.bits)) return "scale layout does not match the shape";
   if (w.codes == nullptr || w.scales == nullptr || (!w.symmetric && w.zeros == nullptr))
     return "missing code, scale or zero pointer";
-  if (reinterpret_cast<uintptr_t>(w.codes) % 16 != 0) return "codes must be 16-byte aligned";
+  if (reinterpret_cast<uintptr_t>(w.codes) % 16 != 0 || reinterpret_cast<uintptr_t>(w.scales) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(w.zeros) % 16 != 0)
+    return "codes, scales and zeros must be 16-byte aligned (the kernel copies them 16 bytes at a time)";
   return {};
+}
+
+bool quantUsesTensorCores(int bits, ActivationType type, int compiledBatch) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PARETO_QUANT_MMA");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled && (bits == 4 || (type == ActivationType::Float16 && compiledBatch >= 4));
 }
 
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {
   const int batch = compiledBatch(p.batch);
-  if (w.bits == 4 && int4UsesTensorCores(batch))  // fragment-ordered planes of 16-bit x (QuantGroupGemv.h)
-    return chooseGemvSplit(p.rows, quantChunks(p.cols, 4), quantChunkCols(4), batch,
-                           int(quantSumUnit(w.groupSize, 4)), multiprocessors, kMaxStagedBytes,
-                           4 * size_t(int4StagePlanes(batch)), 4 * size_t(int4StagePlanes(batch) * kInt4StagePadWords));
+  if (quantUsesTensorCores(w.bits, p.type, batch)) {
+    // 16-bit rows of x padded by quantStagePadHalves, and the warps' rings after them (+16 bytes of alignment).
+    const size_t pad = size_t(quantStagePadHalves(w.bits));
+    return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
+                           int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kRingMaxSharedBytes,
+                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + kQuantRingBytes);
+  }
   return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
                          int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kMaxStagedBytes);
 }

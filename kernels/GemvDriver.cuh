@@ -75,6 +75,34 @@ inline bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr)
 __device__ __forceinline__ uint4 loadStreaming(const uint4* p) { return __ldcs(p); }
 __device__ __forceinline__ uint2 loadStreaming(const uint2* p) { return __ldcs(p); }
 
+// Shared-memory ring (formats with kRingStages, see the concept below): cp.async copies global memory to shared
+// memory without passing through registers, so a warp can have several chunks of weight in flight while it
+// holds none of them in registers. The weight copies carry an L2 evict-first policy (the weight is read once
+// a launch; the activations, scales and the next kernels' data should stay), the small per-group data the
+// default policy.
+__device__ __forceinline__ uint64_t evictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ void copyAsyncEvictFirst(uint32_t sharedAddress, const void* global, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(sharedAddress), "l"(global),
+               "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void copyAsync(uint32_t sharedAddress, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sharedAddress), "l"(global) : "memory");
+}
+__device__ __forceinline__ void commitCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most `Pending` of this thread's committed copy groups are still in flight.
+template <int Pending>
+__device__ __forceinline__ void waitCopies() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+}
+__device__ __forceinline__ uint32_t sharedAddressOf(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 struct GemvLaunch {
   int64_t rows = 0, cols = 0;
   int batch = 1;
@@ -122,6 +150,18 @@ struct GemvLaunch {
 //     a warp-wide accumulator in the format's own layout (a tensor-core C fragment) instead of one float per
 //     batch row of the lane's row; `finish` (all 32 lanes, after the last chunk) turns it into the lane's row.
 //     rowExtra is applied to `total`, after finish.
+//   static constexpr int kRingStages, kSlotBytes;  and
+//   __device__ static void copyChunk(const Params&, int64_t group, int64_t chunk, int lane, uint32_t slot,
+//                                    uint64_t evictFirst);
+//   template <int B> __device__ static void computeSlot(const Params&, const uint8_t* slot, int64_t group,
+//        int64_t chunk, int64_t localChunk, int lane, const uint32_t* xs, int64_t sliceCols, const float* xsum,
+//        int64_t sumStride, Accumulator<B>&);
+//     the shared-memory ring instead of `load` / `compute`, run by ringGemvKernel: each warp owns kRingStages
+//     slots of kSlotBytes (after the staging), `copyChunk` issues the chunk's cp.async copies into a slot (the
+//     warp's 32 lanes together; a lane may read what another lane copied, so the kernel waits and
+//     __syncwarp()s before computeSlot), and the first kRingStages chunks of every warp are in flight before x
+//     is staged. Needs the custom staging and accumulator parts above; `Fragment`, `load` and `rowExtra` are
+//     unused.
 template <class F, int B, class = void> struct StagingOf {
   using type = float;
   static constexpr bool kCustom = false;
@@ -144,9 +184,81 @@ struct AccumulatorOf<F, B, std::void_t<typename F::template Accumulator<B>>> {
   static constexpr bool kCustom = true;
 };
 
+template <class F, class = void> struct RingOf {
+  static constexpr bool kRing = false;
+  static constexpr int kStages = 0;
+  static constexpr int kSlotBytes = 0;
+};
+template <class F>
+struct RingOf<F, std::void_t<decltype(F::kRingStages)>> {
+  static constexpr bool kRing = true;
+  static constexpr int kStages = F::kRingStages;
+  static constexpr int kSlotBytes = F::kSlotBytes;
+};
+// Byte offset of the ring in the dynamic shared memory: after the staged x and the unit sums, 16-byte aligned
+// (the host reserves 16 bytes of slack for the rounding).
+__host__ __device__ constexpr int64_t ringOffsetBytes(int64_t stagedWords, int64_t sumFloats) {
+  return (4 * (stagedWords + sumFloats) + 15) / 16 * 16;
+}
+
 // The minimum blocks a multiprocessor in __launch_bounds__ caps the registers (batch 1: 128, so 4 blocks = 16
 // warps fit: the double buffer costs 2 fragments of registers, ptxas would otherwise take ~132 for int4 and 3
 // blocks) and matches residentBlocks(), which the split policy (chooseGemvSplit) sizes its grid for.
+// Stages x[:, slice] in shared memory for all batch rows the compiled B has (zero past the last column and for
+// batch rows past `batch`, so padded weight entries and unused batch lanes contribute exactly 0), in fp32 rows or
+// the format's own layout, and per-unit sums for the quantized formats. Each thread takes 8 consecutive columns
+// with one 16-byte load; the loop is unrolled so that a thread's loads are all in flight together (a
+// load-then-store loop costs one memory latency per iteration, which for a 3072-column slice at batch 8 was most
+// of the kernel). A unit (≤ 256 columns, dividing the slice) is unit/8 consecutive threads of one warp, so its
+// sum is a shuffle reduction. Every thread of the block calls it; the caller synchronises after it.
+template <class Format, int B, ActivationType T>
+__device__ __forceinline__ void stageSlice(const GemvLaunch& a, const typename Act<T>::type* x, int64_t col0,
+                                           typename StagingOf<Format, B>::type* xs, float* xsum, int lane) {
+  using Staging = StagingOf<Format, B>;
+  const int64_t vectors = int64_t(B) * a.sliceCols / 8;
+  const int slice = int(a.sliceCols);  // a slice fits in shared memory (kMaxStagedBytes), so B · slice fits 32 bits
+  constexpr int kUnroll = 4;
+  // The loop condition is the warp's (base − lane: its first thread), not the thread's: the unit sums below
+  // shuffle with all 32 lanes, so a warp must never be split between iterating and leaving. (With fewer
+  // vectors than threads, e.g. 80 = 5 chunks of 128 columns at batch 1, lanes 16-31 of warp 2 would leave
+  // while lanes 0-15 shuffle: undefined behaviour. v2's splits never made such slices; v3's do, and the
+  // QuantGroup kernel test stalled on the H200 until this loop was made warp-uniform.) Past `vectors` the
+  // guards below load zeros and skip the stores; a unit lies wholly inside or outside `vectors`.
+  for (int64_t base = threadIdx.x; base - lane < vectors; base += int64_t(blockDim.x) * kUnroll) {
+    uint4 raw[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = base + int64_t(u) * blockDim.x;
+      const int b = int(v) * 8 / slice, i = int(v) * 8 % slice;  // 32-bit: a 64-bit division is ~40 instructions
+      const int64_t c = col0 + i;
+      raw[u] = (v < vectors && b < a.batch && c < a.cols)
+                   ? __ldg(reinterpret_cast<const uint4*>(x + b * a.cols + c))
+                   : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t v = base + int64_t(u) * blockDim.x;
+      float f[8];
+      unpack8<T>(raw[u], f);
+      if (v < vectors) {
+        if constexpr (Staging::kCustom) {
+          Format::template stage<B>(xs, int(v) * 8 / slice, int(v) * 8 % slice, slice, raw[u]);
+        } else {
+          float4* dst = reinterpret_cast<float4*>(xs + v * 8);
+          dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+          dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+        }
+      }
+      if (a.sumUnit > 0) {  // uniform across the block: every thread of a warp takes part in the shuffles
+        float sum = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
+        const int threadsPerUnit = a.sumUnit / 8;
+        for (int off = threadsPerUnit / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
+        if (v < vectors && lane % threadsPerUnit == 0) xsum[v * 8 / a.sumUnit] = sum;
+      }
+    }
+  }
+}
+
 template <class Format, int B, ActivationType T>
 __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks(B))
     packedGemvKernel(const typename Format::Params w, const GemvLaunch a) {
@@ -176,6 +288,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   // Issue the weight loads of the warp's first two chunks now, before x is staged: they do not depend on x, so
   // their memory latency overlaps the staging loads, the stores to shared memory and the barrier, instead of
   // following them. A warp of at most two chunks has its whole share of the weight in flight from the start.
+  using Staging = StagingOf<Format, B>;
+  const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
   Fragment f0, f1;
   if (first < chunkEnd) f0 = Format::load(w, group, first, lane);
   if (first + kStride < chunkEnd) f1 = Format::load(w, group, first + kStride, lane);
@@ -184,61 +298,10 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   // kernels before and after this one (ProgrammaticLaunch.cuh).
   detail::waitForPreviousGrid();
 
-  // Stage x[:, slice] as fp32 (zero past the last column and for batch rows past `batch`, so padded weight
-  // entries and unused batch lanes contribute exactly 0), and per-unit sums for the quantized formats.
-  // Each thread takes 8 consecutive columns with one 16-byte load; the loop is unrolled so that a thread's loads
-  // are all in flight together (a load-then-store loop costs one memory latency per iteration, which for a
-  // 3072-column slice at batch 8 was most of the kernel). A unit (≤ 256 columns, dividing the slice) is
-  // unit/8 consecutive threads of one warp, so its sum is a shuffle reduction.
-  using Staging = StagingOf<Format, B>;
   using Staged = typename Staging::type;
   Staged* xs = reinterpret_cast<Staged*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
-  {
-    const int64_t vectors = int64_t(B) * a.sliceCols / 8;
-    const int slice = int(a.sliceCols);  // a slice fits in shared memory (kMaxStagedBytes), so B · slice fits 32 bits
-    constexpr int kUnroll = 4;
-    // The loop condition is the warp's (base − lane: its first thread), not the thread's: the unit sums below
-    // shuffle with all 32 lanes, so a warp must never be split between iterating and leaving. (With fewer
-    // vectors than threads, e.g. 80 = 5 chunks of 128 columns at batch 1, lanes 16-31 of warp 2 would leave
-    // while lanes 0-15 shuffle: undefined behaviour. v2's splits never made such slices; v3's do, and the
-    // QuantGroup kernel test stalled on the H200 until this loop was made warp-uniform.) Past `vectors` the
-    // guards below load zeros and skip the stores; a unit lies wholly inside or outside `vectors`.
-    for (int64_t base = threadIdx.x; base - lane < vectors; base += int64_t(blockDim.x) * kUnroll) {
-      uint4 raw[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t v = base + int64_t(u) * blockDim.x;
-        const int b = int(v) * 8 / slice, i = int(v) * 8 % slice;  // 32-bit: a 64-bit division is ~40 instructions
-        const int64_t c = col0 + i;
-        raw[u] = (v < vectors && b < a.batch && c < a.cols)
-                     ? __ldg(reinterpret_cast<const uint4*>(x + b * a.cols + c))
-                     : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t v = base + int64_t(u) * blockDim.x;
-        float f[8];
-        unpack8<T>(raw[u], f);
-        if (v < vectors) {
-          if constexpr (Staging::kCustom) {
-            Format::template stage<B>(xs, int(v) * 8 / slice, int(v) * 8 % slice, slice, raw[u]);
-          } else {
-            float4* dst = reinterpret_cast<float4*>(xs + v * 8);
-            dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-            dst[1] = make_float4(f[4], f[5], f[6], f[7]);
-          }
-        }
-        if (a.sumUnit > 0) {  // uniform across the block: every thread of a warp takes part in the shuffles
-          float sum = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
-          const int threadsPerUnit = a.sumUnit / 8;
-          for (int off = threadsPerUnit / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
-          if (v < vectors && lane % threadsPerUnit == 0) xsum[v * 8 / a.sumUnit] = sum;
-        }
-      }
-    }
-  }
+  stageSlice<Format, B, T>(a, x, col0, xs, xsum, lane);
   __syncthreads();
 
   using Accumulator = AccumulatorOf<Format, B>;
@@ -322,6 +385,112 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
 }
 
+// The kernel of the ring formats (RingOf): the 4 warps of a block take 4 consecutive row groups over the same
+// columns (a split), so x is staged once for 128 weight rows instead of 32 and every warp walks all chunks of
+// the split through its own shared-memory ring. Grid: (ceil(row groups / 4), splits). Each warp combines its own
+// row group's splits (counters and partials as in packedGemvKernel, per row group).
+template <class Format, int B, ActivationType T>
+__global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, kRingResidentBlocks)
+    ringGemvKernel(const typename Format::Params w, const GemvLaunch a) {
+  using A = Act<T>;
+  using Ring = RingOf<Format>;
+  using Staging = StagingOf<Format, B>;
+  static_assert(Ring::kRing && Staging::kCustom && AccumulatorOf<Format, B>::kCustom, "a ring format");
+  extern __shared__ float shared[];
+  __shared__ bool lastBlock[kWarpsPerBlock];
+
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int64_t groups = (a.rows + kRowsPerGroup - 1) / kRowsPerGroup;
+  const int64_t group = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  const bool active = group < groups;  // the last block may have fewer row groups than warps
+  const int split = blockIdx.y;
+  const int64_t chunk0 = int64_t(split) * a.chunksPerSplit;
+  const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
+  const int count = active ? int(chunkEnd - chunk0) : 0;
+  const int64_t row = group * kRowsPerGroup + lane;
+  const auto* x = static_cast<const typename A::type*>(a.x);
+  allowDependentLaunch();
+
+  const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
+  uint8_t* ring = reinterpret_cast<uint8_t*>(shared) + ringOffsetBytes(Staging::words(a.sliceCols), int64_t(B) * units);
+  const auto slotOf = [&](int i) { return ring + (warp * Ring::kStages + i % Ring::kStages) * Ring::kSlotBytes; };
+  // The warp's first kRingStages chunks go in flight before x is staged (they do not depend on it): one commit
+  // group a stage, empty or not, so that waitCopies counts stages.
+  {
+    const uint64_t policy = evictFirstPolicy();
+#pragma unroll
+    for (int i = 0; i < Ring::kStages; ++i) {
+      if (i < count) Format::copyChunk(w, group, chunk0 + i, lane, sharedAddressOf(slotOf(i)), policy);
+      commitCopies();
+    }
+  }
+  waitForPreviousGrid();  // x, y, the partials and the counters belong to the kernels before and after this one
+
+  auto* xs = reinterpret_cast<typename Staging::type*>(shared);
+  float* xsum = shared + Staging::words(a.sliceCols);
+  stageSlice<Format, B, T>(a, x, chunk0 * Format::kChunkCols, xs, xsum, lane);
+  __syncthreads();
+
+  typename Format::template Accumulator<B> acc{};
+  const int64_t unitsPerChunk = a.sumUnit > 0 ? Format::kChunkCols / a.sumUnit : 0;
+  // Chunk i is in slot i mod kRingStages. Each iteration waits for the oldest stage (the lane's own copies),
+  // makes the other lanes' copies visible (__syncwarp), computes it, and refills the slot with the chunk
+  // kRingStages ahead once every lane has read it (the second __syncwarp): kRingStages − 1 chunks stay in
+  // flight during each compute.
+  {
+    const uint64_t policy = evictFirstPolicy();
+    for (int i = 0; i < count; ++i) {
+      waitCopies<Ring::kStages - 1>();
+      __syncwarp();
+      Format::template computeSlot<B>(w, slotOf(i), group, chunk0 + i, i, lane, xs, a.sliceCols,
+                                      xsum + i * unitsPerChunk, units, acc);
+      __syncwarp();
+      if (i + Ring::kStages < count)
+        Format::copyChunk(w, group, chunk0 + i + Ring::kStages, lane, sharedAddressOf(slotOf(i)), policy);
+      commitCopies();
+    }
+    waitCopies<0>();  // nothing may still be writing shared memory when the block ends
+  }
+  if (!active) return;
+  float total[B];
+  Format::template finish<B>(acc, lane, total);
+
+  auto* y = static_cast<typename A::type*>(a.y);
+  if (a.splits == 1) {
+    if (row < a.rows)
+#pragma unroll
+      for (int b = 0; b < B; ++b)
+        if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(total[b]);
+    return;
+  }
+  // The last of the row group's splits to arrive adds them up (threadfence reduction, one counter a row group).
+  const int64_t paddedRows = groups * kRowsPerGroup;
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+    if (b < a.batch) a.partials[(int64_t(split) * a.batch + b) * paddedRows + row] = total[b];
+  __threadfence();
+  if (lane == 0) lastBlock[warp] = atomicAdd(&a.counters[group], 1) == a.splits - 1;
+  __syncwarp();
+  if (!lastBlock[warp]) return;
+  __threadfence();
+  if (row < a.rows) {
+    constexpr int kSplitUnroll = B >= 8 ? 2 : B >= 4 ? 4 : 8;
+    float sum[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) sum[b] = 0.f;
+#pragma unroll kSplitUnroll
+    for (int s = 0; s < a.splits; ++s)
+#pragma unroll
+      for (int b = 0; b < B; ++b)
+        if (b < a.batch) sum[b] += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+      if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(sum[b]);
+  }
+  if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
+}
+
 inline std::string cudaErrorText(cudaError_t e, const char* what) {
   return std::string(what) + ": " + cudaGetErrorString(e);
 }
@@ -330,12 +499,17 @@ inline std::string cudaErrorText(cudaError_t e, const char* what) {
 template <class Format, int B, ActivationType T>
 cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
                                cudaStream_t stream) {
-  const dim3 grid(unsigned(rowGroups(a.rows)), unsigned(a.splits));
+  constexpr bool kRing = RingOf<Format>::kRing;
+  const int64_t gridRows = kRing ? ceilDiv(rowGroups(a.rows), kWarpsPerBlock) : rowGroups(a.rows);
+  const dim3 grid(unsigned(gridRows), unsigned(a.splits));
   const dim3 block(kRowsPerGroup * kWarpsPerBlock);
   // A non-sticky error left behind by an unrelated runtime call elsewhere in the process (cudaGetLastError is
   // per thread) would otherwise be reported as this launch's failure; sticky errors survive this and resurface.
   (void)cudaGetLastError();
-  const auto kernel = packedGemvKernel<Format, B, T>;
+  const auto kernel = [] {
+    if constexpr (kRing) return ringGemvKernel<Format, B, T>;
+    else return packedGemvKernel<Format, B, T>;
+  }();
   // Static shared memory (the warp sums) counts against the same 48 KB default, so opt in well below it.
   if (sharedBytes > 32 * 1024) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes));

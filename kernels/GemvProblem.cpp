@@ -6,7 +6,7 @@ namespace pareto::kernels {
 
 GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes) {
+                          size_t stagedFixedBytes, int blocksPerMultiprocessor) {
   GemvSplit s;
   const int64_t groups = rowGroups(rows);
   // One wave: residentBlocks(batch) blocks on every multiprocessor. The kernel (GemvDriver.cuh) issues each
@@ -21,7 +21,8 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   //     unused). Shapes with more row groups keep 2 or more chunks a warp (qkv 6144 × 4096 at int4, batch 1: 2
   //     splits, 2 chunks a warp).
   //   - Row groups that fill the wave by themselves are not split (no partial-sum round trip).
-  const int64_t wave = int64_t(residentBlocks(batch)) * std::max(1, multiprocessors);
+  const int blocks = blocksPerMultiprocessor > 0 ? blocksPerMultiprocessor : residentBlocks(batch);
+  const int64_t wave = int64_t(blocks) * std::max(1, multiprocessors);
   const int64_t maxSplits = std::max<int64_t>(1, chunks / kWarpsPerBlock);  // every warp of a full split: ≥ 1 chunk
   int64_t splits = std::clamp<int64_t>(wave / groups, 1, maxSplits);
   const auto sharedFor = [&](int64_t sp) {
@@ -34,6 +35,27 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   };
   while (sharedFor(splits) > maxSharedBytes && splits < chunks) ++splits;
   s.splits = int(splits);
+  s.chunksPerSplit = ceilDiv(chunks, splits);
+  s.splits = int(ceilDiv(chunks, s.chunksPerSplit));  // no empty split at the end
+  s.sliceCols = s.chunksPerSplit * chunkCols;
+  s.sharedBytes = sharedFor(s.splits);
+  return s;
+}
+
+GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
+                          int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
+                          size_t stagedFixedBytes) {
+  const int64_t blocks = ceilDiv(rowGroups(rows), kWarpsPerBlock);
+  const int64_t wave = int64_t(kRingResidentBlocks) * std::max(1, multiprocessors);
+  int64_t splits = std::clamp<int64_t>(wave / blocks, 1, chunks);
+  const auto sharedFor = [&](int64_t sp) {
+    const int64_t slice = ceilDiv(chunks, sp) * chunkCols;
+    size_t bytes = stagedBytesPerColumn * size_t(slice) + stagedFixedBytes;
+    if (sumUnitCols > 0) bytes += sizeof(float) * size_t(batch) * size_t(ceilDiv(slice, sumUnitCols));
+    return bytes;
+  };
+  while (sharedFor(splits) > maxSharedBytes && splits < chunks) ++splits;
+  GemvSplit s;
   s.chunksPerSplit = ceilDiv(chunks, splits);
   s.splits = int(ceilDiv(chunks, s.chunksPerSplit));  // no empty split at the end
   s.sliceCols = s.chunksPerSplit * chunkCols;

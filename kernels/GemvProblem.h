@@ -34,6 +34,12 @@ inline constexpr int kWarpsPerBlock = 4;   // warps of a block split the columns
 // 2-4, 255 at 8-16; each warp keeps two chunks of weights in registers), so that many always fit, and the split
 // policy sizes its grids to one wave of them. At batch 1 that is 16 warps a multiprocessor.
 constexpr int residentBlocks(int compiledBatch) { return compiledBatch <= 1 ? 4 : compiledBatch <= 4 ? 3 : 2; }
+// Kernels that stream their weight through a shared-memory ring (GemvDriver.cuh: kRingStages) are sized for
+// 2 blocks a multiprocessor: the ring (4 warps × stages × slot) takes most of a block's share of the 228 KB.
+inline constexpr int kRingResidentBlocks = 2;
+// Dynamic shared memory a ring kernel's block may use: half of the multiprocessor's 228 KB, less the 1 KB the
+// runtime reserves a block and the static warp sums (4 warps × 16 batch rows × 32 floats).
+inline constexpr size_t kRingMaxSharedBytes = 228 * 1024 / 2 - 1024 - 8 * 1024;
 inline constexpr int kMaxBatch = 16;
 // Shared memory a block may use for staged activations (Hopper allows 227 KB a block; staying well below
 // leaves room for two blocks a multiprocessor).
@@ -72,9 +78,18 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // `batch` is the compiled batch. `sumUnitCols` > 0 adds one float per unit and batch row for per-unit sums.
 // x is staged as one fp32 per column and batch row unless `stagedBytesPerColumn` (> 0, for all batch rows
 // together) and `stagedFixedBytes` say otherwise (the tensor-core int4 kernel stages fragment-ordered planes).
+// `blocksPerMultiprocessor` > 0 replaces residentBlocks(batch) (the ring kernels: kRingResidentBlocks).
 GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn = 0,
-                          size_t stagedFixedBytes = 0);
+                          size_t stagedFixedBytes = 0, int blocksPerMultiprocessor = 0);
+
+// The split of the ring kernels (GemvDriver.cuh: ringGemvKernel), whose blocks take kWarpsPerBlock row groups
+// each and whose warps walk every chunk of their split: as many splits as keep the grid within one wave of
+// kRingResidentBlocks a multiprocessor, more when the staged x (`stagedBytesPerColumn` for all batch rows,
+// `sumUnitCols` sums, plus `stagedFixedBytes`: padding and the rings) would not fit in `maxSharedBytes`.
+GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
+                          int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
+                          size_t stagedFixedBytes);
 
 // Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1) and one
 // int counter per row group that must be zero before the first launch (the kernels leave it zero).

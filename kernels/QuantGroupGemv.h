@@ -16,9 +16,10 @@
 // f = 0.5 + q/256 (4-bit q placed in the mantissa under a fixed exponent) or f = 1 + q/32768 (8-bit), exact,
 // and the lane accumulates Σ f·x over a group; the group's Σ x (computed once per block, when x is staged)
 // turns that into Σ (q − z)·x = 256·Σ f x − (128 + z)·Σ x (4 bits) or 32768·Σ f x − (32768 + z)·Σ x (8 bits).
-// That is two instructions a weight (permute, FMA) instead of four (shift, mask, convert, FMA). From batch 4 on,
-// 4-bit codes go to the tensor cores instead (int4UsesTensorCores; quant_group_gemv.cu says how the lane-per-row
-// layout feeds m16n8k16 unchanged): the FFMA path's work grows with every batch row, an MMA covers four.
+// That is two instructions a weight (permute, FMA) instead of four (shift, mask, convert, FMA): the FFMA path,
+// now only for 8-bit codes at batch 1-2 and with bf16 activations. Everything else runs on the tensor cores
+// (quantUsesTensorCores; quant_group_gemv.cu says how ldmatrix turns the lane-per-row layout into m16n8k16
+// fragments without a new layout).
 #pragma once
 
 #include <string>
@@ -51,18 +52,24 @@ inline int64_t quantScaleColumns(int64_t cols, int64_t groupSize, int bits) {
   return groupSize < quantChunkCols(bits) ? padded / groupSize : ceilDiv(cols, groupSize);
 }
 
-// How the 4-bit (tensor-core) kernel stages x in shared memory: planes of one 32-byte record per 8 columns (the
-// A registers of the two MMAs of a code word, see quant_group_gemv.cu): one plane per pair of batch rows
-// (4p + h, 4p + h + 2), h = 0, 1, for the rows a compiled batch has, and one plane of zeros for the lanes whose
-// A fragment is zero. Each plane is padded by 8 words so that the planes a warp reads at once start in
-// different shared-memory banks.
-constexpr int int4StagePlanes(int compiledBatch) {
-  return (compiledBatch <= 1 ? 1 : 2 * ((compiledBatch + 3) / 4)) + 1;
-}
-inline constexpr int kInt4StagePadWords = 8;
-// 4-bit codes run on the tensor cores from batch 4 on (compiled batch 4, 8, 16); at batch 1-2 the FFMA path is
-// faster (measured on the H200: bench/NOTES.md).
-constexpr bool int4UsesTensorCores(int compiledBatch) { return compiledBatch >= 4; }
+// The tensor-core path (quant_group_gemv.cu: QuantMmaFormat): 4-bit codes at every batch 1-16 in fp16 and bf16,
+// 8-bit codes in fp16 from batch 4 on. At batch 1-2 the 8-bit FFMA path was faster on the H200 (2.37 against
+// 2.96 ms a Llama-3.1-8B step at batch 1, bench/NOTES.md v6: at 1 byte a weight the FFMA path's 16 warps a
+// multiprocessor already keep ~74% of copy bandwidth busy, the ring's 8 do not); 8-bit codes with bf16
+// activations stay on the FFMA path: 128 + an 8-bit code is not exact in bf16's 8 significant bits, so the
+// exponent trick does not apply. PARETO_QUANT_MMA=0 in the environment sends everything to the FFMA path (for
+// A/B timing; read once).
+bool quantUsesTensorCores(int bits, ActivationType type, int compiledBatch);
+// Its weight stream: each warp a ring of kQuantRingStages shared-memory slots of one chunk's codes (4 KB),
+// scales (up to 8 sum units × 32 rows × fp16) and zeros (8 × 32 × uint8), filled by cp.async.
+inline constexpr int kQuantRingStages = 4;
+inline constexpr int kQuantCodeBytes = 4096;
+inline constexpr int kQuantScaleBytes = 512;
+inline constexpr int kQuantSlotBytes = kQuantCodeBytes + kQuantScaleBytes + 256;
+inline constexpr size_t kQuantRingBytes = size_t(kWarpsPerBlock) * kQuantRingStages * kQuantSlotBytes;
+// x is staged as 16-bit rows padded by this many values, so that the rows a warp's B-fragment loads touch at
+// once start in different banks (4 bits: 2 rows × 64 bytes a quarter-warp; 8 bits: 4 rows × 32 bytes a half).
+constexpr int quantStagePadHalves(int bits) { return bits == 4 ? 32 : 16; }
 
 std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight& w);
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors);

@@ -51,7 +51,8 @@ struct QuantCodeStream {
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-// The FFMA path (8-bit codes, and 4-bit codes at batch 1-2): one byte permute builds the fp32 number
+// The FFMA path (8-bit codes at batch 1-2 and with bf16 activations; everything under PARETO_QUANT_MMA=0): one
+// byte permute builds the fp32 number
 // f = 0.5 + q/256 (4-bit q placed in the mantissa under a fixed exponent: bytes [0, 0, q, 0x3F]) or
 // f = 1 + q/32768 (8-bit: bytes [0, q, 0x80, 0x3F]), exact, and the lane accumulates Σ f·x over a unit; the
 // unit's Σ x (computed once per block, when x is staged) turns that into Σ (q − z)·x = 256·Σ f x − (128 + z)·Σ x
@@ -141,149 +142,204 @@ __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// 4-bit codes on the tensor cores, in the lane-per-row layout as it is (no fragment-ordered re-layout).
+__device__ __forceinline__ uint32_t lop3Mask(uint32_t a, uint32_t mask, uint32_t set) {
+  // (a & mask) | set in one LOP3: with the constants as register operands ptxas cannot split it into two
+  // LOP3s of one immediate each (what it did with the C++ expression in v5).
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(set));
+  return d;
+}
+
+// Codes on the tensor cores at every batch, fed from the lane-per-row layout as it is (no new layout; the
+// float64 reference reads the same bytes), through a shared-memory ring.
 //
-// Why from batch 4 only (int4UsesTensorCores): on the FFMA pipe every batch row adds its own FMAs and shared
-// loads for each weight, while one MMA pass covers four batch rows, so from batch 4 this path is faster
-// (batch 8: 8.70 against 12.55 ms a step on the H200). At batch 1 it is slower (2.84 against 2.29 ms) although it
-// issues ~1060 instructions a 256-column chunk against ~1290: neither kernel is issue-bound there, and each
-// warp's chain of latencies (weights, decode, MMA accumulator, shared loads) is what sets the time
-// (bench/NOTES.md, v5).
+// Stream: a warp's chunk is 8 pieces of 512 bytes (piece i: 16 bytes of each of the row group's 32 rows). The
+// 32 lanes copy them with cp.async (lane l the 16 bytes of row l, evict-first), together with the chunk's
+// scales and zeros (64 and 32 contiguous bytes a sum unit in the [G][S][32] arrays), into one slot of the
+// warp's ring.
 //
-// How the lane-per-row data maps onto m16n8k16 (A 16×16 row-major, B 16×8 column-major, C 16×8): lane
-// l = 4·g + t (g = l/4, t = l%4) supplies B[k][n] for n = g and k ∈ {2t, 2t+1, 2t+8, 2t+9}. Let those be four
-// weights of the lane's own row, 4g + t, at four columns shared by all lanes:
-//     B[k][n] = W[4n + t(k)][col(k)],   t(k) = (k mod 8) / 2.
-// Then C[m][n] = Σ_k A[m][k]·B[k][n] mixes four rows; A makes it block-diagonal: A[m][k] = x[b(m)][col(k)] when
-// m mod 4 = t(k), else 0, so that C[m][n] = Σ x[b][col]·W[4n + m mod 4][col] with b = m / 4: every C entry is
-// one (batch row, weight row) pair, 32 rows × 4 batch rows an MMA. Only the lanes with g mod 4 = t hold a
-// non-zero A fragment (g < 4 at batch 1: lanes 0, 5, 10, 15); the others keep zero registers.
+// Fragments: ldmatrix.x4 over a piece in shared memory hands lane l = 4g + t bytes 4t..4t+3 of rows g, g+8,
+// g+16 and g+24: 8 codes (4 bits: columns 8t..8t+7 of the piece) or 4 codes (8 bits: columns 4t..4t+3) of each
+// of four rows, which is the A fragment of m16n8k16 for rows 0-15 and 16-31 up to an order of k. k order is
+// free as long as A and B agree: for 4 bits, the k slots (2t, 2t+1 | 2t+8, 2t+9) of the first MMA are columns
+// (8t, 8t+4 | 8t+1, 8t+5) and of the second (8t+2, 8t+6 | 8t+3, 8t+7), which is what `(q >> s) & 0x000F000F`
+// pairs up; for 8 bits they are columns (4t, 4t+1 | 4t+2, 4t+3), two byte permutes. So the transpose a new
+// fragment-ordered layout would do at load time costs one ldmatrix a piece here, the same as a 16-byte shared
+// load of a pre-ordered one. A piece is read from shared memory once, in 4 phases of 128 contiguous bytes:
+// no bank conflicts.
 //
-// The codes of a word (columns c..c+7, column 2i in the low nibble of byte i) become fp16 pairs without a
-// conversion: (q & 0x000F000F) | 0x6400 in each half is 1024 + code, for the columns (c, c+4); q >> 4, >> 8,
-// >> 12 give (c+1, c+5), (c+2, c+6), (c+3, c+7). bf16 uses 0x4300 = 128. So the first MMA of a word multiplies
-// (c, c+4 | c+2, c+6) and the second (c+1, c+5 | c+3, c+7).
-// The products of exact small integers and fp16/bf16 x are exact in the fp32 accumulator; the bias comes off
-// at the end of each unit with its Σ x: Σ (q − z)·x = C − (bias + z)·Σ x.
+// Dequantization: `(q & mask) | exponent` is 1024 + q in fp16 (0x6400; bf16 0x4300 = 128 + q for 4 bits), exact,
+// so the MMA adds Σ (bias + q)·x in fp32 (products of small integers and 16-bit x are exact); at the end of each
+// sum unit the bias and the zero come off with the unit's Σ x, folded into the scale's FMA:
+// acc += s · (C − (bias + z) · Σx). 3 SHF + 4 LOP3 a 4-bit word of 8 codes, 2 PRMT an 8-bit word of 4.
 //
-// x is staged as the A registers themselves (QuantGroupGemv.h: int4StagePlanes): a 32-byte record per 8 columns
-// holds the 4 registers of each of the word's two MMAs, so a lane loads them with two LDS.128 and nothing moves
-// them (with x staged in column order, building the 4 consecutive registers an MMA takes, zeros included, cost
-// more register moves than the FFMA path's whole arithmetic). The lanes with a zero A fragment read a plane of
-// zeros instead of being predicated off.
-template <ActivationType T>
-struct Int4MmaFormat : QuantCodeStream {
-  static constexpr int kChunkCols = 256;
+// B operand (x): the batch is N (lanes g = batch row, 8 a tile; batch 16 takes two tiles), x staged in shared
+// memory as 16-bit rows, 4-bit: each 8 columns stored in the order (0,4, 1,5, 2,6, 3,7) so that one 16-byte
+// load per lane and piece is the B registers of both MMAs. Lanes whose batch row the compiled batch lacks use
+// zero registers; rows the compiled batch has beyond the actual one are staged as zeros.
+//
+// Accumulator C: lane (g, t) of tile (m, n) holds rows 16m + g (c0, c1) and 16m + g + 8 (c2, c3) for batch rows
+// 8n + 2t and 8n + 2t + 1.
+template <int Bits, ActivationType T>
+struct QuantMmaFormat : QuantCodeStream {
+  static constexpr int kChunkCols = Bits == 4 ? 256 : 128;
+  static constexpr int kPieceCols = kChunkCols / 8;
+  static constexpr int kRingStages = kQuantRingStages;
+  static constexpr int kSlotBytes = kQuantSlotBytes;
+  static constexpr int kPadHalves = quantStagePadHalves(Bits);
   static constexpr uint32_t kExponent = T == ActivationType::Float16 ? 0x64006400u : 0x43004300u;
   static constexpr float kBias = T == ActivationType::Float16 ? 1024.f : 128.f;
+  static_assert(Bits == 4 || T == ActivationType::Float16, "8-bit codes on the tensor cores need fp16");
 
-  // Batch rows 4p..4p+3 are MMA pass p. Entry [p][i] is C fragment register i: (batch 4p + g/4, row 8t + g%4),
-  // (…, row 8t + 4 + g%4), (batch 4p + g/4 + 2, row 8t + g%4), (…, row 8t + 4 + g%4).
+  template <int B> static constexpr int kTiles = B > 8 ? 2 : 1;  // batch tiles of 8
   template <int B> struct Accumulator {
-    float v[(B + 3) / 4][4];
+    float v[2][kTiles<B>][4];
   };
 
-  template <int B> static constexpr int kPlanes = int4StagePlanes(B);
   template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
-    return kPlanes<B> * (sliceCols + kInt4StagePadWords);
+    return int64_t(B) * (sliceCols + kPadHalves) / 2;
   }
-
-  // Row b = 4p + h (+ 2) of x, columns col..col+7 → record words (h rows even, h + 2 rows odd):
-  // [x(0,4), x'(0,4), x(2,6), x'(2,6), x(1,5), x'(1,5), x(3,7), x'(3,7)] of plane 2p + h (x' = row + 2, zero
-  // when the compiled batch has no such row). Row 0 also clears the zero plane's record.
   template <int B>
   __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
                                                const uint4& v) {
-    const uint32_t w04 = __byte_perm(v.x, v.z, 0x5410), w26 = __byte_perm(v.y, v.w, 0x5410);
-    const uint32_t w15 = __byte_perm(v.x, v.z, 0x7632), w37 = __byte_perm(v.y, v.w, 0x7632);
-    const int64_t planeWords = sliceCols + kInt4StagePadWords;
-    const int within = int(b % 4);
-    uint32_t* record = xs + (2 * (b / 4) + (within & 1)) * planeWords + col;
-    if (within >= 2) {
-      record[1] = w04, record[3] = w26, record[5] = w15, record[7] = w37;
-    } else if (b + 2 < B) {
-      record[0] = w04, record[2] = w26, record[4] = w15, record[6] = w37;
-    } else {
-      reinterpret_cast<uint4*>(record)[0] = make_uint4(w04, 0u, w26, 0u);
-      reinterpret_cast<uint4*>(record)[1] = make_uint4(w15, 0u, w37, 0u);
-    }
-    if (b == 0) {
-      uint4* zeros = reinterpret_cast<uint4*>(xs + (kPlanes<B> - 1) * planeWords + col);
-      zeros[0] = zeros[1] = make_uint4(0u, 0u, 0u, 0u);
-    }
+    uint4 out = v;
+    if constexpr (Bits == 4)
+      out = make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632), __byte_perm(v.y, v.w, 0x5410),
+                       __byte_perm(v.y, v.w, 0x7632));
+    *reinterpret_cast<uint4*>(xs + b * ((sliceCols + kPadHalves) / 2) + col / 2) = out;
+  }
+
+  // Sum units of a chunk, and the first scale column of the chunk.
+  __device__ static __forceinline__ int unitsOf(const Params& w) {
+    return w.chunksPerGroup == 0 ? kChunkCols >> w.unitShift : 1;
+  }
+
+  __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
+                                                   uint32_t slot, uint64_t evictFirst) {
+    const uint4* codes = w.codes + (group * w.chunks + chunk) * 8 * 32 + lane;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) detail::copyAsyncEvictFirst(slot + i * 512 + lane * 16, codes + i * 32, evictFirst);
+    const int units = unitsOf(w);
+    const int64_t column = w.chunksPerGroup == 0 ? chunk * units : chunk / w.chunksPerGroup;
+    const int64_t at = (group * w.scaleColumns + column) * 32;  // first entry of the chunk's scale columns
+    if (lane < 4 * units) detail::copyAsync(slot + kQuantCodeBytes + lane * 16, w.scales + at + lane * 8);
+    if (!w.symmetric && lane < 2 * units)
+      detail::copyAsync(slot + kQuantCodeBytes + kQuantScaleBytes + lane * 16, w.zeros + at + lane * 16);
   }
 
   template <int B>
-  __device__ static __forceinline__ void compute(const Params& w, const Fragment& fragment, int64_t group,
-                                                 int64_t chunk, int lane, const uint32_t* xs, int64_t xStride,
-                                                 const float* xsum, int64_t sumStride, Accumulator<B>& acc) {
-    constexpr int kPasses = (B + 3) / 4;
+  __device__ static __forceinline__ void computeSlot(const Params& w, const uint8_t* slot, int64_t, int64_t,
+                                                     int64_t localChunk, int lane, const uint32_t* xs,
+                                                     int64_t sliceCols, const float* xsum, int64_t sumStride,
+                                                     Accumulator<B>& acc) {
+    constexpr int kN = kTiles<B>;
     const int g = lane >> 2, t = lane & 3;
-    const bool feeds = (g & 3) == t;  // the lanes whose A fragment is not zero
-    const int bLow = g >> 2;          // batch row (within a pass) of A rows g; bLow + 2 for rows g + 8
-    const uint32_t* records[kPasses];
+    const int64_t rowWords = (sliceCols + kPadHalves) / 2;
+    // The lane's B rows (batch g and 8 + g) in the staging, at this chunk's first column; null: zero registers.
+    const uint32_t* xRow[kN];
 #pragma unroll
-    for (int p = 0; p < kPasses; ++p)
-      records[p] = xs + (feeds && 4 * p + bLow < B ? 2 * p + bLow : kPlanes<B> - 1) *
-                            (xStride + kInt4StagePadWords);
-    // Two accumulators (first and second MMA of each word) so that consecutive MMAs do not wait on each other.
-    float c0[kPasses][4], c1[kPasses][4];
+    for (int n = 0; n < kN; ++n)
+      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) +
+                                    (Bits == 4 ? 4 * t : 2 * t)
+                              : nullptr;
+    const uint32_t mask = 0x000F000Fu, exponent = kExponent;
+    const uint32_t slotAddress = detail::sharedAddressOf(slot);
+    // Two accumulators a tile pair (even and odd MMAs), so that consecutive MMAs do not wait on each other.
+    float c[2][2][kN][4];
 #pragma unroll
-    for (int p = 0; p < kPasses; ++p)
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) c0[p][i] = c1[p][i] = 0.f;
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) c[h][m][n][i] = 0.f;
+    const int units = unitsOf(w);
 #pragma unroll
     for (int piece = 0; piece < 8; ++piece) {
+      uint32_t r[4];
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                   : "r"(slotAddress + piece * 512 + lane * 16));
+      if constexpr (Bits == 4) {
+        uint4 xb[kN];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t q = word(fragment.piece[piece], j);
-        const uint32_t w04 = (q & 0x000F000Fu) | kExponent, w15 = ((q >> 4) & 0x000F000Fu) | kExponent;
-        const uint32_t w26 = ((q >> 8) & 0x000F000Fu) | kExponent, w37 = ((q >> 12) & 0x000F000Fu) | kExponent;
-        const int col = piece * 32 + j * 8;
+        for (int n = 0; n < kN; ++n)
+          xb[n] = xRow[n] ? *reinterpret_cast<const uint4*>(xRow[n] + piece * (kPieceCols / 2)) : make_uint4(0, 0, 0, 0);
 #pragma unroll
-        for (int p = 0; p < kPasses; ++p) {
-          const uint4 a0 = *reinterpret_cast<const uint4*>(records[p] + col);
-          const uint4 a1 = *reinterpret_cast<const uint4*>(records[p] + col + 4);
-          mma16816<T>(c0[p], a0.x, a0.y, a0.z, a0.w, w04, w26);
-          mma16816<T>(c1[p], a1.x, a1.y, a1.z, a1.w, w15, w37);
+        for (int m = 0; m < 2; ++m) {
+          const uint32_t lo = r[2 * m], hi = r[2 * m + 1];  // rows 16m + g, 16m + g + 8
+          const uint32_t lo04 = lop3Mask(lo, mask, exponent), hi04 = lop3Mask(hi, mask, exponent);
+          const uint32_t lo15 = lop3Mask(lo >> 4, mask, exponent), hi15 = lop3Mask(hi >> 4, mask, exponent);
+          const uint32_t lo26 = lop3Mask(lo >> 8, mask, exponent), hi26 = lop3Mask(hi >> 8, mask, exponent);
+          const uint32_t lo37 = lop3Mask(lo >> 12, mask, exponent), hi37 = lop3Mask(hi >> 12, mask, exponent);
+#pragma unroll
+          for (int n = 0; n < kN; ++n) {
+            mma16816<T>(c[0][m][n], lo04, hi04, lo15, hi15, xb[n].x, xb[n].y);
+            mma16816<T>(c[1][m][n], lo26, hi26, lo37, hi37, xb[n].z, xb[n].w);
+          }
+        }
+      } else {
+        uint2 xb[kN];
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+          xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + piece * (kPieceCols / 2)) : make_uint2(0, 0);
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          uint32_t lo = r[2 * m], hi = r[2 * m + 1];
+          if (w.symmetric) lo ^= 0x80808080u, hi ^= 0x80808080u;  // int8 q → q + 128, so every code reads as unsigned
+          const uint32_t lo01 = __byte_perm(lo, 0x64646464u, 0x4140), hi01 = __byte_perm(hi, 0x64646464u, 0x4140);
+          const uint32_t lo23 = __byte_perm(lo, 0x64646464u, 0x4342), hi23 = __byte_perm(hi, 0x64646464u, 0x4342);
+#pragma unroll
+          for (int n = 0; n < kN; ++n) mma16816<T>(c[piece & 1][m][n], lo01, hi01, lo23, hi23, xb[n].x, xb[n].y);
         }
       }
-      // End of a sum unit (a group, or the chunk when groups are wider): apply its scales and zeros to the
-      // lane's two rows, 8t + g%4 and 8t + 4 + g%4.
-      if ((((piece + 1) * 32) & ((1 << w.unitShift) - 1)) == 0) {
-        const int unitInChunk = (((piece + 1) * 32) >> w.unitShift) - 1;
-        const int64_t at = (group * w.scaleColumns + scaleColumn(w, chunk, kChunkCols, (piece + 1) * 32)) * 32 +
-                           8 * t + (g & 3);
-        const float s0 = __half2float(__ldg(w.scales + at)), s1 = __half2float(__ldg(w.scales + at + 4));
-        const float o0 = kBias + (w.symmetric ? w.symmetricZero : float(__ldg(w.zeros + at)));
-        const float o1 = kBias + (w.symmetric ? w.symmetricZero : float(__ldg(w.zeros + at + 4)));
+      // End of a sum unit (a group, or the chunk when groups are wider): scales and zeros of the lane's four
+      // rows, the unit's Σx of its two batch rows a tile.
+      if ((((piece + 1) * kPieceCols) & ((1 << w.unitShift) - 1)) == 0) {
+        const int unit = units == 1 ? 0 : (((piece + 1) * kPieceCols) >> w.unitShift) - 1;
+        const __half* scales = reinterpret_cast<const __half*>(slot + kQuantCodeBytes) + unit * 32;
+        const uint8_t* zeros = slot + kQuantCodeBytes + kQuantScaleBytes + unit * 32;
+        float s[4], o[4];
 #pragma unroll
-        for (int p = 0; p < kPasses; ++p) {
-          const int bA = 4 * p + bLow, bB = bA + 2;
-          const float sumA = bA < B ? xsum[bA * sumStride + unitInChunk] : 0.f;
-          const float sumB = bB < B ? xsum[bB * sumStride + unitInChunk] : 0.f;
-          acc.v[p][0] = fmaf(s0, fmaf(-o0, sumA, c0[p][0] + c1[p][0]), acc.v[p][0]);
-          acc.v[p][1] = fmaf(s1, fmaf(-o1, sumA, c0[p][1] + c1[p][1]), acc.v[p][1]);
-          acc.v[p][2] = fmaf(s0, fmaf(-o0, sumB, c0[p][2] + c1[p][2]), acc.v[p][2]);
-          acc.v[p][3] = fmaf(s1, fmaf(-o1, sumB, c0[p][3] + c1[p][3]), acc.v[p][3]);
+        for (int k = 0; k < 4; ++k) {
+          s[k] = __half2float(scales[g + 8 * k]);
+          o[k] = kBias + (w.symmetric ? w.symmetricZero : float(zeros[g + 8 * k]));
+        }
 #pragma unroll
-          for (int i = 0; i < 4; ++i) c0[p][i] = c1[p][i] = 0.f;
+        for (int n = 0; n < kN; ++n) {
+          const int b0 = 8 * n + 2 * t, b1 = b0 + 1;
+          const float sum0 = b0 < B ? xsum[b0 * sumStride + unit] : 0.f;
+          const float sum1 = b1 < B ? xsum[b1 * sumStride + unit] : 0.f;
+#pragma unroll
+          for (int m = 0; m < 2; ++m) {
+            float* a = acc.v[m][n];
+            const float* c0 = c[0][m][n];
+            const float* c1 = c[1][m][n];
+            a[0] = fmaf(s[2 * m], fmaf(-o[2 * m], sum0, c0[0] + c1[0]), a[0]);
+            a[1] = fmaf(s[2 * m], fmaf(-o[2 * m], sum1, c0[1] + c1[1]), a[1]);
+            a[2] = fmaf(s[2 * m + 1], fmaf(-o[2 * m + 1], sum0, c0[2] + c1[2]), a[2]);
+            a[3] = fmaf(s[2 * m + 1], fmaf(-o[2 * m + 1], sum1, c0[3] + c1[3]), a[3]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) c[0][m][n][i] = c[1][m][n][i] = 0.f;
+          }
         }
       }
     }
   }
 
-  // Row r = lane, batch b: C entry of lane 4·(4·(b%4 & 1) + r%4) + r/8, register (b%4 ≥ 2 ? 2 : 0) + (r/4)%2.
+  // Row r = lane, batch b: tile (r / 16, b / 8), register 2·((r / 8) & 1) + b % 2 of lane 4·(r % 8) + (b % 8) / 2.
   template <int B>
   __device__ static __forceinline__ void finish(const Accumulator<B>& acc, int lane, float (&total)[B]) {
-    const bool second = (lane >> 2) & 1;
+    const int m = lane >> 4, upper = (lane >> 3) & 1;
 #pragma unroll
     for (int b = 0; b < B; ++b) {
-      const int p = b / 4, within = b % 4, reg = within >= 2 ? 2 : 0;
-      const int source = 4 * (4 * (within & 1) + (lane & 3)) + (lane >> 3);
-      const float even = __shfl_sync(0xFFFFFFFFu, acc.v[p][reg], source);
-      const float odd = __shfl_sync(0xFFFFFFFFu, acc.v[p][reg + 1], source);
-      total[b] = second ? odd : even;
+      const int n = b / 8, source = 4 * (lane & 7) + (b % 8) / 2, reg = b % 2;
+      const float v00 = __shfl_sync(0xFFFFFFFFu, acc.v[0][n][reg], source);
+      const float v01 = __shfl_sync(0xFFFFFFFFu, acc.v[0][n][reg + 2], source);
+      const float v10 = __shfl_sync(0xFFFFFFFFu, acc.v[1][n][reg], source);
+      const float v11 = __shfl_sync(0xFFFFFFFFu, acc.v[1][n][reg + 2], source);
+      total[b] = m == 0 ? (upper ? v01 : v00) : (upper ? v11 : v10);
     }
   }
 };
@@ -303,22 +359,15 @@ std::string launch(const GemvProblem& p, const QuantGroupGemvWeight& w, const Ge
                      Bits == 4 ? 8.f : 128.f,
                      w.symmetric};
   const auto a = detail::makeLaunch(p, s, params.chunks, int(quantSumUnit(w.groupSize, Bits)), partials, counters);
+  // The split (quantGroupGemvSplit) sized the shared memory for the same choice: quantUsesTensorCores.
   cudaError_t e;
-  if constexpr (Bits == 8) {
-    e = detail::launchPackedGemv<QuantFfmaFormat<8, T>, T>(params, a, s.sharedBytes, stream);
-  } else {
-    // The split (quantGroupGemvSplit) sized the staging for the same choice: int4UsesTensorCores.
-    using Ffma = QuantFfmaFormat<4, T>;
-    using Mma = Int4MmaFormat<T>;
-    switch (compiledBatch(p.batch)) {
-      case 1: e = detail::launchPackedGemvAt<Ffma, 1, T>(params, a, s.sharedBytes, stream); break;
-      case 2: e = detail::launchPackedGemvAt<Ffma, 2, T>(params, a, s.sharedBytes, stream); break;
-      case 4: e = detail::launchPackedGemvAt<Mma, 4, T>(params, a, s.sharedBytes, stream); break;
-      case 8: e = detail::launchPackedGemvAt<Mma, 8, T>(params, a, s.sharedBytes, stream); break;
-      default: e = detail::launchPackedGemvAt<Mma, 16, T>(params, a, s.sharedBytes, stream); break;
+  if constexpr (Bits == 4 || T == ActivationType::Float16) {
+    if (quantUsesTensorCores(Bits, T, compiledBatch(p.batch))) {
+      e = detail::launchPackedGemv<QuantMmaFormat<Bits, T>, T>(params, a, s.sharedBytes, stream);
+      return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "quant_group_gemv launch");
     }
-    static_assert(!int4UsesTensorCores(2) && int4UsesTensorCores(4), "the switch above follows int4UsesTensorCores");
   }
+  e = detail::launchPackedGemv<QuantFfmaFormat<Bits, T>, T>(params, a, s.sharedBytes, stream);
   return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "quant_group_gemv launch");
 }
 

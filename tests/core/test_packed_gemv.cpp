@@ -211,35 +211,44 @@ TEST(PackedGemvReference, RejectsWhatTheKernelsCannotTake) {
   EXPECT_THROW(QuantGroupKernelWeight::fromPacked(bad), InputError);
 }
 
-// The int4 split must reserve the shared memory the kernel stages: fp32 rows at batch 1-2 (FFMA path), the
-// fragment-ordered planes of quant_group_gemv.cu from batch 4 (tensor cores), within the staging limit.
-TEST(PackedGemvSplit, Int4SharedMemoryFollowsTheArithmeticPathOfEachBatch) {
+// The quantized split must reserve the shared memory the kernel uses: on the tensor-core path (4-bit codes,
+// 8-bit codes in fp16) 16-bit rows of x padded by quantStagePadHalves, the unit sums and the warps' weight rings
+// (quant_group_gemv.cu) within the ring kernels' budget, sized for kRingResidentBlocks blocks a multiprocessor;
+// fp32 rows of x on the FFMA path (8-bit codes in bf16).
+TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
   namespace k = kernels;
-  EXPECT_FALSE(k::int4UsesTensorCores(1));
-  EXPECT_FALSE(k::int4UsesTensorCores(2));
-  EXPECT_TRUE(k::int4UsesTensorCores(4));
-  EXPECT_EQ(k::int4StagePlanes(1), 2);   // rows (0, 2) + zeros
-  EXPECT_EQ(k::int4StagePlanes(4), 3);   // (0, 2), (1, 3) + zeros
-  EXPECT_EQ(k::int4StagePlanes(16), 9);  // four passes of two + zeros
+  for (int b : {1, 2, 4, 8, 16}) {
+    EXPECT_TRUE(k::quantUsesTensorCores(4, k::ActivationType::Float16, b));
+    EXPECT_TRUE(k::quantUsesTensorCores(4, k::ActivationType::BFloat16, b));
+    EXPECT_EQ(k::quantUsesTensorCores(8, k::ActivationType::Float16, b), b >= 4);  // FFMA faster at 1-2 (NOTES v6)
+    EXPECT_FALSE(k::quantUsesTensorCores(8, k::ActivationType::BFloat16, b));
+  }
   const int sms = 132;
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
-    for (int batch : {1, 2, 3, 4, 8, 11, 16}) {
-      k::GemvProblem p;
-      p.rows = rows, p.cols = cols, p.batch = batch;
-      k::QuantGroupGemvWeight w;
-      w.bits = 4, w.groupSize = 128, w.scaleColumns = k::quantScaleColumns(cols, 128, 4);
-      const k::GemvSplit s = k::quantGroupGemvSplit(p, w, sms);
-      const int compiled = k::compiledBatch(batch);
-      const size_t sums = sizeof(float) * size_t(compiled) * size_t(s.sliceCols / 128);
-      const size_t staged = k::int4UsesTensorCores(compiled)
-                                ? 4 * size_t(k::int4StagePlanes(compiled)) * size_t(s.sliceCols + k::kInt4StagePadWords)
-                                : sizeof(float) * size_t(compiled) * size_t(s.sliceCols);
-      const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " batch " + std::to_string(batch);
-      EXPECT_EQ(s.sharedBytes, staged + sums) << what;
-      EXPECT_LE(s.sharedBytes, k::kMaxStagedBytes) << what;
-      EXPECT_GE(int64_t(s.splits) * s.chunksPerSplit, k::quantChunks(cols, 4)) << what;
-      EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, k::quantChunks(cols, 4)) << what;  // no empty split
-      EXPECT_EQ(s.sliceCols, s.chunksPerSplit * k::quantChunkCols(4)) << what;
+    for (int bits : {4, 8}) {
+      for (auto type : {k::ActivationType::Float16, k::ActivationType::BFloat16}) {
+        for (int batch : {1, 2, 3, 4, 8, 11, 16}) {
+          k::GemvProblem p;
+          p.rows = rows, p.cols = cols, p.batch = batch, p.type = type;
+          k::QuantGroupGemvWeight w;
+          const int64_t group = bits == 4 ? 128 : cols;
+          w.bits = bits, w.groupSize = group, w.scaleColumns = k::quantScaleColumns(cols, group, bits);
+          const k::GemvSplit s = k::quantGroupGemvSplit(p, w, sms);
+          const int compiled = k::compiledBatch(batch);
+          const size_t sums = sizeof(float) * size_t(compiled) * size_t(s.sliceCols / k::quantSumUnit(group, bits));
+          const bool mma = k::quantUsesTensorCores(bits, type, compiled);
+          const size_t staged =
+              mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::quantStagePadHalves(bits)) + 16 + k::kQuantRingBytes
+                  : sizeof(float) * size_t(compiled) * size_t(s.sliceCols);
+          const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " int" + std::to_string(bits) +
+                                   " batch " + std::to_string(batch);
+          EXPECT_EQ(s.sharedBytes, staged + sums) << what;
+          EXPECT_LE(s.sharedBytes, mma ? k::kRingMaxSharedBytes : k::kMaxStagedBytes) << what;
+          EXPECT_GE(int64_t(s.splits) * s.chunksPerSplit, k::quantChunks(cols, bits)) << what;
+          EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, k::quantChunks(cols, bits)) << what;  // no empty split
+          EXPECT_EQ(s.sliceCols, s.chunksPerSplit * k::quantChunkCols(bits)) << what;
+        }
+      }
     }
   }
 }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds bench/gemv_kernels (the kernels-only test and benchmark, see bench/gemv_kernels.cu): the four packed-GEMV
+# kernels, their host code and references, CUDA runtime and cuBLAS only; one nvcc per file, in parallel.
+#   bench/build-gemv-kernels.sh [BUILDDIR]     (default build-kernels; the binary is BUILDDIR/gemv_kernels)
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:-$here/build-kernels}"
+mkdir -p "$build"
+flags=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I"$here/kernels" -Xptxas=-v)
+pids=()
+for src in kernels/quant_group_gemv.cu kernels/bitmask_nm_gemv.cu kernels/bitmask_int4_gemv.cu kernels/spqr_gemv.cu \
+           kernels/GemvProblem.cpp kernels/GemvChecks.cpp kernels/reference/GemvReference.cpp bench/gemv_kernels.cu; do
+  obj="$build/$(basename "$src").o"
+  # Up to date: newer than its source and every kernels header (a carried build of the unchanged files).
+  if [ -f "$obj" ] && [ -z "$(find "$here/$src" "$here"/kernels/*.h "$here"/kernels/*.cuh "$here"/kernels/reference/*.h -newer "$obj" 2>/dev/null)" ]; then
+    continue
+  fi
+  if [[ "$src" == *.cpp ]]; then
+    nvcc -x cu "${flags[@]}" -c "$here/$src" -o "$obj" >"$obj.log" 2>&1 &
+  else
+    nvcc "${flags[@]}" -c "$here/$src" -o "$obj" >"$obj.log" 2>&1 &
+  fi
+  pids+=($!)
+done
+fail=0
+for p in "${pids[@]}"; do wait "$p" || fail=1; done
+if [ $fail = 1 ]; then grep -h -B2 -A6 "error" "$build"/*.log | head -60; exit 1; fi
+cat "$build"/*.o.log 2>/dev/null | grep -E "registers|spill" >"$build/ptxas.txt" || true
+nvcc -gencode=arch=compute_90a,code=sm_90a "$build"/*.o -o "$build/gemv_kernels" -lcublas
+echo "built $build/gemv_kernels"

@@ -1,0 +1,708 @@
+// gemv_kernels: a kernels-only test and benchmark of the packed-weight GEMV kernels (kernels/, their float64
+// references, the CUDA runtime and cuBLAS; no LibTorch), so that a kernel change can be built and measured on
+// the GPU machine in about a minute. `pareto-cli bench kernels` (core/runtime/KernelBenchmark.cpp) stays the
+// record; this binary uses the same shapes and the same timing method.
+//
+//   gemv_kernels test [--small]
+//     every kernel against its float64 reference on fresh random weights written directly in the kernel layout
+//     (the layout the references read; tests/core/test_packed_gemv.cpp checks the load-time re-layout and the
+//     references against the stored formats), outputs poisoned with NaN, every batch 1-16, fp16 and bf16, shapes
+//     that are not multiples of the tiles, every compiled N:M density and group size. --small: the three small
+//     shapes (for compute-sanitizer). Exit status 1 on any failure.
+//   gemv_kernels bench [--batch 1,2,4,8,16] [--runs 50] [--formats dense,int4-g128,...] [--json FILE]
+//     Llama-3.1-8B linears, 32 layers × {qkv 6144×4096, o 4096×4096, gate+up 28672×4096, down 4096×14336}, every
+//     weight distinct (nothing served from L2), one step of 128 GEMVs captured in a CUDA graph, median of `runs`
+//     replays after 5 warm-ups; cuBLAS fp16 (cublasGemmEx, fp32 accumulation) in the same run, and each shape alone
+//     (its 32 GEMVs in their own graph) as µs a GEMV.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "BitmaskInt4Gemv.h"
+#include "BitmaskNMGemv.h"
+#include "GemvProblem.h"
+#include "QuantGroupGemv.h"
+#include "SpqrGemv.h"
+#include "reference/GemvReference.h"
+
+namespace k = pareto::kernels;
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(2);
+  }
+}
+void check(const std::string& error, const char* what) {
+  if (!error.empty()) {
+    std::fprintf(stderr, "%s: %s\n", what, error.c_str());
+    std::exit(2);
+  }
+}
+
+uint16_t halfBits(float f) {
+  const __half h = __float2half_rn(f);
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+uint16_t bf16Bits(float f) {
+  const __nv_bfloat16 h = __float2bfloat16_rn(f);
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+uint16_t bits16(k::ActivationType t, float f) { return t == k::ActivationType::Float16 ? halfBits(f) : bf16Bits(f); }
+
+// A device copy of a host vector, freed with the object.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) : bytes(n) { check(cudaMalloc(&ptr, std::max<size_t>(n, 16)), "cudaMalloc"); }
+  template <class V> explicit DeviceBuffer(const std::vector<V>& host) : DeviceBuffer(host.size() * sizeof(V)) {
+    check(cudaMemcpy(ptr, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { if (ptr) cudaFree(ptr); }
+  template <class T> T* as() const { return static_cast<T*>(ptr); }
+};
+
+int multiprocessors() {
+  int device = 0, sms = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  return sms;
+}
+
+// ---- a kernel-layout weight of each format, host and device ------------------------------------------------
+
+// One GEMV weight: `run` launches its kernel on a problem; `reference` computes the float64 result (host
+// problem); `bytes` is what a launch reads of the weight.
+struct Linear {
+  int64_t rows = 0, cols = 0;
+  size_t bytes = 0;
+  std::vector<std::shared_ptr<DeviceBuffer>> device;
+  std::function<std::string(const k::GemvProblem&, float*, int*, cudaStream_t)> run;  // device pointers
+  std::function<k::GemvSplit(const k::GemvProblem&)> split;
+  std::function<std::vector<double>(const k::GemvProblem&)> reference;                 // host pointers
+};
+
+template <class V> std::shared_ptr<DeviceBuffer> upload(const std::vector<V>& v) { return std::make_shared<DeviceBuffer>(v); }
+
+std::vector<uint8_t> randomBytes(size_t n, std::mt19937_64& rng) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = uint8_t(rng());
+  return v;
+}
+std::vector<uint16_t> randomValues(size_t n, k::ActivationType t, float scale, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.f, scale);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = bits16(t, normal(rng));
+  return v;
+}
+// Mask words of exactly `kept` set bits.
+std::vector<uint32_t> randomMasks(size_t n, int kept, std::mt19937_64& rng) {
+  std::vector<uint32_t> v(n);
+  int index[32];
+  for (auto& word : v) {
+    for (int i = 0; i < 32; ++i) index[i] = i;
+    word = 0;
+    for (int i = 0; i < kept; ++i) {
+      const int j = i + int(rng() % uint64_t(32 - i));
+      std::swap(index[i], index[j]);
+      word |= 1u << index[i];
+    }
+  }
+  return v;
+}
+
+Linear bitmaskLinear(int64_t rows, int64_t cols, int n, int m, k::ActivationType t, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int kept = k::bitmaskKeptPerWord(n, m);
+  const int64_t g = k::rowGroups(rows), c = k::bitmaskChunks(cols);
+  auto masks = std::make_shared<std::vector<uint32_t>>(randomMasks(size_t(g * c * 32 * 8), kept, rng));
+  auto values = std::make_shared<std::vector<uint16_t>>(randomValues(size_t(g * c * kept * 32 * 8), t, 0.05f, rng));
+  Linear l;
+  l.rows = rows, l.cols = cols;
+  auto dm = upload(*masks), dv = upload(*values);
+  l.device = {dm, dv};
+  l.bytes = dm->bytes + dv->bytes;
+  k::BitmaskNMGemvWeight dw{dm->as<uint32_t>(), dv->ptr, n, m};
+  l.run = [dw](const k::GemvProblem& p, float* partials, int* counters, cudaStream_t s) {
+    return k::runBitmaskNMGemv(p, dw, k::bitmaskNMGemvSplit(p, multiprocessors()), partials, counters, s);
+  };
+  l.split = [](const k::GemvProblem& p) { return k::bitmaskNMGemvSplit(p, multiprocessors()); };
+  l.reference = [masks, values, n, m](const k::GemvProblem& p) {
+    return k::bitmaskNMGemvReference(p, {masks->data(), values->data(), n, m});
+  };
+  return l;
+}
+
+Linear quantLinear(int64_t rows, int64_t cols, int bits, bool symmetric, int64_t groupSize, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t g = k::rowGroups(rows), c = k::quantChunks(cols, bits);
+  const int64_t columns = k::quantScaleColumns(cols, groupSize, bits);
+  auto codes = std::make_shared<std::vector<uint8_t>>(randomBytes(size_t(g * c * 8 * 32 * 16), rng));
+  const float scale = (bits == 4 ? 0.3f : 0.02f) / std::sqrt(float(cols)) * 4.f;
+  auto scales = std::make_shared<std::vector<uint16_t>>(randomValues(size_t(g * columns * 32), k::ActivationType::Float16, scale, rng));
+  auto zeros = std::make_shared<std::vector<uint8_t>>(randomBytes(size_t(g * columns * 32), rng));
+  if (bits == 4)
+    for (auto& z : *zeros) z &= 0xF;
+  Linear l;
+  l.rows = rows, l.cols = cols;
+  auto dc = upload(*codes), ds = upload(*scales), dz = upload(*zeros);
+  l.device = {dc, ds, dz};
+  l.bytes = dc->bytes + ds->bytes + (symmetric ? 0 : dz->bytes);
+  k::QuantGroupGemvWeight dw{dc->ptr, ds->as<uint16_t>(), symmetric ? nullptr : dz->as<uint8_t>(), bits, symmetric,
+                             groupSize, columns};
+  l.run = [dw](const k::GemvProblem& p, float* partials, int* counters, cudaStream_t s) {
+    return k::runQuantGroupGemv(p, dw, k::quantGroupGemvSplit(p, dw, multiprocessors()), partials, counters, s);
+  };
+  l.split = [dw](const k::GemvProblem& p) { return k::quantGroupGemvSplit(p, dw, multiprocessors()); };
+  l.reference = [codes, scales, zeros, bits, symmetric, groupSize, columns](const k::GemvProblem& p) {
+    return k::quantGroupGemvReference(p, {codes->data(), scales->data(), symmetric ? nullptr : zeros->data(), bits,
+                                          symmetric, groupSize, columns});
+  };
+  return l;
+}
+
+Linear bitmaskInt4Linear(int64_t rows, int64_t cols, bool symmetric, int64_t groupSize, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t g = k::rowGroups(rows), c = k::ceilDiv(cols, 256);
+  const int64_t columns = k::bitmaskInt4ScaleColumns(cols, groupSize);
+  auto masks = std::make_shared<std::vector<uint32_t>>(randomMasks(size_t(g * c * 32 * 8), 16, rng));
+  auto codes = std::make_shared<std::vector<uint8_t>>(randomBytes(size_t(g * c * 4 * 32 * 16), rng));
+  auto scales = std::make_shared<std::vector<uint16_t>>(
+      randomValues(size_t(g * columns * 32), k::ActivationType::Float16, 1.2f / std::sqrt(float(cols)), rng));
+  auto zeros = std::make_shared<std::vector<uint8_t>>(randomBytes(size_t(g * columns * 32), rng));
+  for (auto& z : *zeros) z &= 0xF;
+  Linear l;
+  l.rows = rows, l.cols = cols;
+  auto dm = upload(*masks), dc = upload(*codes), ds = upload(*scales), dz = upload(*zeros);
+  l.device = {dm, dc, ds, dz};
+  l.bytes = dm->bytes + dc->bytes + ds->bytes + (symmetric ? 0 : dz->bytes);
+  k::BitmaskInt4GemvWeight dw{dm->as<uint32_t>(), dc->ptr, ds->as<uint16_t>(), symmetric ? nullptr : dz->as<uint8_t>(),
+                              symmetric, groupSize, columns};
+  l.run = [dw](const k::GemvProblem& p, float* partials, int* counters, cudaStream_t s) {
+    return k::runBitmaskInt4Gemv(p, dw, k::bitmaskInt4GemvSplit(p, multiprocessors()), partials, counters, s);
+  };
+  l.split = [](const k::GemvProblem& p) { return k::bitmaskInt4GemvSplit(p, multiprocessors()); };
+  l.reference = [masks, codes, scales, zeros, symmetric, groupSize, columns](const k::GemvProblem& p) {
+    return k::bitmaskInt4GemvReference(p, {masks->data(), codes->data(), scales->data(),
+                                           symmetric ? nullptr : zeros->data(), symmetric, groupSize, columns});
+  };
+  return l;
+}
+
+Linear spqrLinear(int64_t rows, int64_t cols, int bits, int scaleGroup, double outlierFraction, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t g = k::rowGroups(rows), c = k::spqrChunks(cols);
+  auto codes = std::make_shared<std::vector<uint8_t>>(randomBytes(size_t(g * c * bits * 32 * 16), rng));
+  auto stats = std::make_shared<std::vector<uint8_t>>(randomBytes(size_t(g * c * 32 * 8), rng));
+  const int perGroup = 32 / scaleGroup;
+  auto second = std::make_shared<std::vector<uint16_t>>(size_t(g * c * 8 * perGroup * 2));
+  std::uniform_real_distribution<float> uniform(0.5f, 1.5f);
+  const float base = 0.6f / std::sqrt(float(cols)) / float(1 << bits);
+  for (size_t i = 0; i < second->size(); ++i) (*second)[i] = halfBits(base * uniform(rng) * (i % 2 ? 0.1f : 1.f));
+  auto offsets = std::make_shared<std::vector<int32_t>>(size_t(32 * g + 1));
+  auto columns = std::make_shared<std::vector<uint16_t>>();
+  auto values = std::make_shared<std::vector<uint16_t>>();
+  std::normal_distribution<float> normal(0.f, 0.1f);
+  for (int64_t r = 0; r < 32 * g; ++r) {
+    (*offsets)[size_t(r)] = int32_t(columns->size());
+    if (r >= rows) continue;
+    for (int64_t col = 0; col < cols; ++col)
+      if (std::uniform_real_distribution<double>(0, 1)(rng) < outlierFraction) {
+        columns->push_back(uint16_t(col));
+        values->push_back(halfBits(normal(rng)));
+      }
+  }
+  (*offsets)[size_t(32 * g)] = int32_t(columns->size());
+  Linear l;
+  l.rows = rows, l.cols = cols;
+  auto dc = upload(*codes), dst = upload(*stats), dse = upload(*second), doff = upload(*offsets),
+       dcol = upload(*columns), dval = upload(*values);
+  l.device = {dc, dst, dse, doff, dcol, dval};
+  l.bytes = dc->bytes + dst->bytes + dse->bytes + doff->bytes + dcol->bytes + dval->bytes;
+  k::SpqrGemvWeight dw{dc->ptr, dst->as<uint8_t>(), dse->as<uint16_t>(), doff->as<int32_t>(), dcol->as<uint16_t>(),
+                       dval->as<uint16_t>(), bits, scaleGroup};
+  l.run = [dw](const k::GemvProblem& p, float* partials, int* counters, cudaStream_t s) {
+    return k::runSpqrGemv(p, dw, k::spqrGemvSplit(p, multiprocessors()), partials, counters, s);
+  };
+  l.split = [](const k::GemvProblem& p) { return k::spqrGemvSplit(p, multiprocessors()); };
+  l.reference = [codes, stats, second, offsets, columns, values, bits, scaleGroup](const k::GemvProblem& p) {
+    return k::spqrGemvReference(p, {codes->data(), stats->data(), second->data(), offsets->data(), columns->data(),
+                                    values->data(), bits, scaleGroup});
+  };
+  return l;
+}
+
+// ---- test --------------------------------------------------------------------------------------------------
+
+double toDouble(k::ActivationType t, uint16_t b) {
+  uint32_t bits = t == k::ActivationType::Float16 ? 0 : uint32_t(b) << 16;
+  if (t == k::ActivationType::Float16) {
+    __half h;
+    std::memcpy(&h, &b, 2);
+    return double(__half2float(h));
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+struct TestCounts {
+  int cases = 0, failures = 0;
+  double worst = 0;
+};
+
+// Every batch 1..16, or in a --small run (compute-sanitizer) batches 1, 2, 3, 8 and 16.
+std::vector<int> gTestBatches;
+
+// Runs `l` at each test batch for one activation type against the reference.
+void checkLinear(const Linear& l, k::ActivationType t, const std::string& label, TestCounts& counts) {
+  const int maxBatch = k::kMaxBatch;
+  const auto tested = [](int batch) { return std::find(gTestBatches.begin(), gTestBatches.end(), batch) != gTestBatches.end(); };
+  std::mt19937_64 rng(std::random_device{}());
+  std::vector<std::vector<uint16_t>> xs(maxBatch + 1), ys(maxBatch + 1);
+  std::vector<k::GemvProblem> hostProblems(maxBatch + 1);
+  for (int batch = 1; batch <= maxBatch; ++batch) {
+    if (!tested(batch)) continue;
+    xs[batch] = randomValues(size_t(batch * l.cols), t, 1.f, rng);
+    DeviceBuffer x(xs[batch]);
+    std::vector<uint16_t> poison(size_t(batch * l.rows), 0x7FFF);  // NaN in fp16 and bf16
+    DeviceBuffer y(poison);
+    k::GemvProblem p{l.rows, l.cols, batch, t, x.ptr, y.ptr};
+    const k::GemvSplit s = l.split(p);
+    DeviceBuffer partials(std::max<size_t>(1, k::gemvPartialFloats(p, s)) * sizeof(float));
+    DeviceBuffer counters(size_t(k::rowGroups(l.rows)) * sizeof(int));
+    check(cudaMemset(counters.ptr, 0, counters.bytes), "cudaMemset");
+    check(l.run(p, partials.as<float>(), counters.as<int>(), nullptr), label.c_str());
+    // Twice: the counters must be back at zero after the first launch (graph replays depend on it).
+    check(l.run(p, partials.as<float>(), counters.as<int>(), nullptr), label.c_str());
+    check(cudaDeviceSynchronize(), (label + " (run)").c_str());
+    ys[batch].resize(size_t(batch * l.rows));
+    check(cudaMemcpy(ys[batch].data(), y.ptr, y.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    hostProblems[batch] = {l.rows, l.cols, batch, t, xs[batch].data(), ys[batch].data()};  // y: checked, not written
+  }
+  std::vector<std::future<std::vector<double>>> refs(maxBatch + 1);
+  for (int batch = 1; batch <= maxBatch; ++batch)
+    if (tested(batch)) refs[batch] = std::async(std::launch::async, [&, batch] { return l.reference(hostProblems[batch]); });
+  const double tolerance = t == k::ActivationType::BFloat16 ? 2e-3 + std::ldexp(1.0, -9) : 2e-3;
+  std::string failed;
+  double worst = 0;
+  for (int batch = 1; batch <= maxBatch; ++batch) {
+    if (!tested(batch)) continue;
+    const std::vector<double> ref = refs[batch].get();
+    double err = 0, norm = 0;
+    bool nan = false;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double o = toDouble(t, ys[batch][i]);
+      if (std::isnan(o)) nan = true;
+      err += (o - ref[i]) * (o - ref[i]);
+      norm += ref[i] * ref[i];
+    }
+    const double rel = std::sqrt(err / norm);
+    worst = std::max(worst, rel);
+    ++counts.cases;
+    if (nan || !(rel < tolerance)) {
+      ++counts.failures;
+      failed += " b" + std::to_string(batch) + (nan ? "(unwritten)" : "") + "=" + std::to_string(rel);
+    }
+  }
+  counts.worst = std::max(counts.worst, worst);
+  std::printf("%-4s %-44s %s worst %.2e%s\n", failed.empty() ? "ok" : "FAIL", label.c_str(),
+              t == k::ActivationType::Float16 ? "fp16" : "bf16", worst, failed.c_str());
+  std::fflush(stdout);
+}
+
+int runTests(bool small) {
+  std::vector<std::pair<int64_t, int64_t>> shapes = {{32, 256}, {100, 4160}, {333, 1056}};
+  if (!small) shapes.push_back({4096, 4096});
+  gTestBatches = small ? std::vector<int>{1, 2, 3, 8, 16} : std::vector<int>{};
+  if (!small)
+    for (int b = 1; b <= k::kMaxBatch; ++b) gTestBatches.push_back(b);
+  const k::ActivationType types[] = {k::ActivationType::Float16, k::ActivationType::BFloat16};
+  TestCounts counts;
+  uint64_t seed = std::random_device{}();
+  for (auto [rows, cols] : shapes) {
+    const std::string shape = " " + std::to_string(rows) + "x" + std::to_string(cols);
+    for (int bits : {4, 8})
+      for (bool symmetric : {true, false})
+        for (int64_t group : {int64_t(32), int64_t(64), int64_t(128), cols}) {
+          if (cols % group != 0) continue;
+          const Linear l = quantLinear(rows, cols, bits, symmetric, group, ++seed);
+          for (auto t : types)
+            checkLinear(l, t, "int" + std::to_string(bits) + (symmetric ? " sym" : " asym") + " g" + std::to_string(group) + shape,
+                        counts);
+        }
+    for (auto [n, m] : {std::pair{2, 4}, {4, 8}, {8, 16}, {16, 32}, {1, 4}, {3, 4}})
+      for (auto t : types)
+        checkLinear(bitmaskLinear(rows, cols, n, m, t, ++seed), t,
+                    "bitmask " + std::to_string(n) + ":" + std::to_string(m) + shape, counts);
+    for (int64_t group : {int64_t(64), int64_t(128), cols / 2}) {
+      if (cols / 2 % group != 0) continue;
+      checkLinear(bitmaskInt4Linear(rows, cols, group != 64, group, ++seed), k::ActivationType::Float16,
+                  "bitmask int4 g" + std::to_string(group) + shape, counts);
+    }
+    for (int bits : {2, 3, 4})
+      for (auto t : types)
+        checkLinear(spqrLinear(rows, cols, bits, 16, 0.01, ++seed), t, "spqr " + std::to_string(bits) + "-bit" + shape,
+                    counts);
+  }
+  std::printf("TESTS %s: %d of %d (kernel, batch) cases failed, worst relative error %.2e\n",
+              counts.failures ? "FAILED" : "PASSED", counts.failures, counts.cases, counts.worst);
+  return counts.failures ? 1 : 0;
+}
+
+// ---- bench -------------------------------------------------------------------------------------------------
+
+struct Shape {
+  const char* name;
+  int64_t rows, cols;
+};
+const Shape kLlama8b[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate+up", 28672, 4096}, {"down", 4096, 14336}};
+constexpr int kLayers = 32;
+
+// Device-side fill (a host-generated 14 GB of dense weights would take minutes): a hash of the index.
+__device__ uint32_t hash32(uint64_t i, uint32_t seed) {
+  uint64_t x = i * 0x9E3779B97F4A7C15ull + seed;
+  x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 29; x *= 0x94D049BB133111EBull; x ^= x >> 32;
+  return uint32_t(x);
+}
+// mode 0: random bits; 1: fp16 pairs, roughly uniform in ±scale; 2: 2:4 mask words (every nibble 2 bits set).
+__global__ void fillKernel(uint32_t* p, size_t n, uint32_t seed, int mode, float scale) {
+  const uint8_t pairs[6] = {3, 5, 6, 9, 10, 12};
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const uint32_t h = hash32(i, seed);
+    if (mode == 0) {
+      p[i] = h;
+    } else if (mode == 1) {
+      const float a = (float(h & 0xFFFF) / 32768.f - 1.f) * scale, b = (float(h >> 16) / 32768.f - 1.f) * scale;
+      p[i] = uint32_t(__half_as_ushort(__float2half(a))) | uint32_t(__half_as_ushort(__float2half(b))) << 16;
+    } else {
+      uint32_t w = 0;
+      for (int j = 0; j < 8; ++j) w |= uint32_t(pairs[(hash32(i * 8 + j, seed) >> 8) % 6]) << (4 * j);
+      p[i] = w;
+    }
+  }
+}
+// SpQR outliers: `perRow` a row (rows past `rows`: none), columns from the hash, fp16 values.
+__global__ void fillOutliers(int32_t* offsets, uint16_t* columns, uint16_t* values, int64_t rows, int64_t paddedRows,
+                             int perRow, int64_t cols, uint32_t seed) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r <= paddedRows; r += int64_t(gridDim.x) * blockDim.x) {
+    offsets[r] = int32_t(min(r, rows) * perRow);
+    if (r < rows)
+      for (int j = 0; j < perRow; ++j) {
+        const int64_t i = r * perRow + j;
+        columns[i] = uint16_t(hash32(uint64_t(i), seed) % uint32_t(cols));
+        values[i] = __half_as_ushort(__float2half(float(int(hash32(uint64_t(i), seed + 1) % 200) - 100) * 1e-3f));
+      }
+  }
+}
+
+std::shared_ptr<DeviceBuffer> deviceRandom(size_t bytes, uint32_t seed, int mode = 0, float scale = 0.05f) {
+  auto b = std::make_shared<DeviceBuffer>((bytes + 3) / 4 * 4);
+  fillKernel<<<1024, 256>>>(b->as<uint32_t>(), b->bytes / 4, seed, mode, scale);
+  check(cudaGetLastError(), "fill");
+  return b;
+}
+
+struct BenchLinear {
+  int64_t rows, cols;
+  size_t bytes = 0;
+  std::vector<std::shared_ptr<DeviceBuffer>> keep;
+  std::function<void(const void* x, void* y, int batch, float* partials, cudaStream_t)> run;
+  std::shared_ptr<DeviceBuffer> counters;
+};
+
+cublasHandle_t cublas() {
+  static cublasHandle_t h = [] {
+    cublasHandle_t handle;
+    if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) { std::fprintf(stderr, "cublasCreate failed\n"); std::exit(2); }
+    static DeviceBuffer workspace(size_t(32) << 20);  // a fixed workspace: no allocation inside graph capture
+    cublasSetWorkspace(handle, workspace.ptr, workspace.bytes);
+    return handle;
+  }();
+  return h;
+}
+
+// The format's weight for one shape, or null (unknown format).
+std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s, uint32_t seed) {
+  auto l = std::make_shared<BenchLinear>();
+  l->rows = s.rows, l->cols = s.cols;
+  const int64_t g = k::rowGroups(s.rows);
+  l->counters = std::make_shared<DeviceBuffer>(size_t(g) * sizeof(int));
+  check(cudaMemset(l->counters->ptr, 0, l->counters->bytes), "cudaMemset");
+  int* counters = l->counters->as<int>();
+  const int sms = multiprocessors();
+  const auto problem = [](const BenchLinear& b, const void* x, void* y, int batch) {
+    return k::GemvProblem{b.rows, b.cols, batch, k::ActivationType::Float16, x, y};
+  };
+  if (format == "dense") {
+    auto w = deviceRandom(size_t(s.rows * s.cols) * 2, seed, 1);
+    l->keep = {w};
+    l->bytes = w->bytes;
+    const __half* wp = w->as<__half>();
+    const int64_t rows = s.rows, cols = s.cols;
+    l->run = [wp, rows, cols](const void* x, void* y, int batch, float*, cudaStream_t stream) {
+      const float one = 1.f, zero = 0.f;
+      cublasSetStream(cublas(), stream);
+      // y[b, r] = Σ_c x[b, c] W[r, c]: column-major y (rows × batch) = Wᵀ(col-major cols × rows)ᵀ · x (cols × batch).
+      if (cublasGemmEx(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, int(rows), batch, int(cols), &one, wp, CUDA_R_16F, int(cols),
+                       x, CUDA_R_16F, int(cols), &zero, y, CUDA_R_16F, int(rows), CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr, "cublasGemmEx failed\n");
+        std::exit(2);
+      }
+    };
+  } else if (format == "bitmask-2:4") {
+    const int64_t c = k::bitmaskChunks(s.cols);
+    auto masks = deviceRandom(size_t(g * c * 32 * 8) * 4, seed, 2);
+    auto values = deviceRandom(size_t(g * c * 16 * 32 * 8) * 2, seed + 1, 1);
+    l->keep = {masks, values};
+    l->bytes = masks->bytes + values->bytes;
+    k::BitmaskNMGemvWeight w{masks->as<uint32_t>(), values->ptr, 2, 4};
+    l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
+      const k::GemvProblem p = problem(*l, x, y, batch);
+      check(k::runBitmaskNMGemv(p, w, k::bitmaskNMGemvSplit(p, sms), partials, counters, stream), "bitmask");
+    };
+  } else if (format == "int8-channel" || format == "int4-g128") {
+    const int bits = format == "int4-g128" ? 4 : 8;
+    const int64_t group = bits == 4 ? 128 : s.cols;
+    const int64_t c = k::quantChunks(s.cols, bits), columns = k::quantScaleColumns(s.cols, group, bits);
+    auto codes = deviceRandom(size_t(g * c * 8 * 32 * 16), seed);
+    auto scales = deviceRandom(size_t(g * columns * 32) * 2, seed + 1, 1, 0.01f);
+    l->keep = {codes, scales};
+    l->bytes = codes->bytes + scales->bytes;
+    k::QuantGroupGemvWeight w{codes->ptr, scales->as<uint16_t>(), nullptr, bits, true, group, columns};
+    l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
+      const k::GemvProblem p = problem(*l, x, y, batch);
+      check(k::runQuantGroupGemv(p, w, k::quantGroupGemvSplit(p, w, sms), partials, counters, stream), "quant");
+    };
+  } else if (format == "spqr-3bit") {
+    const int64_t c = k::spqrChunks(s.cols);
+    const int perRow = int(s.cols / 100);  // 1% outliers
+    auto codes = deviceRandom(size_t(g * c * 3 * 32 * 16), seed);
+    auto stats = deviceRandom(size_t(g * c * 32 * 8), seed + 1);
+    auto second = deviceRandom(size_t(g * c * 8 * 2 * 2) * 2, seed + 2, 1, 0.001f);
+    auto offsets = std::make_shared<DeviceBuffer>(size_t(32 * g + 1) * 4);
+    auto columns = std::make_shared<DeviceBuffer>(size_t(s.rows * perRow) * 2);
+    auto values = std::make_shared<DeviceBuffer>(size_t(s.rows * perRow) * 2);
+    fillOutliers<<<256, 256>>>(offsets->as<int32_t>(), columns->as<uint16_t>(), values->as<uint16_t>(), s.rows, 32 * g,
+                               perRow, s.cols, seed + 3);
+    check(cudaGetLastError(), "fillOutliers");
+    l->keep = {codes, stats, second, offsets, columns, values};
+    for (auto& b : l->keep) l->bytes += b->bytes;
+    k::SpqrGemvWeight w{codes->ptr, stats->as<uint8_t>(), second->as<uint16_t>(), offsets->as<int32_t>(),
+                        columns->as<uint16_t>(), values->as<uint16_t>(), 3, 16};
+    l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
+      const k::GemvProblem p = problem(*l, x, y, batch);
+      check(k::runSpqrGemv(p, w, k::spqrGemvSplit(p, sms), partials, counters, stream), "spqr");
+    };
+  } else if (format == "bitmask-2:4+int4-g128") {
+    const int64_t c = k::ceilDiv(s.cols, 256), columns = k::bitmaskInt4ScaleColumns(s.cols, 128);
+    auto masks = deviceRandom(size_t(g * c * 32 * 8) * 4, seed, 2);
+    auto codes = deviceRandom(size_t(g * c * 4 * 32 * 16), seed + 1);
+    auto scales = deviceRandom(size_t(g * columns * 32) * 2, seed + 2, 1, 0.01f);
+    l->keep = {masks, codes, scales};
+    l->bytes = masks->bytes + codes->bytes + scales->bytes;
+    k::BitmaskInt4GemvWeight w{masks->as<uint32_t>(), codes->ptr, scales->as<uint16_t>(), nullptr, true, 128, columns};
+    l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
+      const k::GemvProblem p = problem(*l, x, y, batch);
+      check(k::runBitmaskInt4Gemv(p, w, k::bitmaskInt4GemvSplit(p, sms), partials, counters, stream), "bitmask int4");
+    };
+  } else {
+    return nullptr;
+  }
+  return l;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Median ms of `runs` replays of the GEMVs [begin, end) of `step`, captured in one graph.
+double timeGraph(std::vector<std::shared_ptr<BenchLinear>>& step, size_t begin, size_t end, int batch, int runs,
+                 const std::vector<std::shared_ptr<DeviceBuffer>>& xs, std::vector<std::shared_ptr<DeviceBuffer>>& ys,
+                 float* partials, cudaStream_t stream) {
+  const auto xFor = [&](int64_t cols) { return cols == 4096 ? xs[0]->ptr : xs[1]->ptr; };
+  for (size_t i = begin; i < end; ++i) step[i]->run(xFor(step[i]->cols), ys[i]->ptr, batch, partials, stream);  // eager once
+  check(cudaStreamSynchronize(stream), "eager step");
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+  for (size_t i = begin; i < end; ++i) step[i]->run(xFor(step[i]->cols), ys[i]->ptr, batch, partials, stream);
+  check(cudaStreamEndCapture(stream, &graph), "capture end");
+  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  for (int i = 0; i < 5; ++i) check(cudaGraphLaunch(exec, stream), "replay");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    check(cudaEventRecord(start, stream), "record");
+    check(cudaGraphLaunch(exec, stream), "replay");
+    check(cudaEventRecord(stop, stream), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    float e = 0;
+    check(cudaEventElapsedTime(&e, start, stop), "elapsed");
+    ms.push_back(e);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return median(ms);
+}
+
+double copyBandwidth() {
+  DeviceBuffer a(size_t(2) << 30), b(size_t(2) << 30);
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  std::vector<double> ms;
+  for (int i = 0; i < 13; ++i) {
+    check(cudaEventRecord(start), "record");
+    check(cudaMemcpy(b.ptr, a.ptr, a.bytes, cudaMemcpyDeviceToDevice), "copy");
+    check(cudaEventRecord(stop), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    float e = 0;
+    check(cudaEventElapsedTime(&e, start, stop), "elapsed");
+    if (i >= 3) ms.push_back(e);
+  }
+  return 2.0 * double(a.bytes) / (median(ms) * 1e-3) / 1e9;
+}
+
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
+int runBench(std::vector<int> batches, int runs, std::vector<std::string> formats, const std::string& jsonPath) {
+  cudaDeviceProp prop;
+  check(cudaGetDeviceProperties(&prop, 0), "properties");
+  const double copy = copyBandwidth();
+  std::printf("device %s (%d SMs), copy %.0f GB/s, PARETO_QUANT_MMA=%s\n", prop.name, prop.multiProcessorCount, copy,
+              std::getenv("PARETO_QUANT_MMA") ? std::getenv("PARETO_QUANT_MMA") : "(unset)");
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  std::vector<std::shared_ptr<DeviceBuffer>> xs = {deviceRandom(16 * 4096 * 2, 7, 1, 1.f), deviceRandom(16 * 14336 * 2, 8, 1, 1.f)};
+  auto partials = std::make_shared<DeviceBuffer>(size_t(64) << 20);
+  std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"copy_gb_per_s\": " + std::to_string(copy) +
+                     ", \"shape\": \"llama-3.1-8b\", \"layers\": 32, \"results\": [";
+  std::vector<double> denseMs(batches.size(), 0);
+  bool firstResult = true;
+  std::printf("%-24s %5s %9s %8s %7s %7s  %s\n", "format", "batch", "ms/step", "GB/s", "copy", "vs fp16", "µs a GEMV alone: qkv o gate+up down");
+  for (const auto& format : formats) {
+    std::vector<std::shared_ptr<BenchLinear>> step;
+    uint32_t seed = 1000;
+    for (int layer = 0; layer < kLayers; ++layer)
+      for (const auto& s : kLlama8b) {
+        auto l = makeBench(format, s, seed += 17);
+        if (!l) { std::fprintf(stderr, "unknown format %s\n", format.c_str()); return 2; }
+        step.push_back(l);
+      }
+    // Each shape alone: its GEMVs of every layer in a step of their own (same order of layers).
+    std::vector<std::shared_ptr<BenchLinear>> byShape;
+    for (int s = 0; s < 4; ++s)
+      for (int layer = 0; layer < kLayers; ++layer) byShape.push_back(step[size_t(layer * 4 + s)]);
+    size_t weightBytes = 0;
+    for (auto& l : step) weightBytes += l->bytes;
+    for (size_t bi = 0; bi < batches.size(); ++bi) {
+      const int batch = batches[bi];
+      std::vector<std::shared_ptr<DeviceBuffer>> ys;
+      double io = 0;
+      for (auto& l : step) {
+        ys.push_back(std::make_shared<DeviceBuffer>(size_t(batch * l->rows) * 2));
+        io += 2.0 * batch * double(l->rows + l->cols);
+      }
+      const double ms = timeGraph(step, 0, step.size(), batch, runs, xs, ys, partials->as<float>(), stream);
+      std::vector<std::shared_ptr<DeviceBuffer>> ysAlone;  // in byShape's order: each GEMV its own rows
+      for (auto& l : byShape) ysAlone.push_back(std::make_shared<DeviceBuffer>(size_t(batch * l->rows) * 2));
+      double alone[4];
+      for (int s = 0; s < 4; ++s)
+        alone[s] = timeGraph(byShape, size_t(s * kLayers), size_t((s + 1) * kLayers), batch, runs, xs, ysAlone,
+                             partials->as<float>(), stream) * 1e3 / kLayers;
+      if (format == "dense") denseMs[bi] = ms;
+      const double gbs = (double(weightBytes) + io) / (ms * 1e-3) / 1e9;
+      const double speedup = denseMs[bi] > 0 ? denseMs[bi] / ms : 0;
+      std::printf("%-24s %5d %9.3f %8.0f %6.1f%% %6.2fx  %.1f %.1f %.1f %.1f\n", format.c_str(), batch, ms, gbs,
+                  100 * gbs / copy, speedup, alone[0], alone[1], alone[2], alone[3]);
+      std::fflush(stdout);
+      char buf[512];
+      std::snprintf(buf, sizeof buf,
+                    "%s{\"format\": \"%s\", \"batch\": %d, \"ms_per_step\": %.4f, \"bytes_per_step\": %.0f, "
+                    "\"gb_per_s\": %.1f, \"fraction_of_copy\": %.4f, \"speedup_over_dense\": %.4f, "
+                    "\"us_per_gemv_alone\": {\"qkv\": %.2f, \"o\": %.2f, \"gate+up\": %.2f, \"down\": %.2f}}",
+                    firstResult ? "" : ", ", format.c_str(), batch, ms, double(weightBytes) + io, gbs, gbs / copy,
+                    speedup, alone[0], alone[1], alone[2], alone[3]);
+      json += buf;
+      firstResult = false;
+    }
+    step.clear();
+    byShape.clear();
+    check(cudaDeviceSynchronize(), "bench");
+  }
+  json += "]}\n";
+  if (!jsonPath.empty()) {
+    FILE* f = std::fopen(jsonPath.c_str(), "w");
+    if (f) { std::fputs(json.c_str(), f); std::fclose(f); }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: gemv_kernels test [--small] | bench [--batch 1,2,4,8,16] [--runs 50] [--formats ...] [--json FILE]\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  if (mode == "test") {
+    const bool small = argc > 2 && std::string(argv[2]) == "--small";
+    return runTests(small);
+  }
+  if (mode == "bench") {
+    std::vector<int> batches = {1, 2, 4, 8, 16};
+    int runs = 50;
+    std::vector<std::string> formats = {"dense", "bitmask-2:4", "int8-channel", "int4-g128", "spqr-3bit",
+                                        "bitmask-2:4+int4-g128"};
+    std::string json;
+    for (int i = 2; i + 1 < argc; i += 2) {
+      const std::string a = argv[i], v = argv[i + 1];
+      if (a == "--batch") { batches.clear(); for (auto& b : splitList(v)) batches.push_back(std::stoi(b)); }
+      else if (a == "--runs") runs = std::stoi(v);
+      else if (a == "--formats") formats = splitList(v);
+      else if (a == "--json") json = v;
+      else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+    }
+    for (int b : batches)
+      if (b < 1 || b > k::kMaxBatch) { std::fprintf(stderr, "batch %d outside 1..16\n", b); return 2; }
+    return runBench(batches, runs, formats, json);
+  }
+  std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+  return 2;
+}

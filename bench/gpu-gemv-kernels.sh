@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One device call for the kernels-only loop: build bench/gemv_kernels (about a minute), run its correctness test
+# (every kernel, batch 1-16, fp16/bf16), compute-sanitizer memcheck over the small shapes, the benchmark at
+# Llama-3.1-8B shapes, and the quantized kernels again with PARETO_QUANT_MMA=0 (the v5 FFMA path) for an A/B in the
+# same session. Results in OUTDIR (default build-kernels/results).
+#   bench/gpu-gemv-kernels.sh [OUTDIR]
+# GEMV_BATCHES (default 1,2,4,8,16), GEMV_SANITIZE=0 skips memcheck, GEMV_AB=0 skips the A/B, GEMV_TEST=0 the test.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-$here/build-kernels/results}"
+mkdir -p "$out"
+status=0
+step() { echo; echo "== [${SECONDS}s] $*"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+step "build"
+"$here/bench/build-gemv-kernels.sh" "$here/build-kernels" >"$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
+cp "$here/build-kernels/ptxas.txt" "$out/ptxas.txt" 2>/dev/null
+bin="$here/build-kernels/gemv_kernels"
+if [ "${GEMV_TEST:-1}" = 1 ]; then
+  step "test"
+  "$bin" test >"$out/test.log" 2>&1 || status=1
+  grep -E "^FAIL|^TESTS" "$out/test.log" | head -30
+fi
+step "bench"
+# One process a format (with cuBLAS in each, for the speedup of the same run): a sticky CUDA error in one format
+# does not take the others with it.
+for f in ${GEMV_FORMATS:-int4-g128 int8-channel bitmask-2:4+int4-g128 spqr-3bit bitmask-2:4}; do
+  "$bin" bench --batch "${GEMV_BATCHES:-1,2,4,8,16}" --runs 50 --formats "dense,$f" \
+    2>&1 | tee -a "$out/bench.txt" || status=1
+done
+if [ "${GEMV_AB:-1}" = 1 ]; then
+  step "A/B: quantized kernels on the FFMA path (PARETO_QUANT_MMA=0)"
+  PARETO_QUANT_MMA=0 "$bin" bench --batch "${GEMV_BATCHES:-1,2,4,8,16}" --runs 50 --formats dense,int4-g128 \
+    2>&1 | tee "$out/bench-ffma.txt" || status=1
+fi
+if [ "${GEMV_SANITIZE:-1}" = 1 ]; then
+  step "compute-sanitizer memcheck (small shapes)"
+  timeout ${GEMV_SANITIZE_TIMEOUT:-400} compute-sanitizer --tool memcheck --leak-check no "$bin" test --small >"$out/memcheck.log" 2>&1
+  echo "memcheck exit $?"; grep -E "ERROR SUMMARY|^TESTS|^FAIL" "$out/memcheck.log" | head -8
+fi
+step "done"
+exit $status

@@ -11,6 +11,7 @@
 #include "CliSupport.h"
 #include "RunRecording.h"
 #include "Commands.h"
+#include "jobs/BenchmarkRecords.h"
 #include "runtime/KernelBenchmark.h"
 #include "util/Error.h"
 

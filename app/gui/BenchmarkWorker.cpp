@@ -16,6 +16,7 @@
 #include "compress/Recipe.h"
 #include "decode/DecodeBenchmark.h"
 #include "jobs/BenchmarkRecords.h"
+#include "runtime/CopyBandwidth.h"
 #include "model/Device.h"
 #include "model/ModelSummary.h"
 #include "runtime/PackedLinear.h"
@@ -182,7 +183,7 @@ void BenchmarkWorker::runSession(const BenchmarkRequest& request) {
     expected = (doKernels ? int(request.formats.size()) : 0) + int(decodeTargets.size());
     session.formats = expected;
     // The ceiling line: the device's copy bandwidth, (read + written bytes) / time, as core measures it.
-    session.copyGbPerSecond = measureCopyBandwidth(cuda ? str(request.device) : "cpu") / 1e9;
+    session.copyGbPerSecond = measureCopyBandwidth(parseDevice(cuda ? str(request.device) : "cpu")) / 1e9;
     emit started(session);
 
     std::vector<BenchmarkRow> rows;

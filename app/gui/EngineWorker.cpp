@@ -31,6 +31,7 @@
 #include "util/Error.h"
 #include "util/FileSystem.h"
 #include "util/Json.h"
+#include "runtime/CopyBandwidth.h"
 #include "util/Version.h"
 
 namespace pareto {
@@ -160,7 +161,7 @@ void EngineWorker::probeDevices() {
     const QString id = QStringLiteral("cuda:%1").arg(i);
     ComputeDevice d{id, QStringLiteral("%1 (%2)").arg(qs(deviceDescription(c10::Device(c10::kCUDA, c10::DeviceIndex(i)))), id), 0};
     try {
-      d.copyBytesPerSecond = measureCopyBandwidth(str(id));
+      d.copyBytesPerSecond = measureCopyBandwidth(parseDevice(str(id)));
     } catch (const std::exception&) {
       d.copyBytesPerSecond = 0;   // listed, but no tokens/s is predicted for it
     }

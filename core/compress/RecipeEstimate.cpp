@@ -10,7 +10,6 @@
 #include <memory>
 
 #include <ATen/ATen.h>
-#include <torch/cuda.h>
 
 #include "compress/ModulePlan.h"
 #include "compress/Recipe.h"
@@ -251,43 +250,6 @@ RecipeEstimate estimateRecipe(const Recipe& recipe, const ModelSummary& model, c
     r.denseTokensPerSecond = bandwidth.bytesPerSecond / double(r.denseBytesPerToken);
   }
   return r;
-}
-
-double measureHostCopyBandwidth(size_t bytes) {
-  bytes = std::max<size_t>(bytes, 1 << 20);
-  std::unique_ptr<char[]> from(new char[bytes]), to(new char[bytes]);
-  // Touch both buffers first so that page faults are not timed.
-  std::memset(from.get(), 1, bytes);
-  std::memset(to.get(), 0, bytes);
-  double best = 0;
-  for (int rep = 0; rep < 4; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::memcpy(to.get(), from.get(), bytes);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // Keep the copy observable so that it is not optimised away.
-    if (to[bytes / 2] != from[bytes / 2]) return 0;
-    if (s > 0) best = std::max(best, 2.0 * double(bytes) / s);
-  }
-  return best;
-}
-
-double measureCopyBandwidth(const std::string& device, size_t bytes) {
-  const c10::Device d = parseDevice(device);
-  if (!d.is_cuda()) return measureHostCopyBandwidth(std::min(bytes, size_t(64) << 20));
-  const int64_t n = int64_t(bytes / 4);
-  at::Tensor from = at::ones({n}, at::TensorOptions().dtype(at::kFloat).device(d));
-  at::Tensor to = at::empty_like(from);
-  to.copy_(from);   // warm-up: allocation and the first launch are not timed
-  torch::cuda::synchronize(d.index());
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    to.copy_(from);
-    torch::cuda::synchronize(d.index());
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s > 0) best = std::max(best, 2.0 * double(n) * 4.0 / s);
-  }
-  return best;
 }
 
 }  // namespace pareto

@@ -117,11 +117,4 @@ RecipeEstimate estimateRecipe(const Recipe& recipe, const ModelSummary& model, c
 // so its time grows with the layer count). 0 for non-positive inputs.
 double linearStepTokensPerSecond(double msPerStep, int benchLayers, int64_t modelLayers);
 
-// Host memory copy bandwidth in bytes per second (read plus written bytes of a `bytes`-sized memcpy, best of a
-// few repetitions): the ceiling of a CPU decode that streams its weights. Takes ~0.1 s for the default size.
-double measureHostCopyBandwidth(size_t bytes = size_t(64) << 20);
-// The same for a CUDA device (a device-to-device tensor copy, synchronised); the host figure for the CPU.
-// Throws InputError when the device is unavailable.
-double measureCopyBandwidth(const std::string& device, size_t bytes = size_t(256) << 20);
-
 }  // namespace pareto

@@ -1,5 +1,7 @@
 #include "decode/DecodeBenchmark.h"
 
+#include "runtime/CopyBandwidth.h"
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -129,7 +131,7 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
   }
   if (cuda) {
     report.device = cudaDeviceLabel();
-    report.copyGbPerSecond = measureCopyBandwidth();
+    report.copyGbPerSecond = measureCopyBandwidth(c10::Device(c10::kCUDA)) / 1e9;
   } else {
     report.device = "cpu";
   }

@@ -4,10 +4,13 @@
 #pragma once
 
 #include "decode/DecodeBenchmark.h"
+#include "runtime/KernelBenchmark.h"
 #include "store/ExperimentStore.h"
 
 namespace pareto {
 
+// kernel = the format, shape "<shape> step", time = ms per step (µs), GB/s as measured.
+BenchmarkRow benchmarkRow(const KernelBenchReport& report, const KernelBenchResult& result);
 // kernel "decode <format>", shape "<model> context N", time = ms per step (µs), GB/s as measured.
 BenchmarkRow benchmarkRow(const DecodeBenchReport& report, const DecodeBenchResult& result);
 

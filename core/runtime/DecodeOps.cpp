@@ -8,7 +8,7 @@
 #include <vector>
 
 // kernels/DecodeOps.h, spelled with its folder: a plain "DecodeOps.h" would find this file's own header.
-#include "../../kernels/DecodeOps.h"
+#include "kernels/DecodeOps.h"
 #include "util/Error.h"
 
 #ifdef PARETO_WITH_CUDA

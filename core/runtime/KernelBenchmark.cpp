@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "model/ModelPresets.h"
+#include "runtime/CopyBandwidth.h"
 #include "runtime/PackedLinear.h"
 #include "runtime/SyntheticWeights.h"
-#include "store/ExperimentStore.h"
 #include "util/Error.h"
 #include "util/Json.h"
 
@@ -132,28 +132,6 @@ Timing timeCuda(std::vector<BenchLinear>& step, std::map<int64_t, at::Tensor>& i
   return summarize(ms);
 }
 
-double copyBandwidthCuda() {
-  const int64_t bytes = int64_t(2) << 30;
-  at::Tensor a = at::empty({bytes}, at::TensorOptions().device(at::kCUDA).dtype(at::kByte));
-  at::Tensor b = at::empty_like(a);
-  c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<double> ms;
-  for (int i = 0; i < 13; ++i) {
-    check(cudaEventRecord(start, stream.stream()), "cudaEventRecord");
-    b.copy_(a);
-    check(cudaEventRecord(stop, stream.stream()), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float elapsed = 0;
-    check(cudaEventElapsedTime(&elapsed, start, stop), "cudaEventElapsedTime");
-    if (i >= 3) ms.push_back(elapsed);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return 2.0 * double(bytes) / (median(ms) * 1e-3) / 1e9;
-}
 #endif
 
 Timing timeCpu(std::vector<BenchLinear>& step, std::map<int64_t, at::Tensor>& inputs,
@@ -180,15 +158,6 @@ ModelShape decodeStepShape(const std::string& name, int layers, int64_t hidden, 
                {"gate+up", 2 * intermediate, hidden},
                {"down", hidden, intermediate}};
   return s;
-}
-
-double measureCopyBandwidth() {
-#ifdef PARETO_WITH_CUDA
-  if (!at::hasCUDA()) throw InputError("no CUDA device");
-  return copyBandwidthCuda();
-#else
-  throw InputError("this build has no CUDA support");
-#endif
 }
 
 std::string cudaDeviceLabel() {
@@ -255,7 +224,7 @@ KernelBenchReport runKernelBenchmark(const KernelBenchOptions& o, const Progress
   if (cuda) {
     if (!at::hasCUDA()) throw InputError("no CUDA device (use --device cpu for the reference timings)");
     report.device = cudaDeviceLabel();
-    report.copyGbPerSecond = copyBandwidthCuda();
+    report.copyGbPerSecond = measureCopyBandwidth(c10::Device(c10::kCUDA)) / 1e9;
   }
 #else
   if (cuda) throw InputError("this build has no CUDA support (use --device cpu for the reference timings)");
@@ -362,17 +331,6 @@ KernelBenchReport runKernelBenchmark(const KernelBenchOptions& o, const Progress
   }
   if (progress) progress({"bench kernels", 1.0, "done"});
   return report;
-}
-
-BenchmarkRow benchmarkRow(const KernelBenchReport& report, const KernelBenchResult& r) {
-  BenchmarkRow row;
-  row.device = report.device;
-  row.kernel = r.format;
-  row.shape = report.shape + " step";
-  row.batch = r.batch;
-  row.timeUs = r.msPerStep * 1e3;
-  row.gbps = r.gbPerSecond;
-  return row;
 }
 
 nlohmann::json toJson(const KernelBenchReport& report) {

@@ -19,7 +19,6 @@
 
 namespace pareto {
 
-struct BenchmarkRow;
 
 struct LinearShape {
   std::string name;
@@ -87,18 +86,12 @@ struct KernelBenchReport {
   std::vector<KernelBenchResult> results;
 };
 
-// Device-to-device copy bandwidth of the current CUDA device in GB/s ((read + write) bytes / median time of 10
-// copies of 2 GiB): the bound every decode-time number is compared with. Throws InputError without CUDA.
-double measureCopyBandwidth();
 // "NVIDIA H200 (132 SMs)" for the current CUDA device. Throws InputError without CUDA.
 std::string cudaDeviceLabel();
 
 KernelBenchReport runKernelBenchmark(const KernelBenchOptions& options, const ProgressCallback& progress,
                                      const CancelToken& cancel);
 
-// The run store's row of one available result (store/ExperimentStore.h): kernel = the format, shape = "<shape>
-// step", time = ms per step, as `pareto-cli bench kernels` and the workbench record them.
-BenchmarkRow benchmarkRow(const KernelBenchReport& report, const KernelBenchResult& result);
 
 nlohmann::json toJson(const KernelBenchReport& report);
 std::string toText(const KernelBenchReport& report);  // the table, last

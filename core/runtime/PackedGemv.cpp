@@ -2,15 +2,15 @@
 
 #include <ATen/ATen.h>
 
-#include "BitmaskInt4Gemv.h"
-#include "BitmaskNMGemv.h"
-#include "QuantGroupGemv.h"
-#include "SpqrGemv.h"
+#include "kernels/BitmaskInt4Gemv.h"
+#include "kernels/BitmaskNMGemv.h"
+#include "kernels/QuantGroupGemv.h"
+#include "kernels/SpqrGemv.h"
 #include "formats/BitPacking.h"
 #include "formats/BitmaskNMWeight.h"
 #include "formats/QuantGroupWeight.h"
 #include "formats/SpqrWeight.h"
-#include "reference/GemvReference.h"
+#include "kernels/reference/GemvReference.h"
 #include "util/Error.h"
 
 #ifdef PARETO_WITH_CUDA

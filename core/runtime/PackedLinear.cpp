@@ -2,8 +2,8 @@
 
 #include <ATen/ATen.h>
 
-#include "BitmaskNMGemv.h"
-#include "GemvProblem.h"
+#include "kernels/BitmaskNMGemv.h"
+#include "kernels/GemvProblem.h"
 #include "formats/WeightFormat.h"
 #include "runtime/SyntheticWeights.h"
 #include "util/Error.h"

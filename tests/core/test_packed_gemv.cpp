@@ -18,7 +18,7 @@
 #include "formats/BitPacking.h"
 #include "formats/QuantGroupWeight.h"
 #include "formats/SpqrWeight.h"
-#include "QuantGroupGemv.h"
+#include "kernels/QuantGroupGemv.h"
 #include "runtime/KernelBenchmark.h"
 #include "runtime/PackedGemv.h"
 #include "runtime/SyntheticWeights.h"

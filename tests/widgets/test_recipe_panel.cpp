@@ -23,6 +23,7 @@
 #include "compress/Recipe.h"
 #include "compress/RecipeEstimate.h"
 #include "model/ModelSummary.h"
+#include "runtime/CopyBandwidth.h"
 #include "util/Error.h"
 #include "util/Json.h"
 #include "widgets/RecipePanel.h"

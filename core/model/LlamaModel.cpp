@@ -48,12 +48,9 @@ class WeightLoader {
     if (!isFloating(e->dtype))
       throw InputError(fileMessage(e->file, "tensor " + name + " has integer dtype " + dtypeName(e->dtype) +
                                                 "; a weight must be F32, F16 or BF16"));
-    auto cpuOpts = at::TensorOptions().dtype(scalarType(e->dtype));
-    // safetensors only promises byte alignment of tensor data; copy unaligned data before viewing it typed.
-    at::Tensor src = reinterpret_cast<uintptr_t>(e->data) % dtypeSize(e->dtype) == 0
-                         ? at::from_blob(const_cast<std::byte*>(e->data), e->shape, cpuOpts)
-                         : readTensor(*e);
-    return src.to(opts_.device, opts_.dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
+    // Copied out of the mapping (readTensor's copy is the one place a file truncated under us is caught), then
+    // converted; .to() returns the copy itself when device and dtype already match.
+    return readTensor(*e).to(opts_.device, opts_.dtype).contiguous();
   }
 
   // A linear's weight: packed for the runtime's kernels when asked for and the module's format has one,

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cerrno>
 #include <cstring>
+#include <atomic>
 #include <mutex>
 
 #include "util/Error.h"
@@ -18,8 +19,9 @@ namespace pareto {
 
 namespace {
 
-// The jump target of the guarded copy running on this thread, or null when none is.
-thread_local sigjmp_buf* tGuardedCopy = nullptr;
+// The jump target of the guarded copy running on this thread, or null when none is. Volatile: the compiler knows
+// memcpy does not read it and would otherwise drop the store before the copy.
+thread_local sigjmp_buf* volatile tGuardedCopy = nullptr;
 struct sigaction gPreviousBusAction {};
 
 void onSigbus(int sig, siginfo_t* info, void* context) {
@@ -64,7 +66,9 @@ void copyFromMapping(void* to, const void* from, size_t n, const std::string& pa
     throw InputError(fileMessage(path, "changed size while it was read (truncated?): the file is shorter than "
                                        "its header says; another process may be rewriting the model"));
   tGuardedCopy = &target;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   std::memcpy(to, from, n);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   tGuardedCopy = nullptr;
 }
 

@@ -141,7 +141,8 @@ std::unique_ptr<PostProcessor> makeTemplate(const nlohmann::json& j, const Confi
     }
     // Each sequence piece copies the whole encoded text once more.
     if (piece.isSequence && ++sequences > 1)
-      ctx.fail(where + ": sequence A appears more than once (each copy repeats the whole text; real templates use it once)");
+      ctx.fail(where +
+               ": sequence A appears more than once (each copy repeats the whole text; real templates use it once)");
     addedIds += piece.ids.size();
     if (addedIds > kMaxTemplateIds)
       ctx.fail(where + ": the template adds more than " + std::to_string(kMaxTemplateIds) + " ids to every encode");

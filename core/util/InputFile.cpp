@@ -62,7 +62,8 @@ std::string readInputFile(const std::string& path, uint64_t maxBytes, const std:
   // O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer, uninterruptibly by our Ctrl-C
   // handler. It changes nothing for the regular files we go on to read.
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-  if (fd.get() < 0) throw InputError(fileMessage(path, std::string("cannot open for reading: ") + std::strerror(errno)));
+  if (fd.get() < 0)
+    throw InputError(fileMessage(path, std::string("cannot open for reading: ") + std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0)
     throw InputError(fileMessage(path, std::string("cannot stat: ") + std::strerror(errno)));

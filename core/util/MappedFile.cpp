@@ -5,11 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <csetjmp>
 #include <csignal>
-#include <cerrno>
 #include <cstring>
-#include <atomic>
 #include <mutex>
 
 #include "util/Error.h"
@@ -86,8 +86,9 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw InputError(fileMessage(path, S_ISDIR(st.st_mode) ? std::string("is a folder, expected a file")
-                                                           : "not a regular file (" + describeFileType(st.st_mode) + ")"));
+    throw InputError(fileMessage(path, S_ISDIR(st.st_mode)
+                                           ? std::string("is a folder, expected a file")
+                                           : "not a regular file (" + describeFileType(st.st_mode) + ")"));
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

@@ -267,7 +267,8 @@ TEST(BoundedInputs, TextPromptsAndGenerationConfigMustBeRegularFilesNamedInError
       fs::create_symlink(fs::absolute(item.path()), model + "/" + item.path().filename().string());
   fs::create_symlink("/dev/zero", model + "/generation_config.json");
   EXPECT_THAT(refusal([&] { loadModel(model, test::testRuntime()); }),
-              AllOf(HasSubstr(model + "/generation_config.json"), HasSubstr("not a regular file (a character device)")));
+              AllOf(HasSubstr(model + "/generation_config.json"),
+                    HasSubstr("not a regular file (a character device)")));
   fs::remove(model + "/generation_config.json");
   ASSERT_EQ(::mkfifo((model + "/generation_config.json").c_str(), 0600), 0);
   EXPECT_THAT(refusal([&] { loadModel(model, test::testRuntime()); }, model + "/generation_config.json"),

@@ -38,7 +38,7 @@ void addPerplexityCommand(CLI::App& app) {
               {{"text", absolutePath(args->text)}, {"window", args->ppl.window}, {"max_windows", args->ppl.maxWindows},
                {"batch", args->ppl.batch}, {"dtype", args->model.dtype}});
     LoadedModel m = loadModel(args->model.model, makeRuntimeOptions(args->model.device, args->model.dtype));
-    std::vector<TokenId> ids = m.tokenizer->encode(readTextFile(args->text), /*addSpecialTokens=*/false);
+    std::vector<TokenId> ids = encodeTextFile(*m.tokenizer, args->text, /*addSpecialTokens=*/false);
     PerplexityResult r = computePerplexity(*m.model, ids, args->ppl, terminalProgress(), &interruptToken());
     nlohmann::json j = {{"ppl", r.ppl},         {"windows", r.windows},           {"tokens", r.tokens},
                         {"window", r.window},   {"scored_tokens", r.scoredTokens}, {"mean_nll", r.meanNll},

@@ -69,8 +69,8 @@ void addTokenize(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print one JSON object {ids, tokens, count, tokenizer} instead of text");
   cmd->callback([args] {
     const Tokenizer tok = Tokenizer::fromPath(args->tokenizer);
-    const std::string input = args->file.empty() ? args->text : readTextFile(args->file);
-    const std::vector<TokenId> ids = tok.encode(input, args->addSpecialTokens);
+    const std::vector<TokenId> ids = args->file.empty() ? tok.encode(args->text, args->addSpecialTokens)
+                                                        : encodeTextFile(tok, args->file, args->addSpecialTokens);
     nlohmann::json tokens = nlohmann::json::array();
     std::ostringstream text;
     for (size_t i = 0; i < ids.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "tokenizer/Unicode.h"
 #include "util/Error.h"
 #include "util/Json.h"
 
@@ -22,10 +23,16 @@ int64_t CalibrationSet::totalTokens() const {
 }
 
 std::vector<std::string> readPrompts(const std::string& path) {
-  std::istringstream in(readTextFile(path));
+  std::istringstream in(readTextFile(path, kMaxTextFileBytes, "a prompts file"));
   std::vector<std::string> prompts;
+  size_t lineNumber = 0;
   for (std::string line; std::getline(in, line);) {
+    ++lineNumber;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    // Caught here so the message names the file and line; the encoder would only say "not valid UTF-8".
+    if (const auto bad = tok::firstInvalidUtf8(line))
+      throw InputError(fileMessage(path, "line " + std::to_string(lineNumber) + " is not valid UTF-8 (byte " +
+                                             std::to_string(*bad) + " of the line)"));
     if (line.find_first_not_of(" \t") != std::string::npos) prompts.push_back(line);
   }
   if (prompts.empty()) throw InputError(fileMessage(path, "no prompts (expected one prompt per line)"));

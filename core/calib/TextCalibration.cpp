@@ -11,7 +11,7 @@ CalibrationSet textCalibration(const Tokenizer& tokenizer, const std::string& te
                                const TextCalibrationOptions& opts) {
   if (opts.window < 2) throw InputError("calibration window must be at least 2 tokens");
   if (opts.tokens < 1) throw InputError("calibration needs at least one token");
-  std::vector<TokenId> ids = tokenizer.encode(readTextFile(textFile));
+  std::vector<TokenId> ids = encodeTextFile(tokenizer, textFile);
   const int64_t available = static_cast<int64_t>(ids.size()) / opts.window;
   const int64_t needed = (opts.tokens + opts.window - 1) / opts.window;
   if (needed > available)

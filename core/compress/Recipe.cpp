@@ -242,7 +242,8 @@ Recipe Recipe::fromJson(const json& j, const std::string& baseDir, const std::st
 }
 
 Recipe Recipe::fromFile(const std::string& path) {
-  Recipe r = fromJson(readJsonFile(path), std::filesystem::path(path).parent_path().string(), path);
+  Recipe r = fromJson(readJsonFile(path, kMaxJsonConfigBytes, "a recipe"),
+                      std::filesystem::path(path).parent_path().string(), path);
   r.path = path;
   return r;
 }

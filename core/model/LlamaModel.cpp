@@ -48,12 +48,9 @@ class WeightLoader {
     if (!isFloating(e->dtype))
       throw InputError(fileMessage(e->file, "tensor " + name + " has integer dtype " + dtypeName(e->dtype) +
                                                 "; a weight must be F32, F16 or BF16"));
-    auto cpuOpts = at::TensorOptions().dtype(scalarType(e->dtype));
-    // safetensors only promises byte alignment of tensor data; copy unaligned data before viewing it typed.
-    at::Tensor src = reinterpret_cast<uintptr_t>(e->data) % dtypeSize(e->dtype) == 0
-                         ? at::from_blob(const_cast<std::byte*>(e->data), e->shape, cpuOpts)
-                         : readTensor(*e);
-    at::Tensor t = src.to(opts_.device, opts_.dtype, /*non_blocking=*/false, /*copy=*/true).contiguous();
+    // Copied out of the mapping (readTensor's copy is the one place a file truncated under us is caught), then
+    // converted; .to() returns the copy itself when device and dtype already match.
+    at::Tensor t = readTensor(*e).to(opts_.device, opts_.dtype).contiguous();
     requireFinite(t, e->file, name);
     return t;
   }

@@ -43,7 +43,7 @@ LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts) {
   m.eosTokenIds = m.config.eosTokenIds;
   const fs::path genConfig = dir / "generation_config.json";
   if (fs::exists(genConfig)) {
-    nlohmann::json g = readJsonFile(genConfig.string());
+    nlohmann::json g = readJsonFile(genConfig.string(), kMaxJsonConfigBytes, "a generation_config.json");
     if (g.is_object() && g.contains("eos_token_id")) {
       const auto& e = g.at("eos_token_id");
       std::vector<nlohmann::json> items = e.is_array() ? e.get<std::vector<nlohmann::json>>()

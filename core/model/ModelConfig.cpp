@@ -220,6 +220,8 @@ ModelConfig ModelConfig::fromJson(const json& j, const std::string& source) {
   return c;
 }
 
-ModelConfig ModelConfig::fromFile(const std::string& path) { return fromJson(readJsonFile(path), path); }
+ModelConfig ModelConfig::fromFile(const std::string& path) {
+  return fromJson(readJsonFile(path, kMaxJsonConfigBytes, "a config.json"), path);
+}
 
 }  // namespace pareto

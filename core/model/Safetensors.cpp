@@ -92,22 +92,11 @@ uint64_t readLittleEndian64(const std::byte* p) {
 json parseHeader(const std::string& path, const char* begin, const char* end) {
   std::set<std::string> seen;
   std::string duplicate;
-  json::parser_callback_t onEvent = [&](int depth, json::parse_event_t event, json& parsed) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth)
-      throwJsonTooDeep(path);
-    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
+  const JsonKeyVisitor onKey = [&](const std::string& key) {
+    if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
   };
-  json header;
-  try {
-    header = json::parse(begin, end, onEvent);
-  } catch (const json::exception& e) {
-    throw InputError(fileMessage(path, std::string("header is not valid JSON: ") + e.what()));
-  }
+  json header = parseJson(std::string_view(begin, static_cast<size_t>(end - begin)), path, onKey,
+                          "header is not valid JSON");
   if (!header.is_object())
     throw InputError(
         fileMessage(path, "header is " + describeType(header) + ", expected a JSON object of tensors"));
@@ -264,11 +253,17 @@ int64_t TensorEntry::numel() const {
   return n;
 }
 
-SafetensorsContents parseSafetensors(const std::byte* base, uint64_t fileSize, const std::string& path) {
+namespace {
+
+// `head` holds the file's first bytes (the length and, once the length is checked, the header) and `base` the
+// whole file: the same memory for an image in memory, a guarded copy of the header for a mapped file so that a
+// file truncated while it is parsed cannot fault.
+SafetensorsContents parseImage(const std::byte* head, const std::byte* base, uint64_t fileSize,
+                               const std::string& path) {
   if (fileSize < 8)
     throw InputError(fileMessage(path, "too short to be a safetensors file (" + std::to_string(fileSize) +
                                            " bytes; the header length alone takes 8)"));
-  const uint64_t headerSize = readLittleEndian64(base);
+  const uint64_t headerSize = readLittleEndian64(head);
   if (headerSize == 0) throw InputError(fileMessage(path, "header length is 0 (not a safetensors file)"));
   if (headerSize > kMaxHeaderBytes)
     throw InputError(
@@ -280,7 +275,7 @@ SafetensorsContents parseSafetensors(const std::byte* base, uint64_t fileSize, c
                               std::to_string(fileSize) +
                               " bytes): the model is corrupted or incomplete, or not safetensors"));
 
-  const char* headerBegin = reinterpret_cast<const char*>(base + 8);
+  const char* headerBegin = reinterpret_cast<const char*>(head + 8);
   json header = parseHeader(path, headerBegin, headerBegin + headerSize);
 
   SafetensorsContents contents;
@@ -313,9 +308,31 @@ SafetensorsContents parseSafetensors(const std::byte* base, uint64_t fileSize, c
   return contents;
 }
 
+}  // namespace
+
+SafetensorsContents parseSafetensors(const std::byte* base, uint64_t fileSize, const std::string& path) {
+  return parseImage(base, base, fileSize, path);
+}
+
+void readTensorBytes(const TensorEntry& entry, void* to) {
+  copyFromMapping(to, entry.data, entry.nbytes, entry.file);
+}
+
 SafetensorsFile::SafetensorsFile(const std::string& path)
     : file_(std::make_unique<MappedFile>(path)), path_(path) {
-  SafetensorsContents contents = parseSafetensors(file_->data(), file_->size(), path);
+  // The header is copied out of the mapping before it is parsed (only as much as the length field promises and
+  // the file holds; parseImage refuses the rest before reading past the 8 bytes).
+  std::vector<std::byte> head;
+  if (file_->size() >= 8) {
+    head.resize(8);
+    file_->copy(head.data(), file_->data(), 8);
+    const uint64_t headerSize = readLittleEndian64(head.data());
+    if (headerSize > 0 && headerSize <= kMaxHeaderBytes && headerSize <= file_->size() - 8) {
+      head.resize(8 + headerSize);
+      file_->copy(head.data() + 8, file_->data() + 8, headerSize);
+    }
+  }
+  SafetensorsContents contents = parseImage(head.data(), file_->data(), file_->size(), path);
   tensors_ = std::move(contents.tensors);
   metadata_ = std::move(contents.metadata);
 }
@@ -345,7 +362,7 @@ void checkShardName(const std::string& indexPath, const std::string& tensor, con
 
 // weight_map of the index: tensor name -> shard file name.
 std::map<std::string, std::string> readWeightMap(const std::string& indexPath) {
-  json index = readJsonFile(indexPath);
+  json index = readJsonFile(indexPath, kMaxIndexJsonBytes, "a safetensors index");
   if (!index.is_object()) throw InputError(fileMessage(indexPath, "must be a JSON object"));
   auto it = index.find("weight_map");
   if (it == index.end()) throw InputError(fileMessage(indexPath, "missing \"weight_map\""));

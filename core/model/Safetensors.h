@@ -40,6 +40,11 @@ struct SafetensorsContents {
 };
 SafetensorsContents parseSafetensors(const std::byte* bytes, uint64_t size, const std::string& source);
 
+// Copies the entry's nbytes bytes to `to`. For a mapped file the copy is guarded: a file truncated after it was
+// opened throws InputError "<file>: changed size while it was read (truncated?) ..." instead of killing the
+// process with SIGBUS. Every read of tensor bytes goes through here (readTensor in TensorIO).
+void readTensorBytes(const TensorEntry& entry, void* to);
+
 class SafetensorsFile {
  public:
   // Maps and validates the file; throws InputError "<file>: ..." (naming the tensor where there is one).

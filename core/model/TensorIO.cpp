@@ -43,7 +43,7 @@ DType safetensorsDtype(c10::ScalarType type, const std::string& tensorName) {
 
 at::Tensor readTensor(const TensorEntry& e) {
   at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(scalarType(e.dtype)));
-  if (e.nbytes > 0) std::memcpy(t.data_ptr(), e.data, e.nbytes);
+  if (e.nbytes > 0) readTensorBytes(e, t.data_ptr());
   return t;
 }
 

@@ -6,6 +6,7 @@
 #include "tokenizer/ConfigContext.h"
 #include "tokenizer/Normalizers.h"
 #include "tokenizer/Unicode.h"
+#include "util/Error.h"
 
 namespace pareto::tok {
 
@@ -76,7 +77,9 @@ AddedTokens::AddedTokens(const nlohmann::json& list, const ConfigContext& ctx, c
                          const std::function<std::optional<int64_t>(const std::string&)>& modelTokenToId,
                          int64_t modelVocabCount) {
   if (!list.is_array()) ctx.fail("'added_tokens' must be an array");
+  file_ = ctx.file();
   std::vector<AddedToken> declared;
+  size_t totalBytes = 0;
   for (size_t i = 0; i < list.size(); ++i) {
     const auto& t = list[i];
     const std::string what = "added_tokens[" + std::to_string(i) + "]";
@@ -90,6 +93,11 @@ AddedTokens::AddedTokens(const nlohmann::json& list, const ConfigContext& ctx, c
     tok.normalized = ctx.boolean(t, "normalized", what, true);
     tok.special = ctx.boolean(t, "special", what, false);
     if (firstInvalidUtf8(tok.content)) ctx.fail(what + ": 'content' is not valid UTF-8");
+    ctx.checkTokenLength(tok.content, what + ": 'content'");
+    totalBytes += tok.content.size();
+    if (totalBytes > kMaxAddedTokensBytes)
+      ctx.fail("'added_tokens' hold more than " + std::to_string(kMaxAddedTokensBytes) +
+               " bytes of text (at " + what + "); real tokenizers add a few kilobytes");
     if (tok.special && !tok.content.empty()) special_.insert(tok.content);
     declared.push_back(std::move(tok));
   }
@@ -180,12 +188,24 @@ void AddedTokens::splitOn(std::vector<TextPiece>& pieces, const Trie& trie, bool
                           const Normalizer* normalizer) const {
   std::vector<TextPiece> out;
   out.reserve(pieces.size());
+  // Each piece between added tokens is normalized on its own, so a normalizer that adds a little to every
+  // piece (Prepend) adds it once per added token in the text: the total is bounded, not just each piece.
+  size_t bytesIn = 0, bytesOut = 0;
   for (TextPiece& piece : pieces) {
     if (piece.id) {
       out.push_back(std::move(piece));
       continue;
     }
-    if (normalizeFirst && normalizer != nullptr) normalizer->normalize(piece.text);
+    if (normalizeFirst && normalizer != nullptr) {
+      bytesIn += piece.text.size();
+      normalizer->normalize(piece.text);
+      bytesOut += piece.text.size();
+      if (bytesOut > grownLimit(bytesIn))
+        throw InputError(fileMessage(file_, "the normalizer grows " + std::to_string(bytesIn) + " bytes of text to " +
+                                                std::to_string(bytesOut) +
+                                                " or more between added tokens (at most 4x + 4 KiB): refusing a "
+                                                "normalizer that amplifies text"));
+    }
     if (trie.empty()) {
       if (!piece.text.empty()) out.push_back(std::move(piece));
       continue;

@@ -86,6 +86,7 @@ class AddedTokens {
   Trie rawTrie_;         // tokens with normalized=false, matched on the input text
   Trie normalizedTrie_;  // tokens with normalized=true, matched (in normalized form) on normalized text
   int64_t maxId_ = -1;
+  std::string file_;     // tokenizer.json, for messages
 };
 
 }  // namespace pareto::tok

@@ -55,6 +55,7 @@ BpeModel::BpeModel(const nlohmann::json& model, const ConfigContext& ctx) : cont
     if (it.value().get<int64_t>() > kMaxTokenId)
       ctx.fail(what + ": vocab entry '" + it.key() + "' has id " + it.value().dump() +
                ", beyond the largest supported vocabulary (ids up to " + std::to_string(kMaxTokenId) + ")");
+    ctx.checkTokenLength(it.key(), what + ": a vocab entry");
     const auto id = static_cast<uint32_t>(it.value().get<int64_t>());
     vocab_[it.key()] = id;
     if (id >= idToToken_.size()) {
@@ -95,6 +96,8 @@ BpeModel::BpeModel(const nlohmann::json& model, const ConfigContext& ctx) : cont
     } else {
       ctx.fail(where + " is " + m.dump() + "; expected \"a b\" or [\"a\", \"b\"]");
     }
+    ctx.checkTokenLength(a, where + ": the first token");
+    ctx.checkTokenLength(b, where + ": the second token");
     const auto ia = vocab_.find(a);
     const auto ib = vocab_.find(b);
     if (ia == vocab_.end()) ctx.fail(where + ": token '" + a + "' is not in the vocabulary");

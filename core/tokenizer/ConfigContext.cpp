@@ -9,6 +9,12 @@ std::string ConfigContext::where(const std::string& what) const { return fileMes
 
 void ConfigContext::fail(const std::string& what) const { throw InputError(where(what)); }
 
+void ConfigContext::checkTokenLength(const std::string& token, const std::string& what) const {
+  if (token.size() > kMaxTokenBytes)
+    fail(what + " is " + std::to_string(token.size()) + " bytes long, more than the " + std::to_string(kMaxTokenBytes) +
+         " bytes a token may be (real tokens are at most a few hundred)");
+}
+
 std::string ConfigContext::type(const nlohmann::json& obj, const std::string& what) const {
   if (!obj.is_object()) fail(what + " must be an object");
   auto it = obj.find("type");

@@ -4,6 +4,7 @@
 #include "tokenizer/ConfigContext.h"
 #include "tokenizer/Pattern.h"
 #include "tokenizer/Unicode.h"
+#include "util/Error.h"
 
 namespace pareto::tok {
 
@@ -142,16 +143,35 @@ class StripDecoder : public Decoder {
   size_t start_, stop_;
 };
 
+[[noreturn]] void refuseGrowth(const std::string& file, const std::string& what, size_t from, size_t to) {
+  throw InputError(fileMessage(file, what + " grows " + std::to_string(from) + " bytes of decoded text to " +
+                                         std::to_string(to) +
+                                         " or more (at most 4x + 4 KiB): refusing a decoder that amplifies text"));
+}
+
+size_t totalBytes(const std::vector<std::string>& tokens) {
+  size_t n = 0;
+  for (const std::string& t : tokens) n += t.size();
+  return n;
+}
+
 class ReplaceDecoder : public Decoder {
  public:
-  ReplaceDecoder(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceDecoder(Pattern pattern, std::string content, std::string file, std::string what)
+      : pattern_(std::move(pattern)), content_(std::move(content)), file_(std::move(file)), what_(std::move(what)) {}
   void decodeChain(std::vector<std::string>& tokens) const override {
-    for (std::string& t : tokens) t = pattern_.replaceAll(t, content_);
+    for (std::string& t : tokens) {
+      const size_t limit = grownLimit(t.size());
+      std::string out = pattern_.replaceAll(t, content_, limit);
+      if (out.size() > limit) refuseGrowth(file_, what_, t.size(), out.size());
+      t = std::move(out);
+    }
   }
 
  private:
   Pattern pattern_;
   std::string content_;
+  std::string file_, what_;
 };
 
 // The classic BPE decoder: the end-of-word suffix becomes a space (nothing after the last token).
@@ -169,13 +189,20 @@ class BpeDecoder : public Decoder {
 
 class SequenceDecoder : public Decoder {
  public:
-  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts) : parts_(std::move(parts)) {}
+  SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts, std::string file, std::string what)
+      : parts_(std::move(parts)), file_(std::move(file)), what_(std::move(what)) {}
+  // Bounded against the chain's input as a whole: each Replace step alone may grow 4x.
   void decodeChain(std::vector<std::string>& tokens) const override {
-    for (const auto& p : parts_) p->decodeChain(tokens);
+    const size_t input = totalBytes(tokens);
+    for (const auto& p : parts_) {
+      p->decodeChain(tokens);
+      if (const size_t now = totalBytes(tokens); now > grownLimit(input)) refuseGrowth(file_, what_, input, now);
+    }
   }
 
  private:
   std::vector<std::unique_ptr<Decoder>> parts_;
+  std::string file_, what_;
 };
 
 }  // namespace
@@ -206,13 +233,19 @@ std::unique_ptr<Decoder> makeDecoder(const nlohmann::json& j, const ConfigContex
                                           static_cast<size_t>(start), static_cast<size_t>(stop));
   }
   if (type == "Replace")
+  {
+    std::string content = ctx.string(j, "content", what);
+    if (content.size() > kMaxInsertedBytes)
+      ctx.fail(what + ": 'content' is " + std::to_string(content.size()) + " bytes, more than the " +
+               std::to_string(kMaxInsertedBytes) + " a decoder may insert");
     return std::make_unique<ReplaceDecoder>(Pattern::fromJson(ctx.field(j, "pattern", what), ctx, what),
-                                            ctx.string(j, "content", what));
+                                            std::move(content), ctx.file(), what);
+  }
   if (type == "BPEDecoder") return std::make_unique<BpeDecoder>(ctx.optString(j, "suffix", what).value_or("</w>"));
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Decoder>> parts;
     for (const auto& sub : ctx.array(j, "decoders", what)) parts.push_back(makeDecoder(sub, ctx));
-    return std::make_unique<SequenceDecoder>(std::move(parts));
+    return std::make_unique<SequenceDecoder>(std::move(parts), ctx.file(), what);
   }
   ctx.fail("unsupported decoder type '" + type +
            "' (supported: ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace, BPEDecoder, Sequence)");

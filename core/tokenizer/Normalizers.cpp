@@ -7,6 +7,7 @@
 #include "tokenizer/ConfigContext.h"
 #include "tokenizer/Pattern.h"
 #include "tokenizer/Unicode.h"
+#include "util/Error.h"
 
 namespace pareto::tok {
 
@@ -86,32 +87,70 @@ class Prepend : public Normalizer {
   std::string prefix_;
 };
 
+// Messages name the tokenizer file and the step ("normalizer Sequence[2] Replace").
+struct Where {
+  std::string file;
+  std::string what;
+  [[noreturn]] void grew(size_t from, size_t to) const {
+    throw InputError(fileMessage(file, what + " grows " + std::to_string(from) + " bytes of text to " +
+                                           std::to_string(to) +
+                                           " or more (at most 4x + 4 KiB): refusing a normalizer that amplifies text"));
+  }
+};
+
 class Replace : public Normalizer {
  public:
-  Replace(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
-  void normalize(std::string& text) const override { text = pattern_.replaceAll(text, content_); }
+  Replace(Pattern pattern, std::string content, Where where)
+      : pattern_(std::move(pattern)), content_(std::move(content)), where_(std::move(where)) {}
+  void normalize(std::string& text) const override {
+    const size_t limit = grownLimit(text.size());
+    std::string out = pattern_.replaceAll(text, content_, limit);
+    if (out.size() > limit) where_.grew(text.size(), out.size());
+    text = std::move(out);
+  }
 
  private:
   Pattern pattern_;
   std::string content_;
+  Where where_;
 };
 
+// Each step is bounded on its own; the chain is bounded against its input, or N doubling steps would grow a
+// text 2^N times.
 class Sequence : public Normalizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
+  Sequence(std::vector<std::unique_ptr<Normalizer>> parts, Where where)
+      : parts_(std::move(parts)), where_(std::move(where)) {}
   void normalize(std::string& text) const override {
-    for (const auto& p : parts_) p->normalize(text);
+    const size_t input = text.size();
+    const size_t limit = grownLimit(input);
+    for (const auto& p : parts_) {
+      p->normalize(text);
+      if (text.size() > limit) where_.grew(input, text.size());
+    }
   }
 
  private:
   std::vector<std::unique_ptr<Normalizer>> parts_;
+  Where where_;
 };
 
 }  // namespace
 
-std::unique_ptr<Normalizer> makeNormalizer(const nlohmann::json& j, const ConfigContext& ctx) {
-  const std::string type = ctx.type(j, "normalizer");
-  const std::string what = "normalizer " + type;
+namespace {
+
+std::string insertedText(const nlohmann::json& j, const char* key, const ConfigContext& ctx, const std::string& what) {
+  std::string s = ctx.string(j, key, what);
+  if (s.size() > kMaxInsertedBytes)
+    ctx.fail(what + ": '" + key + "' is " + std::to_string(s.size()) + " bytes, more than the " +
+             std::to_string(kMaxInsertedBytes) + " a normalizer may insert (real ones insert one character)");
+  return s;
+}
+
+std::unique_ptr<Normalizer> makeNormalizerAt(const nlohmann::json& j, const ConfigContext& ctx,
+                                             const std::string& label) {
+  const std::string type = ctx.type(j, label);
+  const std::string what = label + " " + type;
   if (type == "NFC") return std::make_unique<UnicodeNormalizer>(NormalForm::NFC);
   if (type == "NFD") return std::make_unique<UnicodeNormalizer>(NormalForm::NFD);
   if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(NormalForm::NFKC);
@@ -120,17 +159,25 @@ std::unique_ptr<Normalizer> makeNormalizer(const nlohmann::json& j, const Config
   if (type == "StripAccents") return std::make_unique<StripAccents>();
   if (type == "Strip")
     return std::make_unique<Strip>(ctx.boolean(j, "strip_left", what, true), ctx.boolean(j, "strip_right", what, true));
-  if (type == "Prepend") return std::make_unique<Prepend>(ctx.string(j, "prepend", what));
+  if (type == "Prepend") return std::make_unique<Prepend>(insertedText(j, "prepend", ctx, what));
   if (type == "Replace")
     return std::make_unique<Replace>(Pattern::fromJson(ctx.field(j, "pattern", what), ctx, what),
-                                     ctx.string(j, "content", what));
+                                     insertedText(j, "content", ctx, what), Where{ctx.file(), what});
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Normalizer>> parts;
-    for (const auto& sub : ctx.array(j, "normalizers", what)) parts.push_back(makeNormalizer(sub, ctx));
-    return std::make_unique<Sequence>(std::move(parts));
+    const auto& list = ctx.array(j, "normalizers", what);
+    for (size_t i = 0; i < list.size(); ++i)
+      parts.push_back(makeNormalizerAt(list[i], ctx, label + " Sequence[" + std::to_string(i) + "]"));
+    return std::make_unique<Sequence>(std::move(parts), Where{ctx.file(), what});
   }
   ctx.fail("unsupported normalizer type '" + type +
            "' (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Prepend, Replace, Sequence)");
+}
+
+}  // namespace
+
+std::unique_ptr<Normalizer> makeNormalizer(const nlohmann::json& j, const ConfigContext& ctx) {
+  return makeNormalizerAt(j, ctx, "normalizer");
 }
 
 }  // namespace pareto::tok

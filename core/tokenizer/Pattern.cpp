@@ -38,10 +38,11 @@ MatchCover Pattern::findMatches(std::string_view text) const {
   return matchCoverFromSpans(text.size(), spans);
 }
 
-std::string Pattern::replaceAll(std::string_view text, std::string_view content) const {
+std::string Pattern::replaceAll(std::string_view text, std::string_view content, size_t maxBytes) const {
   std::string out;
   out.reserve(text.size());
   for (const auto& [span, isMatch] : findMatches(text)) {
+    if (out.size() > maxBytes) break;
     if (isMatch)
       out.append(content);
     else

@@ -3,6 +3,7 @@
 // and matches, because the behaviours (MergedWithPrevious etc.) are defined on that sequence.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,8 +29,9 @@ class Pattern {
   static Pattern literal(std::string s);
 
   MatchCover findMatches(std::string_view text) const;
-  // Every match replaced by `content` (the Replace normalizer and decoder).
-  std::string replaceAll(std::string_view text, std::string_view content) const;
+  // Every match replaced by `content` (the Replace normalizer and decoder). Stops once the result is longer than
+  // maxBytes (the caller refuses such a result), so a hostile replacement never builds the whole of it.
+  std::string replaceAll(std::string_view text, std::string_view content, size_t maxBytes = SIZE_MAX) const;
 
  private:
   std::string literal_;

@@ -78,6 +78,10 @@ class SequenceProcessor : public PostProcessor {
   std::vector<std::unique_ptr<PostProcessor>> parts_;
 };
 
+// A template is copied into every encode: real ones have 2-5 pieces naming one or two special tokens of one id.
+constexpr size_t kMaxTemplatePieces = 256;
+constexpr size_t kMaxTemplateIds = 1024;
+
 std::unique_ptr<PostProcessor> makeTemplate(const nlohmann::json& j, const ConfigContext& ctx) {
   const std::string what = "post_processor TemplateProcessing";
   std::map<std::string, std::vector<int64_t>> specials;
@@ -87,7 +91,11 @@ std::unique_ptr<PostProcessor> makeTemplate(const nlohmann::json& j, const Confi
     for (auto it = st.begin(); it != st.end(); ++it) {
       const std::string where = what + ": special_tokens['" + it.key() + "']";
       std::vector<int64_t> ids;
-      for (const auto& id : ctx.array(it.value(), "ids", where)) {
+      const auto& list = ctx.array(it.value(), "ids", where);
+      if (list.size() > kMaxTemplateIds)
+        ctx.fail(where + ": " + std::to_string(list.size()) + " ids, more than the " +
+                 std::to_string(kMaxTemplateIds) + " a template may add");
+      for (const auto& id : list) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0) ctx.fail(where + ": 'ids' must be non-negative integers");
         ids.push_back(id.get<int64_t>());
       }
@@ -102,6 +110,10 @@ std::unique_ptr<PostProcessor> makeTemplate(const nlohmann::json& j, const Confi
 
   std::vector<TemplateProcessor::Piece> pieces;
   const auto& single = ctx.array(j, "single", what);
+  if (single.size() > kMaxTemplatePieces)
+    ctx.fail(what + ": 'single' has " + std::to_string(single.size()) + " pieces, more than the " +
+             std::to_string(kMaxTemplatePieces) + " a template may have");
+  size_t sequences = 0, addedIds = 0;
   for (size_t i = 0; i < single.size(); ++i) {
     const auto& p = single[i];
     const std::string where = what + ": single[" + std::to_string(i) + "]";
@@ -127,6 +139,13 @@ std::unique_ptr<PostProcessor> makeTemplate(const nlohmann::json& j, const Confi
     } else {
       ctx.fail(where + " is " + p.dump() + "; expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
     }
+    // Each sequence piece copies the whole encoded text once more.
+    if (piece.isSequence && ++sequences > 1)
+      ctx.fail(where +
+               ": sequence A appears more than once (each copy repeats the whole text; real templates use it once)");
+    addedIds += piece.ids.size();
+    if (addedIds > kMaxTemplateIds)
+      ctx.fail(where + ": the template adds more than " + std::to_string(kMaxTemplateIds) + " ids to every encode");
     pieces.push_back(std::move(piece));
   }
   return std::make_unique<TemplateProcessor>(std::move(pieces));

@@ -55,7 +55,16 @@ std::string resolvePath(const std::string& fileOrModelDir) {
 
 Tokenizer Tokenizer::fromPath(const std::string& fileOrModelDir) {
   const std::string path = resolvePath(fileOrModelDir);
-  return fromJson(readJsonFile(path), path);
+  return fromJson(readJsonFile(path, kMaxTokenizerJsonBytes, "a tokenizer.json"), path);
+}
+
+std::vector<TokenId> encodeTextFile(const Tokenizer& tokenizer, const std::string& path, bool addSpecialTokens) {
+  const std::string text = readTextFile(path);
+  try {
+    return tokenizer.encode(text, addSpecialTokens);
+  } catch (const InputError& e) {
+    throw InputError(fileMessage(path, e.what()));
+  }
 }
 
 Tokenizer Tokenizer::fromJson(const nlohmann::json& root, const std::string& source) {

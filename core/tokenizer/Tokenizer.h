@@ -43,4 +43,9 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// Reads a UTF-8 text file (readTextFile: a regular file of at most 2 GiB) and encodes it whole; an InputError of
+// the encoder (text that is not UTF-8, a regex that gives up) is prefixed with the file's name.
+std::vector<TokenId> encodeTextFile(const Tokenizer& tokenizer, const std::string& path,
+                                    bool addSpecialTokens = false);
+
 }  // namespace pareto

@@ -1,10 +1,14 @@
-// JSON file loading with errors that name the file and the position of a syntax error, and a nesting limit for
-// files that come from strangers (config.json, tokenizer.json, recipes, safetensors headers).
+// JSON file loading with errors that name the file and the position of a syntax error, a nesting limit and a
+// size cap for files that come from strangers (config.json, tokenizer.json, recipes, safetensors headers).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
+
+#include "util/InputFile.h"
 
 namespace pareto {
 
@@ -13,16 +17,24 @@ namespace pareto {
 // comparison, our own component readers) would overflow the stack.
 constexpr int kMaxJsonDepth = 64;
 
-// Parses `text`; throws InputError "<source>: ..." when it is malformed or nested deeper than kMaxJsonDepth.
-nlohmann::json parseJson(std::string_view text, const std::string& source);
+// Called with each key of the top-level object, in file order (the safetensors header refuses duplicates, which
+// nlohmann would silently collapse).
+using JsonKeyVisitor = std::function<void(const std::string& key)>;
 
-// Reads and parses a JSON file as parseJson does; throws InputError "<path>: ..." when it is missing.
-nlohmann::json readJsonFile(const std::string& path);
+// Parses `text` in time linear in its length; throws InputError "<source>: <invalidWhat>: ..." when it is
+// malformed and "<source>: JSON nested deeper than 64 levels ..." when it nests deeper than kMaxJsonDepth.
+nlohmann::json parseJson(std::string_view text, const std::string& source, const JsonKeyVisitor& onTopLevelKey = {},
+                         const std::string& invalidWhat = "invalid JSON");
 
-// The error for a document nested deeper than kMaxJsonDepth, for parsers with their own callback.
+// Reads (readInputFile: a regular file of at most maxBytes) and parses a JSON file as parseJson does.
+nlohmann::json readJsonFile(const std::string& path, uint64_t maxBytes = kMaxJsonConfigBytes,
+                            const std::string& kind = "a JSON file");
+
+// The error for a document nested deeper than kMaxJsonDepth.
 [[noreturn]] void throwJsonTooDeep(const std::string& source);
 
-// Reads a whole file into a string; throws InputError naming the file.
-std::string readTextFile(const std::string& path);
+// Reads a whole text file through readInputFile; throws InputError naming the file.
+std::string readTextFile(const std::string& path, uint64_t maxBytes = kMaxTextFileBytes,
+                         const std::string& kind = "a text file");
 
 }  // namespace pareto

@@ -2,9 +2,19 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <map>
 
+#include "InputErrors.h"
 #include "SharedData.h"
 #include "TestRuntime.h"
 #include "calib/DecodeCalibration.h"
@@ -202,6 +212,67 @@ TEST(CalibrationPrompts, ReadPromptsSkipsBlankLinesAndRefusesEmptyFiles) {
   EXPECT_NE(p, seededPermutation(10, 4));
   std::sort(p.begin(), p.end());
   for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(p[i], i);
+}
+
+// The InputError of `f`; a FIFO open that blocks is released after 20 s (by opening `fifo` for writing) and the
+// result says so, so the test ends either way.
+std::string refusal(const std::function<void()>& f, const std::string& fifo = "") {
+  auto result = std::async(std::launch::async, [f] { return test::inputErrorOf(f); });
+  if (result.wait_for(std::chrono::seconds(20)) == std::future_status::timeout) {
+    if (!fifo.empty()) ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));
+    result.wait();
+    return "(blocked for 20 s)";
+  }
+  return result.get();
+}
+
+// Calibration text, prompt lists and generation_config.json used to be read whole whatever they were: /dev/zero
+// until bad_alloc, a FIFO forever, a folder as empty.
+TEST(BoundedInputs, TextPromptsAndGenerationConfigMustBeRegularFilesNamedInErrors) {
+  PARETO_REQUIRE_SHARED();
+  using ::testing::AllOf;
+  using ::testing::HasSubstr;
+  namespace fs = std::filesystem;
+  const Tokenizer tok = Tokenizer::fromPath(test::sharedPath("models/ref-tiny"));
+  const std::string dir = test::scratchDir("bounded-inputs");
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = dir + "/big.txt";
+  std::ofstream(big).flush();
+  fs::resize_file(big, (2ull << 30) + 1);   // sparse: refused from its size, never read
+  std::ofstream(dir + "/latin1.txt", std::ios::binary) << "caf\xe9\n";
+  std::ofstream(dir + "/prompts.txt", std::ios::binary) << "fine\ncaf\xe9\n";
+
+  auto text = [&](const std::string& path) {
+    return refusal([&] { textCalibration(tok, path, TextCalibrationOptions{}); }, fifo);
+  };
+  EXPECT_EQ(text("/dev/zero"), "/dev/zero: not a regular file (a character device), expected a text file");
+  EXPECT_EQ(text(fifo), fifo + ": not a regular file (a FIFO), expected a text file");
+  EXPECT_EQ(text(dir), dir + ": is a folder, expected a text file");
+  EXPECT_EQ(text(big), big + ": is 2.00 GiB, more than the 2 GiB a text file may be");
+  EXPECT_THAT(text(dir + "/latin1.txt"), AllOf(HasSubstr(dir + "/latin1.txt: "), HasSubstr("not valid UTF-8")));
+
+  auto prompts = [&](const std::string& path) { return refusal([&] { readPrompts(path); }, fifo); };
+  EXPECT_EQ(prompts("/dev/zero"), "/dev/zero: not a regular file (a character device), expected a prompts file");
+  EXPECT_EQ(prompts(fifo), fifo + ": not a regular file (a FIFO), expected a prompts file");
+  EXPECT_EQ(prompts(dir), dir + ": is a folder, expected a prompts file");
+  EXPECT_THAT(prompts(big), HasSubstr("more than the 2 GiB a prompts file may be"));
+  EXPECT_EQ(prompts(dir + "/prompts.txt"), dir + "/prompts.txt: line 2 is not valid UTF-8 (byte 3 of the line)");
+
+  // A model folder whose generation_config.json is a link to /dev/zero, then a FIFO.
+  const std::string model = dir + "/model";
+  fs::create_directory(model);
+  for (const auto& item : fs::directory_iterator(test::sharedPath("models/ref-tiny")))
+    if (item.path().filename() != "generation_config.json")
+      fs::create_symlink(fs::absolute(item.path()), model + "/" + item.path().filename().string());
+  fs::create_symlink("/dev/zero", model + "/generation_config.json");
+  EXPECT_THAT(refusal([&] { loadModel(model, test::testRuntime()); }),
+              AllOf(HasSubstr(model + "/generation_config.json"),
+                    HasSubstr("not a regular file (a character device)")));
+  fs::remove(model + "/generation_config.json");
+  ASSERT_EQ(::mkfifo((model + "/generation_config.json").c_str(), 0600), 0);
+  EXPECT_THAT(refusal([&] { loadModel(model, test::testRuntime()); }, model + "/generation_config.json"),
+              AllOf(HasSubstr(model + "/generation_config.json"), HasSubstr("not a regular file (a FIFO)")));
 }
 
 }  // namespace

@@ -134,6 +134,24 @@ TEST(Cli, PerplexityJsonKeys) {
   EXPECT_GT(j["ppl"].get<double>(), 1.0);
 }
 
+// Text inputs used to be read whatever they were: a folder as empty text, /dev/zero until bad_alloc; a file that
+// is not UTF-8 was reported without its name.
+TEST(Cli, TextInputsMustBeRegularUtf8FilesAndErrorsNameThem) {
+  PARETO_REQUIRE_SHARED();
+  const std::string model = pareto::test::sharedPath("models/ref-tiny");
+  RunResult folder = runCli("perplexity --model " + model + " --text /tmp");
+  EXPECT_EQ(folder.exitCode, 2);
+  EXPECT_THAT(folder.err, HasSubstr("/tmp: is a folder, expected a text file"));
+  RunResult zero = runCli("perplexity --model " + model + " --text /dev/zero");
+  EXPECT_EQ(zero.exitCode, 2);
+  EXPECT_THAT(zero.err, HasSubstr("/dev/zero: not a regular file (a character device)"));
+  const std::string latin1 = pareto::test::scratchDir("cli-latin1") + "/latin1.txt";
+  std::ofstream(latin1, std::ios::binary) << "caf\xe9";
+  RunResult bytes = runCli("tokenize --tokenizer " + model + " --file " + latin1);
+  EXPECT_EQ(bytes.exitCode, 2);
+  EXPECT_THAT(bytes.err, HasSubstr(latin1 + ": text to encode is not valid UTF-8"));
+}
+
 TEST(Cli, BadOptionsAreExit2) {
   PARETO_REQUIRE_SHARED();
   const std::string model = pareto::test::sharedPath("models/ref-tiny");

@@ -6,8 +6,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,6 +25,7 @@
 #include "model/Safetensors.h"
 #include "tokenizer/Tokenizer.h"
 #include "util/Error.h"
+#include "util/InputFile.h"
 #include "util/Json.h"
 
 namespace pareto {
@@ -284,6 +292,211 @@ TEST(HostileTokenizer, IdsAndLengthsFromTheFileAreBounded) {
   pad["padding"]["strategy"] = "BatchLongest";
   pad["padding"]["pad_id"] = 26;
   EXPECT_THAT(errorFor(pad), HasSubstr("adds token id 26, outside the vocabulary of 26"));
+}
+
+
+double secondsFor(const std::function<void()>& f) {
+  const auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// nlohmann's callback parser (which the depth limit used to need) is quadratic in the number of elements: a
+// header of 100k tensors took 13 minutes, `[{}]` x 100k 1.7 s and so x 1M about 3 minutes. Parsed linearly
+// these take a second or two; the bounds below leave room for sanitizer builds on a busy machine and are still
+// far below what a quadratic parse needs.
+TEST(HostileJson, MillionsOfObjectsParseInLinearTime) {
+  std::string objects = "[";
+  for (int i = 0; i < 1'000'000; ++i) objects += i ? ",{}" : "{}";
+  objects += "]";
+  const std::string hundredThousand = "[" + objects.substr(1, 299'999) + "]";
+  const double tenth = secondsFor([&] { parseJson(hundredThousand, "c.json"); });
+  json parsed;
+  const double whole = secondsFor([&] { parsed = parseJson(objects, "config.json"); });
+  EXPECT_EQ(parsed.size(), 1'000'000u);
+  EXPECT_LT(whole, 30.0);
+  // Ten times the elements: linear takes ~10x, quadratic ~100x.
+  EXPECT_LT(whole, 40 * tenth + 1.0) << "100k: " << tenth << " s, 1M: " << whole << " s";
+  // Depth is still checked on documents that large.
+  const std::string deepAtTheEnd = objects.substr(0, objects.size() - 1) + "," + nested(65) + "]";
+  EXPECT_THAT(inputErrorOf([&] { parseJson(deepAtTheEnd, "c.json"); }),
+              HasSubstr("c.json: JSON nested deeper than 64"));
+
+  // A safetensors header of 500k tensors (29 MB, under the 100 MB cap), with a duplicate name at the end.
+  std::string header = "{";
+  for (int i = 0; i < 500'000; ++i)
+    header += (i ? ",\"t" : "\"t") + std::to_string(i) + R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
+  size_t tensors = 0;
+  const double st = secondsFor([&] { tensors = parseImage(image(header + "}")).tensors.size(); });
+  EXPECT_EQ(tensors, 500'000u);
+  EXPECT_LT(st, 60.0);
+  const std::string twice = header + R"(,"t7":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})";
+  EXPECT_THAT(inputErrorOf([&] { parseImage(image(twice)); }),
+              HasSubstr("tensor 't7': defined twice"));
+
+  // A tokenizer.json whose template lists a million pieces: parsed, then refused by the template's bound.
+  json tok = tinyTokenizer("\\p{L}+");
+  tok["post_processor"] = json::parse(R"({"type": "TemplateProcessing", "pair": [],
+      "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}})");
+  tok["post_processor"]["single"] = json::array();
+  const json piece = {{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}};
+  for (int i = 0; i < 1'000'000; ++i) tok["post_processor"]["single"].push_back(piece);
+  const std::string dir = test::scratchDir("hostile-json-template");
+  writeText(dir + "/tokenizer.json", tok.dump());
+  std::string message;
+  const double t = secondsFor([&] { message = inputErrorOf([&] { Tokenizer::fromPath(dir); }); });
+  EXPECT_THAT(message, AllOf(HasSubstr(dir + "/tokenizer.json"),
+                             HasSubstr("'single' has 1000000 pieces, more than the 256")));
+  EXPECT_LT(t, 60.0);
+}
+
+// --- every input is a regular file of bounded size ---------------------------------------------------------------
+
+// The message of `f`, which must refuse quickly: a FIFO that blocks open() is released after 20 s and reported.
+std::string refusal(const std::function<void()>& f, const std::string& fifo = "") {
+  auto result = std::async(std::launch::async, [f] { return inputErrorOf(f); });
+  if (result.wait_for(std::chrono::seconds(20)) == std::future_status::timeout) {
+    if (!fifo.empty()) ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));
+    result.wait();
+    return "(blocked for 20 s)";
+  }
+  return result.get();
+}
+
+TEST(HostileInputs, ConfigTokenizerAndIndexMustBeRegularFilesUnderTheirCaps) {
+  struct Kind {
+    const char* name;
+    std::function<void(const std::string& dir)> load;
+    uint64_t cap;
+    const char* capText;
+  };
+  const Kind kinds[] = {
+      {"config.json", [](const std::string& d) { ModelConfig::fromFile(d + "/config.json"); }, kMaxJsonConfigBytes,
+       "more than the 16 MiB a config.json may be"},
+      {"tokenizer.json", [](const std::string& d) { Tokenizer::fromPath(d); }, kMaxTokenizerJsonBytes,
+       "more than the 128 MiB a tokenizer.json may be"},
+      {"model.safetensors.index.json", [](const std::string& d) { Checkpoint::open(d); }, kMaxIndexJsonBytes,
+       "more than the 64 MiB a safetensors index may be"},
+  };
+  for (const Kind& k : kinds) {
+    const std::string dir = test::scratchDir("hostile-inputs");
+    const std::string file = dir + "/" + k.name;
+    // /dev/zero (a link to it, as a downloaded folder could hold) used to be read until bad_alloc.
+    std::filesystem::create_symlink("/dev/zero", file);
+    EXPECT_THAT(refusal([&] { k.load(dir); }),
+                AllOf(HasSubstr(file), HasSubstr("not a regular file (a character device)")))
+        << k.name;
+    std::filesystem::remove(file);
+    ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+    EXPECT_THAT(refusal([&] { k.load(dir); }, file), AllOf(HasSubstr(file), HasSubstr("not a regular file (a FIFO)")))
+        << k.name;
+    std::filesystem::remove(file);
+    std::filesystem::create_directory(file);
+    if (std::string(k.name) != "tokenizer.json")   // a folder there is taken as the model folder and has none
+      EXPECT_THAT(refusal([&] { k.load(dir); }), AllOf(HasSubstr(file), HasSubstr("is a folder"))) << k.name;
+    std::filesystem::remove(file);
+    std::ofstream(file).flush();
+    std::filesystem::resize_file(file, k.cap + 1);   // sparse: refused from its size, never read
+    EXPECT_THAT(refusal([&] { k.load(dir); }), AllOf(HasSubstr(file), HasSubstr(k.capText))) << k.name;
+  }
+}
+
+// --- tokenizer.json that amplifies ----------------------------------------------------------------------------
+
+TEST(HostileTokenizer, TokenLengthsAndAddedTokenBytesAreBounded) {
+  const std::string dir = test::scratchDir("hostile-tokenizer-lengths");
+  auto errorFor = [&](const json& j) {
+    writeText(dir + "/tokenizer.json", j.dump());
+    return inputErrorOf([&] { Tokenizer::fromPath(dir); });
+  };
+  // One 30 MB added token used to build a 6.4 GB match trie.
+  json added = tinyTokenizer("\\p{L}+");
+  added["added_tokens"] = {{{"id", 26}, {"content", std::string(30 << 20, 'x')}, {"special", true}}};
+  EXPECT_THAT(errorFor(added), AllOf(HasSubstr(dir + "/tokenizer.json"),
+                                     HasSubstr("added_tokens[0]: 'content' is 31457280 bytes long"),
+                                     HasSubstr("more than the 1024 bytes a token may be")));
+  // Many tokens each under the bound, together over it.
+  added["added_tokens"] = json::array();
+  for (int i = 0; i < 1100; ++i)
+    added["added_tokens"].push_back({{"id", 26 + i}, {"content", std::to_string(i) + std::string(1000, 'x')}});
+  EXPECT_THAT(errorFor(added), HasSubstr("'added_tokens' hold more than 1048576 bytes of text"));
+  json vocab = tinyTokenizer("\\p{L}+");
+  vocab["model"]["vocab"][std::string(2000, 'q')] = 26;
+  EXPECT_THAT(errorFor(vocab), HasSubstr("model BPE: a vocab entry is 2000 bytes long"));
+  json merges = tinyTokenizer("\\p{L}+");
+  merges["model"]["merges"] = json::array({json::array({std::string(1500, 'a'), "b"})});
+  EXPECT_THAT(errorFor(merges), HasSubstr("merges[0]: the first token is 1500 bytes long"));
+  // Real lengths pass: a 256-byte vocab entry, as Llama 3 has.
+  json ok = tinyTokenizer("\\p{L}+");
+  ok["model"]["vocab"][std::string(256, 'a')] = 26;
+  EXPECT_EQ(errorFor(ok), "(no InputError)");
+}
+
+TEST(HostileTokenizer, NormalizersAndDecodersCannotGrowTextWithoutLimit) {
+  const std::string dir = test::scratchDir("hostile-tokenizer-growth");
+  auto load = [&](const json& j) {
+    writeText(dir + "/tokenizer.json", j.dump());
+    return Tokenizer::fromPath(dir);
+  };
+  // Thirty steps that each double every 'a': 2^30 times the text.
+  json doubling = tinyTokenizer("\\p{L}+");
+  json steps = json::array();
+  const json doubleEveryA = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aa"}};
+  for (int i = 0; i < 30; ++i) steps.push_back(doubleEveryA);
+  doubling["normalizer"] = {{"type", "Sequence"}, {"normalizers", steps}};
+  Tokenizer t = load(doubling);
+  std::string message;
+  const double seconds = secondsFor([&] { message = inputErrorOf([&] { t.encode(std::string(10000, 'a')); }); });
+  EXPECT_THAT(message, AllOf(HasSubstr(dir + "/tokenizer.json"), HasSubstr("normalizer Sequence grows 10000 bytes"),
+                             HasSubstr("refusing a normalizer that amplifies text")));
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_EQ(t.encode("b").size(), 1u);   // short texts stay within the slack and still encode
+
+  // One Replace of every character by 1 KiB: stopped while it is built, not after.
+  json wide = tinyTokenizer("\\p{L}+");
+  wide["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "."}}}, {"content", std::string(1000, 'a')}};
+  EXPECT_THAT(inputErrorOf([&] { load(wide).encode(std::string(100000, 'b')); }),
+              HasSubstr("normalizer Replace grows 100000 bytes of text to"));
+  // Inserted text is bounded at load: a 20 MB Prepend.
+  json prepend = tinyTokenizer("\\p{L}+");
+  prepend["normalizer"] = {{"type", "Prepend"}, {"prepend", std::string(20 << 20, 'a')}};
+  EXPECT_THAT(inputErrorOf([&] { load(prepend); }),
+              AllOf(HasSubstr("normalizer Prepend: 'prepend' is 20971520 bytes, more than the 1024")));
+  // A small Prepend before each of many added tokens adds up: bounded over the whole text.
+  prepend["normalizer"]["prepend"] = std::string(1000, 'a');
+  prepend["added_tokens"] = {{{"id", 26}, {"content", "<s>"}, {"special", true}, {"normalized", false}}};
+  std::string text;
+  for (int i = 0; i < 10000; ++i) text += "<s>b";
+  EXPECT_THAT(inputErrorOf([&] { load(prepend).encode(text); }), HasSubstr("the normalizer grows"));
+  // The real SentencePiece chain (Prepend "\u2581", spaces to "\u2581") on a text of spaces: 3x, accepted.
+  json spm = tinyTokenizer("\\p{L}+");
+  spm["model"]["vocab"]["\u2581"] = 26;
+  spm["normalizer"] = json::parse(R"({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+      {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]})");
+  EXPECT_EQ(load(spm).encode(std::string(100000, ' ')).size(), 100001u);
+
+  // Decoders: the same doubling chain on decoded text.
+  json decoding = tinyTokenizer("\\p{L}+");
+  decoding["decoder"] = {{"type", "Sequence"}, {"decoders", steps}};
+  Tokenizer d = load(decoding);
+  EXPECT_THAT(inputErrorOf([&] { d.decode(std::vector<TokenId>(5000, 0)); }),
+              AllOf(HasSubstr("decoder Sequence grows 5000 bytes of decoded text"), HasSubstr("refusing a decoder")));
+}
+
+TEST(HostileTokenizer, TemplatesAreBounded) {
+  const std::string dir = test::scratchDir("hostile-tokenizer-template");
+  auto errorFor = [&](const json& j) {
+    writeText(dir + "/tokenizer.json", j.dump());
+    return inputErrorOf([&] { Tokenizer::fromPath(dir); });
+  };
+  json tok = tinyTokenizer("\\p{L}+");
+  tok["post_processor"] = json::parse(R"({"type": "TemplateProcessing", "pair": [],
+      "single": ["$A", "$A", "$A"], "special_tokens": {}})");
+  EXPECT_THAT(errorFor(tok), HasSubstr("single[1]: sequence A appears more than once"));
+  tok["post_processor"]["single"] = {"<s>", "$A"};
+  tok["post_processor"]["special_tokens"]["<s>"] = {
+      {"id", "<s>"}, {"ids", std::vector<int>(5000, 1)}, {"tokens", {"<s>"}}};
+  EXPECT_THAT(errorFor(tok), HasSubstr("special_tokens['<s>']: 5000 ids, more than the 1024"));
 }
 
 }  // namespace

@@ -5,12 +5,19 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <string>
 #include <vector>
 
 #include "OneBlockModel.h"
+#include "InputErrors.h"
 #include "SharedData.h"
 #include "compress/Recipe.h"
 #include "compress/RecipeEstimate.h"
@@ -350,6 +357,27 @@ TEST(RecipeEstimate, ScalesABenchmarkStepToTheModelsLayers) {
   EXPECT_DOUBLE_EQ(linearStepTokensPerSecond(8.0, 4, 4), 125.0);
   EXPECT_EQ(linearStepTokensPerSecond(0, 1, 4), 0);
   EXPECT_EQ(linearStepTokensPerSecond(2.0, 0, 4), 0);
+}
+
+// A recipe path pointing at a device, a FIFO, a folder or a huge file is refused naming it, without blocking.
+TEST(Recipe, FileMustBeARegularFileOfBoundedSize) {
+  const std::string dir = test::scratchDir("recipe-inputs");
+  const std::string fifo = dir + "/fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto result = std::async(std::launch::async, [&] { return test::inputErrorOf([&] { Recipe::fromFile(fifo); }); });
+  if (result.wait_for(std::chrono::seconds(20)) == std::future_status::timeout) {
+    ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));
+    ADD_FAILURE() << "opening a FIFO recipe blocked";
+  }
+  EXPECT_EQ(result.get(), fifo + ": not a regular file (a FIFO), expected a recipe");
+  EXPECT_EQ(test::inputErrorOf([] { Recipe::fromFile("/dev/zero"); }),
+            "/dev/zero: not a regular file (a character device), expected a recipe");
+  EXPECT_EQ(test::inputErrorOf([&] { Recipe::fromFile(dir); }), dir + ": is a folder, expected a recipe");
+  const std::string big = dir + "/big.json";
+  std::ofstream(big).flush();
+  std::filesystem::resize_file(big, 100ull << 20);
+  EXPECT_EQ(test::inputErrorOf([&] { Recipe::fromFile(big); }),
+            big + ": is 100 MiB, more than the 16 MiB a recipe may be");
 }
 
 }  // namespace

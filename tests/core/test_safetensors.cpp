@@ -4,16 +4,26 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "InputErrors.h"
 #include "SharedData.h"
 #include "model/Safetensors.h"
 #include "util/Error.h"
+#include "util/MappedFile.h"
 
 using nlohmann::json;
 using ::testing::HasSubstr;
@@ -64,6 +74,10 @@ std::string bytesOf(const std::vector<T>& values) {
   std::string out(values.size() * sizeof(T), '\0');
   std::memcpy(out.data(), values.data(), out.size());
   return out;
+}
+
+TensorSpec f32TensorOf(const std::string& name, const std::vector<float>& values) {
+  return {name, "F32", {int64_t(values.size())}, bytesOf(values)};
 }
 
 // The message of the InputError that opening `path` throws; fails the test if it does not throw one.
@@ -343,6 +357,51 @@ TEST(Safetensors, HeaderPaddedWithSpacesIsAccepted) {
 TEST(Safetensors, MissingFileIsAnInputError) {
   std::string path = test::scratchDir("safetensors-missing") + "/nothing.safetensors";
   EXPECT_THAT(openError(path), HasSubstr(path));
+}
+
+TEST(Safetensors, DevicesFifosAndFoldersAreRefusedWithoutBlocking) {
+  EXPECT_EQ(openError("/dev/zero"), "/dev/zero: not a regular file (a character device)");
+  const std::string dir = test::scratchDir("safetensors-fifo");
+  EXPECT_EQ(openError(dir), dir + ": is a folder, expected a file");
+  const std::string fifo = dir + "/model.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // open() of a FIFO without O_NONBLOCK waits for a writer; if it does, a writer releases it after 20 s.
+  auto result = std::async(std::launch::async, [&] { return openError(fifo); });
+  if (result.wait_for(std::chrono::seconds(20)) == std::future_status::timeout) {
+    ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));
+    ADD_FAILURE() << "opening a FIFO blocked";
+  }
+  EXPECT_EQ(result.get(), fifo + ": not a regular file (a FIFO)");
+}
+
+// A model rewritten by another process while it is loaded: the pages past the new end of the file are gone and
+// touching them raises SIGBUS, which used to kill the process.
+TEST(Safetensors, FileTruncatedAfterItsHeaderWasCheckedIsAnInputErrorNotSigbus) {
+  const std::string dir = test::scratchDir("safetensors-truncated");
+  const std::string path = dir + "/model.safetensors";
+  std::vector<float> values(1 << 16);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(i);
+  writeTensors(path, {f32TensorOf("w", values)});
+  SafetensorsFile file(path);
+  const TensorEntry& w = file.tensors().at(0);
+  std::vector<float> copy(values.size());
+  readTensorBytes(w, copy.data());
+  EXPECT_EQ(copy, values);
+
+  ASSERT_EQ(::truncate(path.c_str(), 64), 0);
+  for (int attempt = 0; attempt < 2; ++attempt)   // the guard works again after it caught one fault
+    EXPECT_EQ(test::inputErrorOf([&] { readTensorBytes(w, copy.data()); }),
+              path + ": changed size while it was read (truncated?): the file is shorter than its header says; "
+                     "another process may be rewriting the model")
+        << attempt;
+
+  // A fault outside a guarded copy still kills the process with SIGBUS, as without the handler.
+  EXPECT_EXIT(
+      {
+        volatile const std::byte* p = w.data + w.nbytes - 1;
+        (void)*p;
+      },
+      ::testing::KilledBySignal(SIGBUS), "");
 }
 
 // --- Checkpoint: folders, shards, indexes --------------------------------------------------------------

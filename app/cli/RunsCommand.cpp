@@ -20,6 +20,7 @@
 #include "RunRecording.h"
 #include "store/ExperimentStore.h"
 #include "util/Error.h"
+#include "util/FileSystem.h"
 
 namespace pareto::cli {
 namespace {
@@ -356,18 +357,17 @@ void writeCsv(std::ostream& out, const std::vector<RunDetails>& runs) {
   }
 }
 
-// "-" is stdout; a file is written whole or reported with its name.
+// "-" is stdout (checked when the command ends); a file is written through a temporary name, so a full disk
+// leaves the previous file or none, never a short one, and the error names it.
 void writeOutput(const std::string& path, const std::function<void(std::ostream&)>& write) {
   if (path == "-") {
     write(std::cout);
-    std::cout.flush();
+    checkStdout();
     return;
   }
-  std::ofstream f(path);
-  if (!f) throw InputError(fileMessage(path, "cannot create the export file"));
-  write(f);
-  f.flush();
-  if (!f) throw InputError(fileMessage(path, "write failed"));
+  std::ostringstream text;
+  write(text);
+  writeFileAtomically(path, text.str());
 }
 
 std::vector<RunDetails> loadRuns(const ExperimentStore& store, const std::vector<int64_t>& ids) {

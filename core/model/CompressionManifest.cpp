@@ -141,6 +141,8 @@ std::string checkpointIdentityHash(const std::string& dir) {
   if (fs::exists(index)) {
     bytes += readTextFile(index.string());
   } else if (fs::exists(single)) {
+    // stat, not open: a FIFO under the name must be refused, not waited on.
+    if (!fs::is_regular_file(single)) throw InputError(fileMessage(single.string(), "not a regular file"));
     std::ifstream in(single, std::ios::binary);
     unsigned char le[8] = {};
     in.read(reinterpret_cast<char*>(le), 8);

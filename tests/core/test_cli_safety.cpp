@@ -42,10 +42,11 @@ struct Outcome {
 
 // Runs pareto-cli to completion (at most `seconds`), stdout to `stdoutPath`, stderr captured.
 Outcome cli(const std::vector<std::string>& args, const char* stdoutPath = "/dev/null",
-            const std::function<void()>& inChild = {}, double seconds = 300) {
+            const std::function<void()>& inChild = {}, double seconds = 300, bool record = false) {
   int fds[2];
   if (::pipe(fds) != 0) return {};
-  std::vector<std::string> all = {"--no-record"};
+  std::vector<std::string> all;
+  if (!record) all.push_back("--no-record");
   all.insert(all.end(), args.begin(), args.end());
   test::Child c = test::spawnCli(all, fds[1], inChild ? inChild : [] {}, stdoutPath);
   ::close(fds[1]);
@@ -221,6 +222,26 @@ TEST_F(CliSafety, LostWritesFailTheCommand) {
   EXPECT_EQ(o.code, 1) << o.err;
   EXPECT_THAT(o.err, AllOf(HasSubstr("bench.json: write failed"), HasSubstr("File too large")));
   EXPECT_EQ(fileText(output), "{\"previous\": true}\n");
+  // runs export --csv on a full disk: no short CSV under the name.
+  const std::string db = dir_ + "/export.db";
+  o = cli({"--db", db, "perplexity", "--model", tiny(), "--text", test::sharedPath("data/heldout-prose.txt"),
+           "--max-windows", "1"},
+          "/dev/null", {}, 300, /*record=*/true);
+  ASSERT_EQ(o.code, 0) << o.err;
+  // The same run 400 times makes a CSV far above the limit, which still lets SQLite map its 32 KiB -shm file.
+  std::vector<std::string> exportArgs = {"--db", db, "runs", "export", "--csv", dir_ + "/runs.csv"};
+  for (int i = 0; i < 400; ++i) exportArgs.push_back("1");
+  o = cli(exportArgs, "/dev/null", [] {
+    rlimit limit{64 << 10, 64 << 10};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    ::signal(SIGXFSZ, SIG_IGN);
+  });
+  EXPECT_EQ(o.code, 1) << o.err;
+  EXPECT_THAT(o.err, AllOf(HasSubstr("runs.csv: write failed"), HasSubstr("File too large")));
+  EXPECT_FALSE(fs::exists(dir_ + "/runs.csv"));
+  o = cli({"--db", db, "runs", "export", "1", "--csv", dir_ + "/runs.csv"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_THAT(fileText(dir_ + "/runs.csv"), HasSubstr("metric"));
 }
 
 // A model folder whose weights hold a NaN is refused by every command that loads it, naming the tensor;

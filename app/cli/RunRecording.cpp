@@ -85,6 +85,8 @@ std::string storePath() { return absolutePath(options().db.empty() ? defaultStor
 
 ExperimentStore openStore() { return ExperimentStore(storePath()); }
 
+ExperimentStore openStoreForReading() { return ExperimentStore::openForReading(storePath()); }
+
 std::string absolutePath(const std::string& path) {
   if (path.empty()) return path;
   std::error_code ec;

@@ -31,6 +31,9 @@ void addRecordingOptions(CLI::App& app);
 std::string storePath();
 // Opens (creating) the database the `runs` commands read. Throws InputError naming the file.
 ExperimentStore openStore();
+// The same database opened read-only, for the commands that only read (runs list/show/compare/export): works
+// in a read-only folder and never creates, migrates or writes anything.
+ExperimentStore openStoreForReading();
 
 // A recipe file as re-runnable JSON: its document with calibration paths made absolute (they resolve against
 // the recipe's folder, which a recipe printed by `runs show --recipe` no longer lives in). Never throws: an

@@ -398,7 +398,7 @@ void addRunsCommand(CLI::App& app) {
     cmd->add_option("--limit", args->limit, "Show at most N runs (0: all)")->check(CLI::NonNegativeNumber);
     cmd->add_flag("--json", args->json, "Print one JSON object {\"database\", \"runs\": [...]}");
     cmd->callback([args] {
-      ExperimentStore store = openStore();
+      ExperimentStore store = openStoreForReading();
       RunFilter f = args->filter;
       // A folder given as it exists on disk matches by its absolute path ("./ref-tiny/" finds ref-tiny's runs).
       std::error_code ec;
@@ -424,7 +424,7 @@ void addRunsCommand(CLI::App& app) {
                   "--recipe r.json ...`)");
     cmd->add_flag("--json", args->json, "Print one JSON object with everything (metrics, module stats, curves)");
     cmd->callback([args] {
-      ExperimentStore store = openStore();
+      ExperimentStore store = openStoreForReading();
       RunDetails d = store.run(args->id);
       if (args->recipe) {
         if (d.summary.kind != "compress")
@@ -450,7 +450,7 @@ void addRunsCommand(CLI::App& app) {
     cmd->add_flag("--json", args->json, "Print one JSON object {\"runs\": [ids], \"rows\": [{name, values, differs}]}");
     cmd->callback([args] {
       if (args->ids.size() < 2) throw InputError("runs compare needs at least two run ids");
-      ExperimentStore store = openStore();
+      ExperimentStore store = openStoreForReading();
       std::vector<RunDetails> list = loadRuns(store, args->ids);
       Comparison c = compareRuns(list);
       json rows = json::array();
@@ -474,7 +474,7 @@ void addRunsCommand(CLI::App& app) {
     cmd->callback([args] {
       if (args->csv.empty() && args->json.empty()) throw InputError("runs export needs --csv FILE and/or --json FILE");
       if (args->csv == "-" && args->json == "-") throw InputError("runs export: only one of --csv and --json can be -");
-      ExperimentStore store = openStore();
+      ExperimentStore store = openStoreForReading();
       std::vector<RunDetails> list = loadRuns(store, args->ids);
       if (!args->csv.empty()) writeOutput(args->csv, [&](std::ostream& o) { writeCsv(o, list); });
       if (!args->json.empty())

@@ -1,10 +1,13 @@
 #include "store/ExperimentStore.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -14,7 +17,9 @@
 
 namespace pareto {
 namespace fs = std::filesystem;
+using sqlite::BusyError;
 using sqlite::Database;
+using sqlite::OpenMode;
 using sqlite::Statement;
 using sqlite::Transaction;
 
@@ -98,6 +103,13 @@ CREATE INDEX runs_by_kind ON runs (kind, started_at);
 CREATE INDEX runs_by_model ON runs (model_id);
 CREATE INDEX benchmarks_by_kernel ON benchmarks (device, kernel);
 )sql",
+    // 3: the recorder's boot and PID namespace (a pid means a process only within both) and a heartbeat that
+    // the recorder refreshes while the run goes on, for readers that cannot check the pid.
+    R"sql(
+ALTER TABLE runs ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN pid_namespace TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN heartbeat_at REAL;
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(sizeof kMigrations / sizeof kMigrations[0]);
 static_assert(kMigrationCount == ExperimentStore::kSchemaVersion, "one migration per schema version");
@@ -129,10 +141,30 @@ nlohmann::json parseJsonColumn(const std::string& text) {
   }
 }
 
-// The columns listRuns and run() read, in this order.
-const char* const kRunColumns =
-    "r.id, r.kind, r.status, r.started_at, r.ended_at, r.model_id, m.path, m.content_hash, m.architecture, "
-    "m.size_bytes, r.device, r.output, r.error, r.pid, r.host, r.process_start";
+// The columns listRuns and run() read, in this order. A file opened read-only keeps its schema version:
+// columns added by later migrations read as their defaults.
+std::string runColumns(int version) {
+  std::string c =
+      "r.id, r.kind, r.status, r.started_at, r.ended_at, r.model_id, m.path, m.content_hash, m.architecture, "
+      "m.size_bytes, r.device, ";
+  c += version >= 2 ? "r.output, r.error, r.pid, r.host, r.process_start, " : "'', r.error, NULL, '', '', ";
+  c += version >= 3 ? "r.boot_id, r.pid_namespace, r.heartbeat_at" : "'', '', NULL";
+  return c;
+}
+constexpr int kRunColumnCount = 19;
+
+RunStatus statusNow(RunStatus stored, const ProcessIdentity& process, double heartbeatAt) {
+  if (stored != RunStatus::Running) return stored;
+  switch (processLiveness(process)) {
+    case Liveness::Alive: return RunStatus::Running;
+    case Liveness::Dead: return RunStatus::Interrupted;
+    case Liveness::Unknown: break;
+  }
+  // Without a heartbeat (a run recorded by an older Pareto, or on another machine by one) nothing tells.
+  if (std::isfinite(heartbeatAt) && now() - heartbeatAt > ExperimentStore::kHeartbeatStaleSeconds)
+    return RunStatus::Interrupted;
+  return RunStatus::Running;
+}
 
 RunSummary readRunRow(const Statement& s) {
   RunSummary r;
@@ -152,8 +184,54 @@ RunSummary readRunRow(const Statement& s) {
   r.process.pid = s.isNull(13) ? 0 : s.getInt(13);
   r.process.host = s.getText(14);
   r.process.startToken = s.getText(15);
-  if (r.status == RunStatus::Running && processLiveness(r.process) == Liveness::Dead) r.status = RunStatus::Interrupted;
+  r.process.bootId = s.getText(16);
+  r.process.pidNamespace = s.getText(17);
+  r.heartbeatAt = s.getDouble(18);
+  r.status = statusNow(r.status, r.process, r.heartbeatAt);
   return r;
+}
+
+// What a reader that opened the file immutable (no locks) checks to know nobody wrote it since.
+struct FileState {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtimeNs = 0, ctimeNs = 0;
+  bool operator==(const FileState& o) const {
+    return exists == o.exists && dev == o.dev && ino == o.ino && size == o.size && mtimeNs == o.mtimeNs &&
+           ctimeNs == o.ctimeNs;
+  }
+  bool operator!=(const FileState& o) const { return !(*this == o); }
+};
+
+FileState fileState(const std::string& path) {
+  struct stat st {};
+  FileState f;
+  if (::stat(path.c_str(), &st) != 0) return f;
+  f.exists = true;
+  f.dev = st.st_dev;
+  f.ino = st.st_ino;
+  f.size = st.st_size;
+  f.mtimeNs = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  f.ctimeNs = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  return f;
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Why SQLite cannot write here, in words, when the permissions tell; empty when they do not (root, or a
+// problem of another kind).
+std::string unwritableReason(const std::string& path) {
+  const std::string dir = fs::absolute(path).parent_path().string();
+  if (::access(dir.c_str(), W_OK) != 0)
+    return "its folder " + dir + " is not writable (SQLite creates " + fs::path(path).filename().string() +
+           "-wal and -shm beside the database)";
+  if (exists(path) && ::access(path.c_str(), W_OK) != 0) return "the file is read-only";
+  return {};
 }
 
 }  // namespace
@@ -177,46 +255,124 @@ std::string defaultStorePath() {
 }
 
 struct ExperimentStore::Impl {
-  explicit Impl(const std::string& path) : db(path, kBusyTimeoutMs) {}
-  Database db;
+  std::string path;
+  std::unique_ptr<Database> conn;
+  Database& db() const { return *conn; }
+  bool readOnly = false;
+  int schema = 0;              // of the open file, read at open (read-only stores never migrate)
+  FileState opened;            // immutable or in-memory readers: the file as it was when opened
+  std::chrono::milliseconds finalWriteTimeout{kFinalWriteTimeoutMs};
+  std::chrono::milliseconds heartbeatInterval{kHeartbeatIntervalMs};
 
   int version() const {
-    Statement t(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+    Statement t(db(), "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
     t.step();
     if (t.getInt(0) == 0) return 0;
-    Statement v(db, "SELECT coalesce(max(version), 0) FROM schema_version");
+    Statement v(db(), "SELECT coalesce(max(version), 0) FROM schema_version");
     v.step();
     return static_cast<int>(v.getInt(0));
   }
 
+  void checkVersion(int version) const {
+    if (version > kSchemaVersion)
+      throw InputError(fileMessage(path, "schema version " + std::to_string(version) +
+                                             " was written by a newer Pareto (this one knows up to " +
+                                             std::to_string(kSchemaVersion) + "); upgrade Pareto or use another --db"));
+    if (version == 0) {
+      Statement tables(db(), "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
+      tables.step();
+      if (tables.getInt(0) > 0)
+        throw InputError(fileMessage(path, "has tables but no schema_version: not a Pareto experiment database"));
+    }
+  }
+
+  void requireWritable() const {
+    if (readOnly)
+      throw InputError(fileMessage(path, "opened read-only (for reading runs); it cannot record or delete runs"));
+  }
+
+  // A reading connection: immutable while no -wal or rollback journal exists (then no connection has the file
+  // open for writing, and opening it immutable creates no -wal/-shm files even where the folder would allow
+  // it), a plain read-only one while they exist (SQLite reads a WAL it cannot write since 3.22), an empty
+  // in-memory store for a file that does not exist.
+  void openReading() {
+    opened = fileState(path);
+    if (!opened.exists) {
+      conn = std::make_unique<Database>(path, kBusyTimeoutMs, OpenMode::Memory);
+      for (int v = 0; v < kMigrationCount; ++v) db().exec(kMigrations[v]);
+      schema = kSchemaVersion;
+      return;
+    }
+    const bool journal = exists(path + "-wal") || exists(path + "-journal");
+    conn = std::make_unique<Database>(path, kBusyTimeoutMs, journal ? OpenMode::ReadOnly : OpenMode::Immutable);
+    try {
+      Transaction tx(db(), /*immediate=*/false);
+      schema = version();
+      checkVersion(schema);
+      tx.commit();
+    } catch (const InputError&) {
+      throw;
+    } catch (const Error& e) {
+      const std::string why = unwritableReason(path);
+      if (why.empty()) throw;
+      throw InputError(fileMessage(path, "cannot be read: " + why + " and a -wal file of a writer is there but "
+                                             "no -shm file [" + e.what() + "]"));
+    }
+  }
+
+  bool unchangedSinceOpened() const { return fileState(path) == opened && !exists(path + "-wal"); }
+
+  // Runs a read. A reader that holds no locks (immutable, or in memory for a missing file) checks that the
+  // file is as it was when opened, before and after: a writer that came in between means reopening and
+  // reading again, since an immutable connection would not see its changes (or could see half of them).
+  template <class F>
+  auto read(F&& f) -> decltype(f()) {
+    for (int attempt = 1;; ++attempt) {
+      const OpenMode mode = db().mode();
+      if (mode != OpenMode::Immutable && mode != OpenMode::Memory) return f();
+      if (unchangedSinceOpened()) {
+        try {
+          auto result = f();
+          if (unchangedSinceOpened()) return result;
+        } catch (const Error&) {
+          if (unchangedSinceOpened()) throw;   // a real problem of the file, not a torn read
+        }
+      }
+      if (attempt == 50)
+        throw Error(fileMessage(path, "changed while being read, 50 times in a row; try again"));
+      if (attempt > 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      openReading();
+    }
+  }
+
   int64_t modelId(const ModelIdentity& m) {
-    Statement insert(db,
+    Statement insert(db(),
                      "INSERT INTO models (path, content_hash, architecture, size_bytes) VALUES (?1, ?2, ?3, ?4) "
                      "ON CONFLICT (path, content_hash) DO UPDATE SET architecture = excluded.architecture, "
                      "size_bytes = excluded.size_bytes");
     insert.bind(1, m.path).bind(2, m.contentHash).bind(3, m.architecture).bind(4, static_cast<int64_t>(m.sizeBytes));
     insert.run();
-    Statement find(db, "SELECT id FROM models WHERE path = ?1 AND content_hash = ?2");
+    Statement find(db(), "SELECT id FROM models WHERE path = ?1 AND content_hash = ?2");
     find.bind(1, m.path).bind(2, m.contentHash);
     find.step();
     return find.getInt(0);
   }
 
   void requireRun(int64_t runId) const {
-    Statement s(db, "SELECT 1 FROM runs WHERE id = ?1");
+    Statement s(db(), "SELECT 1 FROM runs WHERE id = ?1");
     s.bind(1, runId);
-    if (!s.step()) throw InputError(fileMessage(db.path(), "no run " + std::to_string(runId)));
+    if (!s.step()) throw InputError(fileMessage(path, "no run " + std::to_string(runId)));
   }
 
   void insertBenchmarks(std::optional<int64_t> runId, const std::vector<BenchmarkRow>& rows) {
-    Statement s(db,
+    Statement s(db(),
                 "INSERT INTO benchmarks (run_id, device, kernel, shape, batch, time_us, gbps, recorded_at) "
                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
     const double t = now();
     for (const auto& b : rows) {
       if (b.kernel.empty() || !std::isfinite(b.timeUs) || b.timeUs < 0)
-        throw InputError(fileMessage(db.path(), "benchmark row of kernel \"" + b.kernel +
-                                                    "\" needs a kernel name and a finite time"));
+        throw InputError(fileMessage(path, "benchmark row of kernel \"" + b.kernel +
+                                               "\" needs a kernel name and a finite time"));
       s.bind(1, runId).bind(2, b.device).bind(3, b.kernel).bind(4, b.shape).bind(5, b.batch).bind(6, b.timeUs);
       s.bind(7, b.gbps).bind(8, t);
       s.run();
@@ -232,61 +388,84 @@ ExperimentStore::ExperimentStore(const std::string& path, int targetVersion) {
   fs::create_directories(parent, ec);
   if (ec) throw InputError(fileMessage(parent.string(), "cannot create the folder of the experiment database: " +
                                                           ec.message()));
-  impl_ = std::make_unique<Impl>(path);
-  Database& db = impl_->db;
-  // Foreign keys are off by default in SQLite and per connection; without them deleting a run would orphan its
-  // metrics. WAL lets the GUI read while a CLI writes; switching needs a write lock once per file, for which the
-  // busy timeout (set when opening) waits.
-  db.exec("PRAGMA foreign_keys = ON");
-  // SQLite does not call the busy handler for the journal-mode switch (it needs an exclusive lock, and waiting
-  // there could deadlock), so two processes opening a new file at once can see SQLITE_BUSY immediately: retry
-  // for as long as the busy timeout would have waited. Once one of them has switched, the mode is persistent.
-  for (int attempt = 0;; ++attempt) {
-    try {
-      Statement mode(db, "PRAGMA journal_mode = WAL");
-      mode.step();
-      break;
-    } catch (const Error&) {
-      if (attempt >= 1500) throw;  // 15 s in 10 ms steps
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  impl_ = std::make_unique<Impl>();
+  impl_->path = path;
+  try {
+    impl_->conn = std::make_unique<Database>(path, kBusyTimeoutMs);
+    Database& db = impl_->db();
+    // Foreign keys are off by default in SQLite and per connection; without them deleting a run would orphan
+    // its metrics. WAL lets the GUI read while a CLI writes; switching needs a write lock once per file, for
+    // which the busy timeout (set when opening) waits.
+    db.exec("PRAGMA foreign_keys = ON");
+    // SQLite does not call the busy handler for the journal-mode switch (it needs an exclusive lock, and
+    // waiting there could deadlock), so two processes opening a new file at once can see SQLITE_BUSY
+    // immediately: retry that for as long as the busy timeout would have waited. Any other failure (not a
+    // database, damaged, not writable) is final.
+    for (int attempt = 0;; ++attempt) {
+      try {
+        Statement mode(db, "PRAGMA journal_mode = WAL");
+        mode.step();
+        break;
+      } catch (const BusyError&) {
+        if (attempt >= kBusyTimeoutMs / 10) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      // A file system without shared memory (some network mounts) keeps the rollback journal; the store still
+      // works there, only readers wait for writers.
     }
-    // A file system without shared memory (some network mounts) keeps the rollback journal; the store still
-    // works there, only readers wait for writers.
+    // In WAL mode NORMAL never corrupts the file and loses nothing on a process crash (only on power loss),
+    // which is what two processes sharing a file need.
+    db.exec("PRAGMA synchronous = NORMAL");
+    migrate(targetVersion);
+  } catch (const BusyError&) {
+    throw;
+  } catch (const Error& e) {
+    const std::string why = unwritableReason(path);
+    if (why.empty()) throw;
+    throw InputError(fileMessage(path, "cannot record runs here: " + why +
+                                           "; `pareto-cli runs list/show/compare/export` can still read it [" +
+                                           e.what() + "]"));
   }
-  // In WAL mode NORMAL never corrupts the file and loses nothing on a process crash (only on power loss),
-  // which is what two processes sharing a file need.
-  db.exec("PRAGMA synchronous = NORMAL");
-  migrate(targetVersion);
+}
+
+ExperimentStore ExperimentStore::openForReading(const std::string& path) {
+  if (path.empty()) throw InputError("no experiment database file given");
+  ExperimentStore store;
+  store.impl_ = std::make_unique<Impl>();
+  store.impl_->path = path;
+  store.impl_->readOnly = true;
+  store.impl_->openReading();
+  return store;
 }
 
 ExperimentStore::~ExperimentStore() = default;
 ExperimentStore::ExperimentStore(ExperimentStore&&) noexcept = default;
 ExperimentStore& ExperimentStore::operator=(ExperimentStore&&) noexcept = default;
 
-const std::string& ExperimentStore::path() const { return impl_->db.path(); }
+const std::string& ExperimentStore::path() const { return impl_->path; }
 
-int ExperimentStore::schemaVersion() const { return impl_->version(); }
+int ExperimentStore::schemaVersion() const {
+  return impl_->readOnly ? impl_->read([&] { return impl_->version(); }) : impl_->version();
+}
+
+bool ExperimentStore::readOnly() const { return impl_->readOnly; }
+void ExperimentStore::setFinalWriteTimeout(std::chrono::milliseconds t) { impl_->finalWriteTimeout = t; }
+std::chrono::milliseconds ExperimentStore::finalWriteTimeout() const { return impl_->finalWriteTimeout; }
+void ExperimentStore::setHeartbeatInterval(std::chrono::milliseconds t) { impl_->heartbeatInterval = t; }
+std::chrono::milliseconds ExperimentStore::heartbeatInterval() const { return impl_->heartbeatInterval; }
 
 void ExperimentStore::migrate(int targetVersion) {
   if (targetVersion < 1 || targetVersion > kSchemaVersion)
     throw Error("experiment store: no schema version " + std::to_string(targetVersion));
-  Database& db = impl_->db;
+  impl_->requireWritable();
+  Database& db = impl_->db();
   for (;;) {
     // The version is read inside the write transaction: two processes opening a new file at once both wait
     // here, and the second one finds the migration already applied.
     Transaction tx(db);
     const int version = impl_->version();
-    if (version > kSchemaVersion)
-      throw InputError(fileMessage(db.path(), "schema version " + std::to_string(version) +
-                                                  " was written by a newer Pareto (this one knows up to " +
-                                                  std::to_string(kSchemaVersion) +
-                                                  "); upgrade Pareto or use another --db"));
-    if (version == 0) {
-      Statement tables(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
-      tables.step();
-      if (tables.getInt(0) > 0)
-        throw InputError(fileMessage(db.path(), "has tables but no schema_version: not a Pareto experiment database"));
-    }
+    impl_->checkVersion(version);
+    impl_->schema = version;
     if (version >= targetVersion) return;
     db.exec(kMigrations[version]);
     Statement mark(db, "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)");
@@ -297,21 +476,24 @@ void ExperimentStore::migrate(int targetVersion) {
 }
 
 int64_t ExperimentStore::beginRun(const RunStart& start) {
+  impl_->requireWritable();
   const auto& kinds = runKinds();
   if (std::find(kinds.begin(), kinds.end(), start.kind) == kinds.end())
     throw InputError(fileMessage(path(), "unknown run kind \"" + start.kind + "\""));
   nlohmann::json versions = start.versions.is_object() ? start.versions : nlohmann::json::object();
   versions["sqlite"] = sqlite3_libversion();
   const ProcessIdentity me = currentProcess();
-  Database& db = impl_->db;
+  Database& db = impl_->db();
   Transaction tx(db);
   std::optional<int64_t> model;
   if (start.model) model = impl_->modelId(*start.model);
   Statement s(db,
               "INSERT INTO runs (kind, model_id, recipe, status, started_at, versions, device, output, pid, host, "
-              "process_start) VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+              "process_start, boot_id, pid_namespace, heartbeat_at) "
+              "VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?4)");
   s.bind(1, start.kind).bind(2, model).bind(3, start.recipe.dump()).bind(4, now()).bind(5, versions.dump());
   s.bind(6, start.device).bind(7, start.output).bind(8, me.pid).bind(9, me.host).bind(10, me.startToken);
+  s.bind(11, me.bootId).bind(12, me.pidNamespace);
   s.run();
   const int64_t id = db.lastInsertId();
   tx.commit();
@@ -319,55 +501,83 @@ int64_t ExperimentStore::beginRun(const RunStart& start) {
 }
 
 void ExperimentStore::finishRun(int64_t runId, const RunResults& results) {
-  Database& db = impl_->db;
-  Transaction tx(db);
-  impl_->requireRun(runId);
-  {
-    Statement s(db, "INSERT OR REPLACE INTO metrics (run_id, name, value) VALUES (?1, ?2, ?3)");
-    for (const auto& m : results.metrics) {
-      s.bind(1, runId).bind(2, m.name).bind(3, m.value);
-      s.run();
-      s.reset();
-    }
-  }
-  {
-    Statement s(db, "INSERT OR REPLACE INTO module_stats (run_id, module, name, value) VALUES (?1, ?2, ?3, ?4)");
-    for (const auto& m : results.moduleStats) {
-      s.bind(1, runId).bind(2, m.module).bind(3, m.name).bind(4, m.value);
-      s.run();
-      s.reset();
-    }
-  }
-  {
-    Statement s(db, "INSERT INTO curves (run_id, name, x, y) VALUES (?1, ?2, ?3, ?4)");
-    for (const auto& c : results.curves) {
-      if (c.x.size() != c.y.size())
-        throw Error(fileMessage(db.path(), "curve " + c.name + " has " + std::to_string(c.x.size()) + " x and " +
-                                               std::to_string(c.y.size()) + " y values"));
-      for (size_t i = 0; i < c.x.size(); ++i) {
-        if (std::isnan(c.x[i])) continue;
-        s.bind(1, runId).bind(2, c.name).bind(3, c.x[i]).bind(4, c.y[i]);
+  impl_->requireWritable();
+  Database& db = impl_->db();
+  auto write = [&] {
+    Transaction tx(db);
+    impl_->requireRun(runId);
+    {
+      Statement s(db, "INSERT OR REPLACE INTO metrics (run_id, name, value) VALUES (?1, ?2, ?3)");
+      for (const auto& m : results.metrics) {
+        s.bind(1, runId).bind(2, m.name).bind(3, m.value);
         s.run();
         s.reset();
       }
     }
-  }
-  impl_->insertBenchmarks(runId, results.benchmarks);
-  if (results.recipe) {
-    Statement s(db, "UPDATE runs SET recipe = ?2 WHERE id = ?1");
-    s.bind(1, runId).bind(2, results.recipe->dump());
+    {
+      Statement s(db, "INSERT OR REPLACE INTO module_stats (run_id, module, name, value) VALUES (?1, ?2, ?3, ?4)");
+      for (const auto& m : results.moduleStats) {
+        s.bind(1, runId).bind(2, m.module).bind(3, m.name).bind(4, m.value);
+        s.run();
+        s.reset();
+      }
+    }
+    {
+      Statement s(db, "INSERT INTO curves (run_id, name, x, y) VALUES (?1, ?2, ?3, ?4)");
+      for (const auto& c : results.curves) {
+        if (c.x.size() != c.y.size())
+          throw Error(fileMessage(path(), "curve " + c.name + " has " + std::to_string(c.x.size()) + " x and " +
+                                              std::to_string(c.y.size()) + " y values"));
+        for (size_t i = 0; i < c.x.size(); ++i) {
+          if (std::isnan(c.x[i])) continue;
+          s.bind(1, runId).bind(2, c.name).bind(3, c.x[i]).bind(4, c.y[i]);
+          s.run();
+          s.reset();
+        }
+      }
+    }
+    impl_->insertBenchmarks(runId, results.benchmarks);
+    if (results.recipe) {
+      Statement s(db, "UPDATE runs SET recipe = ?2 WHERE id = ?1");
+      s.bind(1, runId).bind(2, results.recipe->dump());
+      s.run();
+    }
+    Statement s(db, "UPDATE runs SET status = 'finished', ended_at = ?2, error = '' WHERE id = ?1");
+    s.bind(1, runId).bind(2, now());
     s.run();
+    tx.commit();
+  };
+  // The results exist only in this process: a lock that outlasts the busy timeout (another process's long
+  // transaction, a sqlite3 shell left in BEGIN) is waited out, up to finalWriteTimeout, before they are lost.
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point begin = Clock::now(), deadline = begin + impl_->finalWriteTimeout;
+  std::chrono::milliseconds pause(50);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    db.setBusyTimeout(static_cast<int>(std::clamp<int64_t>(left, 0, kBusyTimeoutMs)));
+    try {
+      write();
+      db.setBusyTimeout(kBusyTimeoutMs);
+      return;
+    } catch (const BusyError& e) {
+      if (Clock::now() + pause >= deadline) {
+        db.setBusyTimeout(kBusyTimeoutMs);
+        const double waited = std::chrono::duration<double>(Clock::now() - begin).count();
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.0f", waited);
+        throw BusyError(std::string(e.what()) + "; gave up after retrying for " + seconds + " s");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+    }
   }
-  Statement s(db, "UPDATE runs SET status = 'finished', ended_at = ?2, error = '' WHERE id = ?1");
-  s.bind(1, runId).bind(2, now());
-  s.run();
-  tx.commit();
 }
 
 void ExperimentStore::endRun(int64_t runId, RunStatus status, const std::string& message) {
   if (status != RunStatus::Failed && status != RunStatus::Cancelled)
     throw Error("experiment store: endRun takes failed or cancelled, not " + std::string(statusText(status)));
-  Database& db = impl_->db;
+  impl_->requireWritable();
+  Database& db = impl_->db();
   Transaction tx(db);
   impl_->requireRun(runId);
   Statement s(db, "UPDATE runs SET status = ?2, ended_at = ?3, error = ?4 WHERE id = ?1");
@@ -377,104 +587,115 @@ void ExperimentStore::endRun(int64_t runId, RunStatus status, const std::string&
 }
 
 void ExperimentStore::addBenchmarks(std::optional<int64_t> runId, const std::vector<BenchmarkRow>& rows) {
-  Transaction tx(impl_->db);
+  impl_->requireWritable();
+  Transaction tx(impl_->db());
   if (runId) impl_->requireRun(*runId);
   impl_->insertBenchmarks(runId, rows);
   tx.commit();
 }
 
 std::vector<BenchmarkRow> ExperimentStore::benchmarks(const std::string& device, const std::string& kernel) const {
-  Statement s(impl_->db,
-              "SELECT device, kernel, shape, batch, time_us, gbps FROM benchmarks WHERE (?1 = '' OR device = ?1) "
-              "AND (?2 = '' OR kernel = ?2) ORDER BY recorded_at DESC, id DESC");
-  s.bind(1, device).bind(2, kernel);
-  std::vector<BenchmarkRow> rows;
-  while (s.step())
-    rows.push_back({s.getText(0), s.getText(1), s.getText(2), s.getInt(3), s.getDouble(4), s.getDouble(5)});
-  return rows;
+  return impl_->read([&] {
+    Statement s(impl_->db(),
+                "SELECT device, kernel, shape, batch, time_us, gbps FROM benchmarks WHERE (?1 = '' OR device = ?1) "
+                "AND (?2 = '' OR kernel = ?2) ORDER BY recorded_at DESC, id DESC");
+    s.bind(1, device).bind(2, kernel);
+    std::vector<BenchmarkRow> rows;
+    while (s.step())
+      rows.push_back({s.getText(0), s.getText(1), s.getText(2), s.getInt(3), s.getDouble(4), s.getDouble(5)});
+    return rows;
+  });
 }
 
 std::vector<RunSummary> ExperimentStore::listRuns(const RunFilter& filter) const {
-  const Database& db = impl_->db;
-  const std::string where =
-      " FROM runs r LEFT JOIN models m ON m.id = r.model_id WHERE (?1 = '' OR instr(m.path, ?1) > 0) AND "
-      "(?2 = '' OR r.kind = ?2)";
-  // One snapshot for both queries, so a run finishing in between cannot show without its metrics.
-  Transaction tx(impl_->db, /*immediate=*/false);
-  std::vector<RunSummary> runs;
-  std::map<int64_t, size_t> index;
-  {
-    Statement s(db, std::string("SELECT ") + kRunColumns + where + " ORDER BY r.id DESC");
+  return impl_->read([&] {
+    Database& db = impl_->db();
+    const std::string where =
+        " FROM runs r LEFT JOIN models m ON m.id = r.model_id WHERE (?1 = '' OR instr(m.path, ?1) > 0) AND "
+        "(?2 = '' OR r.kind = ?2)";
+    // One snapshot for both queries, so a run finishing in between cannot show without its metrics.
+    Transaction tx(db, /*immediate=*/false);
+    std::vector<RunSummary> runs;
+    std::map<int64_t, size_t> index;
+    {
+      Statement s(db, "SELECT " + runColumns(impl_->schema) + where + " ORDER BY r.id DESC");
+      s.bind(1, filter.model).bind(2, filter.kind);
+      while (s.step()) {
+        index[s.getInt(0)] = runs.size();
+        runs.push_back(readRunRow(s));
+      }
+    }
+    Statement s(db, "SELECT x.run_id, x.name, x.value FROM metrics x WHERE x.run_id IN (SELECT r.id" + where + ")");
     s.bind(1, filter.model).bind(2, filter.kind);
     while (s.step()) {
-      index[s.getInt(0)] = runs.size();
-      runs.push_back(readRunRow(s));
+      auto it = index.find(s.getInt(0));
+      if (it != index.end()) runs[it->second].metrics[s.getText(1)] = s.getDouble(2);
     }
-  }
-  Statement s(db, "SELECT x.run_id, x.name, x.value FROM metrics x WHERE x.run_id IN (SELECT r.id" + where + ")");
-  s.bind(1, filter.model).bind(2, filter.kind);
-  while (s.step()) {
-    auto it = index.find(s.getInt(0));
-    if (it != index.end()) runs[it->second].metrics[s.getText(1)] = s.getDouble(2);
-  }
-  tx.commit();
-  return runs;
+    tx.commit();
+    return runs;
+  });
 }
 
 bool ExperimentStore::hasRun(int64_t runId) const {
-  Statement s(impl_->db, "SELECT 1 FROM runs WHERE id = ?1");
-  s.bind(1, runId);
-  return s.step();
+  return impl_->read([&] {
+    Statement s(impl_->db(), "SELECT 1 FROM runs WHERE id = ?1");
+    s.bind(1, runId);
+    return s.step();
+  });
 }
 
 RunDetails ExperimentStore::run(int64_t runId) const {
-  const Database& db = impl_->db;
-  Transaction tx(impl_->db, /*immediate=*/false);
-  RunDetails d;
-  {
-    Statement s(db, std::string("SELECT ") + kRunColumns +
-                        ", r.recipe, r.versions FROM runs r LEFT JOIN models m ON m.id = r.model_id WHERE r.id = ?1");
-    s.bind(1, runId);
-    if (!s.step()) throw InputError(fileMessage(db.path(), "no run " + std::to_string(runId)));
-    d.summary = readRunRow(s);
-    d.recipe = parseJsonColumn(s.getText(16));
-    d.versions = parseJsonColumn(s.getText(17));
-  }
-  {
-    Statement s(db, "SELECT name, value FROM metrics WHERE run_id = ?1 ORDER BY name");
-    s.bind(1, runId);
-    while (s.step()) {
-      d.metrics.push_back({s.getText(0), s.getDouble(1)});
-      d.summary.metrics[d.metrics.back().name] = d.metrics.back().value;
+  return impl_->read([&] {
+    Database& db = impl_->db();
+    Transaction tx(db, /*immediate=*/false);
+    RunDetails d;
+    {
+      Statement s(db, "SELECT " + runColumns(impl_->schema) +
+                          ", r.recipe, r.versions FROM runs r LEFT JOIN models m ON m.id = r.model_id WHERE r.id = ?1");
+      s.bind(1, runId);
+      if (!s.step()) throw InputError(fileMessage(impl_->path, "no run " + std::to_string(runId)));
+      d.summary = readRunRow(s);
+      d.recipe = parseJsonColumn(s.getText(kRunColumnCount));
+      d.versions = parseJsonColumn(s.getText(kRunColumnCount + 1));
     }
-  }
-  {
-    Statement s(db, "SELECT module, name, value FROM module_stats WHERE run_id = ?1 ORDER BY rowid");
-    s.bind(1, runId);
-    while (s.step()) d.moduleStats.push_back({s.getText(0), s.getText(1), s.getDouble(2)});
-  }
-  {
-    Statement s(db, "SELECT name, x, y FROM curves WHERE run_id = ?1 ORDER BY name, rowid");
-    s.bind(1, runId);
-    while (s.step()) {
-      const std::string name = s.getText(0);
-      if (d.curves.empty() || d.curves.back().name != name) d.curves.push_back({name, {}, {}});
-      d.curves.back().x.push_back(s.getDouble(1));
-      d.curves.back().y.push_back(s.getDouble(2));
+    {
+      Statement s(db, "SELECT name, value FROM metrics WHERE run_id = ?1 ORDER BY name");
+      s.bind(1, runId);
+      while (s.step()) {
+        d.metrics.push_back({s.getText(0), s.getDouble(1)});
+        d.summary.metrics[d.metrics.back().name] = d.metrics.back().value;
+      }
     }
-  }
-  {
-    Statement s(db, "SELECT device, kernel, shape, batch, time_us, gbps FROM benchmarks WHERE run_id = ?1 ORDER BY id");
-    s.bind(1, runId);
-    while (s.step())
-      d.benchmarks.push_back({s.getText(0), s.getText(1), s.getText(2), s.getInt(3), s.getDouble(4), s.getDouble(5)});
-  }
-  tx.commit();
-  return d;
+    {
+      Statement s(db, "SELECT module, name, value FROM module_stats WHERE run_id = ?1 ORDER BY rowid");
+      s.bind(1, runId);
+      while (s.step()) d.moduleStats.push_back({s.getText(0), s.getText(1), s.getDouble(2)});
+    }
+    {
+      Statement s(db, "SELECT name, x, y FROM curves WHERE run_id = ?1 ORDER BY name, rowid");
+      s.bind(1, runId);
+      while (s.step()) {
+        const std::string name = s.getText(0);
+        if (d.curves.empty() || d.curves.back().name != name) d.curves.push_back({name, {}, {}});
+        d.curves.back().x.push_back(s.getDouble(1));
+        d.curves.back().y.push_back(s.getDouble(2));
+      }
+    }
+    {
+      Statement s(db,
+                  "SELECT device, kernel, shape, batch, time_us, gbps FROM benchmarks WHERE run_id = ?1 ORDER BY id");
+      s.bind(1, runId);
+      while (s.step())
+        d.benchmarks.push_back({s.getText(0), s.getText(1), s.getText(2), s.getInt(3), s.getDouble(4), s.getDouble(5)});
+    }
+    tx.commit();
+    return d;
+  });
 }
 
 void ExperimentStore::deleteRun(int64_t runId) {
-  Database& db = impl_->db;
+  impl_->requireWritable();
+  Database& db = impl_->db();
   Transaction tx(db);
   impl_->requireRun(runId);
   // Metrics, module stats, curves and benchmarks go with it (ON DELETE CASCADE).

@@ -9,8 +9,12 @@
 //
 // An ExperimentStore is one connection: use it from one thread at a time. Another thread (the GUI's worker)
 // opens its own on the same file; connections coordinate exactly as processes do.
+//
+// Reading commands open the file with openForReading(): never created, migrated or written, so a database in
+// a read-only folder (or owned by someone else) can still be listed.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -29,7 +33,9 @@ namespace pareto {
 const std::vector<std::string>& runKinds();
 
 // Running, finished, failed and cancelled are stored; Interrupted is what a reader sees for a run stored as
-// running whose process is gone (killed, crashed): it will never finish.
+// running whose process is gone (killed, crashed): it will never finish. Gone means: the pid says so where it
+// can (same boot and PID namespace as the reader), else the run's heartbeat is older than
+// ExperimentStore::kHeartbeatStaleSeconds.
 enum class RunStatus { Running, Finished, Failed, Cancelled, Interrupted };
 const char* runStatusName(RunStatus status);
 
@@ -86,6 +92,7 @@ struct RunSummary {
   uint64_t modelSize = 0;
   std::string device, output, error;
   ProcessIdentity process;                                    // who recorded it
+  double heartbeatAt = std::numeric_limits<double>::quiet_NaN();  // last sign of life of a running run (NaN: none)
   std::map<std::string, double> metrics;
 };
 
@@ -108,19 +115,41 @@ std::string defaultStorePath();
 
 class ExperimentStore {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   static constexpr int kBusyTimeoutMs = 15000;
+  // The write that ends a run keeps retrying a lock held by another process this long (the busy timeout
+  // alone gives up after kBusyTimeoutMs and would leave the run "running" with its results lost).
+  static constexpr int kFinalWriteTimeoutMs = 120000;
+  // A running run's recorder writes its heartbeat this often; a reader that cannot check the pid declares the
+  // run interrupted when the heartbeat is older than kHeartbeatStaleSeconds (twelve missed beats: a writer
+  // waits up to kBusyTimeoutMs for each, and clocks of machines sharing a file differ by seconds).
+  static constexpr int kHeartbeatIntervalMs = 10000;
+  static constexpr double kHeartbeatStaleSeconds = 120;
 
   // Opens the file (creating it and its folder), turns on WAL and foreign keys and migrates it forward to
   // targetVersion (tests pass 1 to make a version-1 file). Throws InputError naming the file when it is not a
-  // database, is damaged, or was written by a newer Pareto (a schema version above kSchemaVersion).
+  // database, is damaged, cannot be written (a read-only file or folder: the error says so), or was written by
+  // a newer Pareto (a schema version above kSchemaVersion).
   explicit ExperimentStore(const std::string& path, int targetVersion = kSchemaVersion);
+  // Opens the file for reading only (SQLITE_OPEN_READONLY): nothing is created, migrated or written, and an
+  // older schema is read as it is. A missing file reads as an empty store. In a folder where SQLite cannot
+  // create the -wal and -shm files that a WAL reader needs, and none exist (no connection has the file open),
+  // the file is opened immutable and each read checks that the file did not change while it ran (else it
+  // reads again). Write methods throw InputError. Throws like the constructor for unusable files.
+  static ExperimentStore openForReading(const std::string& path);
   ~ExperimentStore();
   ExperimentStore(ExperimentStore&&) noexcept;
   ExperimentStore& operator=(ExperimentStore&&) noexcept;
 
   const std::string& path() const;
   int schemaVersion() const;
+  bool readOnly() const;
+  // How long the final write of a run retries a lock (kFinalWriteTimeoutMs) and how often a recorder writes
+  // its heartbeat (kHeartbeatIntervalMs); RunRecorder reads both.
+  void setFinalWriteTimeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds finalWriteTimeout() const;
+  void setHeartbeatInterval(std::chrono::milliseconds interval);
+  std::chrono::milliseconds heartbeatInterval() const;
   // Applies the migrations above the file's version up to targetVersion, each in its own transaction (so a
   // crash between two leaves a file at a valid version); a no-op when it is already there.
   void migrate(int targetVersion = kSchemaVersion);
@@ -128,7 +157,9 @@ class ExperimentStore {
   // A new run with status running, the model (added to models if new) and this process's identity.
   // Throws InputError for an unknown kind.
   int64_t beginRun(const RunStart& start);
-  // Results, status finished and the end time in one transaction: a finished run is always complete.
+  // Results, status finished and the end time in one transaction: a finished run is always complete. A lock
+  // held by another process is retried with backoff for finalWriteTimeout(); then it throws
+  // sqlite::BusyError (an Error) saying how long it waited.
   void finishRun(int64_t runId, const RunResults& results);
   // Failed or cancelled, with a message; no results are kept (a run is never half-written).
   void endRun(int64_t runId, RunStatus status, const std::string& message);
@@ -147,6 +178,7 @@ class ExperimentStore {
   void deleteRun(int64_t runId);
 
  private:
+  ExperimentStore() = default;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

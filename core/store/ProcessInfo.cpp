@@ -49,18 +49,15 @@ std::string startToken(int64_t pid) {
   return boot + ":" + ticks;
 }
 
-}  // namespace
-
-ProcessIdentity currentProcess() {
-  ProcessIdentity p;
-  p.pid = static_cast<int64_t>(::getpid());
-  p.host = hostName();
-  p.startToken = startToken(p.pid);
-  return p;
+std::string pidNamespace() {
+  char buf[256];
+  const ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+  if (n <= 0) return {};
+  return std::string(buf, static_cast<size_t>(n));
 }
 
-Liveness processLiveness(const ProcessIdentity& recorded) {
-  if (recorded.pid <= 0 || recorded.host.empty() || recorded.host != hostName()) return Liveness::Unknown;
+// Decides by the pid, for a record whose pid means the same process here as where it was written.
+Liveness byPid(const ProcessIdentity& recorded) {
   if (!recorded.startToken.empty()) {
     // The same pid after a reboot, or reused by a process that started at another time: the recorder is gone.
     // No /proc entry at all: fall through to kill(), which tells a vanished process from an unreadable /proc.
@@ -69,6 +66,31 @@ Liveness processLiveness(const ProcessIdentity& recorded) {
   }
   if (::kill(static_cast<pid_t>(recorded.pid), 0) == 0) return Liveness::Alive;
   return errno == ESRCH ? Liveness::Dead : Liveness::Alive;   // EPERM: it exists, owned by someone else
+}
+
+}  // namespace
+
+ProcessIdentity currentProcess() {
+  ProcessIdentity p;
+  p.pid = static_cast<int64_t>(::getpid());
+  p.host = hostName();
+  p.startToken = startToken(p.pid);
+  p.bootId = bootId();
+  p.pidNamespace = pidNamespace();
+  return p;
+}
+
+Liveness processLiveness(const ProcessIdentity& recorded) {
+  if (recorded.pid <= 0) return Liveness::Unknown;
+  if (!recorded.bootId.empty() || !recorded.pidNamespace.empty()) {
+    // The host name says nothing here: containers often share their host's, and a container with the host's
+    // PID namespace may have its own. Either both match (the pid is ours to check) or we cannot know.
+    const std::string boot = bootId(), ns = pidNamespace();
+    if (boot.empty() || ns.empty() || recorded.bootId != boot || recorded.pidNamespace != ns) return Liveness::Unknown;
+    return byPid(recorded);
+  }
+  if (recorded.host.empty() || recorded.host != hostName()) return Liveness::Unknown;
+  return byPid(recorded);
 }
 
 }  // namespace pareto

@@ -2,10 +2,13 @@
 // results collect in memory and finish() writes them together with the status "finished" in one transaction,
 // so a run is either complete or has no results. A recorder destroyed without finish() (an exception, an early
 // return) marks its run failed; cancel() marks it cancelled. A process killed outright leaves the run
-// "running", which readers show as interrupted once the process is gone (ExperimentStore::listRuns).
+// "running", which readers show as interrupted once the process is gone (ExperimentStore::listRuns). While the
+// run goes on, a thread of the recorder refreshes its heartbeat every store.heartbeatInterval() on a
+// connection of its own, for readers that cannot check the pid (another machine or PID namespace).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -36,7 +39,9 @@ class RunRecorder {
   void setRecipe(nlohmann::json recipe) { results_.recipe = std::move(recipe); }
   RunResults& results() { return results_; }
 
-  // Writes the results and status finished. If the write fails the run is marked failed and the error rethrown.
+  // Writes the results and status finished. If the write fails the run is marked failed and the error rethrown;
+  // a lock that outlasts the store's finalWriteTimeout() is rethrown (sqlite::BusyError) with what became of
+  // the run (still "running", so interrupted once this process ends: nothing can be written past the lock).
   void finish();
   void fail(const std::string& message);
   void cancel();
@@ -60,8 +65,11 @@ class RunRecorder {
  private:
   void end(RunStatus status, const std::string& message) noexcept;
 
+  class Heartbeat;
+
   ExperimentStore& store_;
   int64_t id_ = 0;
+  std::unique_ptr<Heartbeat> heartbeat_;
   bool ended_ = false;
   RunResults results_;
 };

@@ -2,7 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <limits>
 
 #include "util/Error.h"
@@ -33,11 +36,53 @@ std::string shortSql(const std::string& sql) {
   return sql.size() > 80 ? s + "..." : s;
 }
 
+// Every SQLite database starts with these 16 bytes; an empty file is a new database.
+bool hasSqliteHeaderOrIsEmpty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return true;   // missing or unreadable: SQLite reports that itself
+  char header[16] = {};
+  in.read(header, sizeof header);
+  const std::streamsize n = in.gcount();
+  return n == 0 || (n == 16 && std::memcmp(header, "SQLite format 3", 16) == 0);
+}
+
+// file: URI for a path (RFC 3986 escapes, so '?', '#' and '%' in a folder name stay part of the path).
+std::string fileUri(const std::string& path, const char* query) {
+  static const char hex[] = "0123456789ABCDEF";
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) != 0 || std::strchr("/-._~", c) != nullptr) {
+      uri += static_cast<char>(c);
+    } else {
+      uri += '%';
+      uri += hex[c >> 4];
+      uri += hex[c & 15];
+    }
+  }
+  return uri + "?" + query;
+}
+
 }  // namespace
 
-Database::Database(const std::string& path, int busyTimeoutMs) : path_(path) {
-  const int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 nullptr);
+Database::Database(const std::string& path, int busyTimeoutMs, OpenMode mode) : path_(path), mode_(mode) {
+  if (mode != OpenMode::Memory && !hasSqliteHeaderOrIsEmpty(path))
+    throw InputError(fileMessage(path, "not an SQLite database (it does not start with SQLite's file header)"));
+  int flags = SQLITE_OPEN_NOMUTEX;
+  std::string name = path;
+  switch (mode) {
+    case OpenMode::ReadWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
+    case OpenMode::ReadWrite: flags |= SQLITE_OPEN_READWRITE; break;
+    case OpenMode::ReadOnly: flags |= SQLITE_OPEN_READONLY; break;
+    case OpenMode::Immutable:
+      flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+      name = fileUri(path, "immutable=1");
+      break;
+    case OpenMode::Memory:
+      flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY;
+      name = ":memory:";
+      break;
+  }
+  const int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);
@@ -48,6 +93,8 @@ Database::Database(const std::string& path, int busyTimeoutMs) : path_(path) {
   sqlite3_busy_timeout(db_, busyTimeoutMs);
 }
 
+void Database::setBusyTimeout(int ms) { sqlite3_busy_timeout(db_, ms); }
+
 Database::~Database() {
   // Statements are finalized by their owners first; close_v2 defers the close if one is still alive.
   if (db_ != nullptr) sqlite3_close_v2(db_);
@@ -55,8 +102,9 @@ Database::~Database() {
 
 void Database::fail(int rc, const std::string& what) const {
   std::string msg = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+  if ((rc & 0xff) == SQLITE_NOTADB) throw InputError(fileMessage(path_, "not an SQLite database (" + what + ": " + msg + ")"));
   if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
-    msg += " (another process held the database longer than the busy timeout)";
+    throw BusyError(fileMessage(path_, what + ": " + msg + " (another process held the database longer than the busy timeout)"));
   const std::string text = fileMessage(path_, what + ": " + msg);
   if (isUserFileProblem(rc)) throw InputError(text);
   throw Error(text);

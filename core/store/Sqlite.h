@@ -7,16 +7,36 @@
 #include <optional>
 #include <string>
 
+#include "util/Error.h"
+
 struct sqlite3;
 struct sqlite3_stmt;
 
 namespace pareto::sqlite {
 
+// Another connection held a lock longer than the busy timeout (SQLITE_BUSY, SQLITE_LOCKED): the one failure
+// that waiting longer can cure.
+class BusyError : public Error {
+ public:
+  using Error::Error;
+};
+
+enum class OpenMode {
+  ReadWriteCreate,   // the file is created when missing
+  ReadWrite,         // the file must exist
+  ReadOnly,          // SQLITE_OPEN_READONLY: locks and WAL as usual, nothing is ever written to the database
+  // ?immutable=1: no locks, no -wal or -shm files, so it opens in a folder where they cannot be created. Only
+  // correct while nobody writes the file; ExperimentStore checks that around every read.
+  Immutable,
+  Memory,            // an empty in-memory database standing in for a file that does not exist
+};
+
 class Database {
  public:
-  // Opens (creating) the file read-write. busyTimeoutMs: how long a statement waits for another process's
-  // lock before failing with "database is locked".
-  Database(const std::string& path, int busyTimeoutMs);
+  // busyTimeoutMs: how long a statement waits for another process's lock before failing with "database is
+  // locked". A file that exists, is not empty and does not start with SQLite's header is refused here, before
+  // SQLite sees it (InputError "<file>: not an SQLite database").
+  Database(const std::string& path, int busyTimeoutMs, OpenMode mode = OpenMode::ReadWriteCreate);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
@@ -24,14 +44,18 @@ class Database {
   // Runs one or more statements without results; throws naming the file and the SQL.
   void exec(const std::string& sql);
   const std::string& path() const { return path_; }
+  OpenMode mode() const { return mode_; }
   sqlite3* handle() const { return db_; }
+  void setBusyTimeout(int ms);
   int64_t lastInsertId() const;
   int changes() const;
-  // Throws Error "<file>: <what>: <sqlite message>" (InputError for corrupt or non-database files).
+  // Throws Error "<file>: <what>: <sqlite message>" (InputError for corrupt, non-database or unwritable files,
+  // BusyError for a lock held too long).
   [[noreturn]] void fail(int rc, const std::string& what) const;
 
  private:
   std::string path_;
+  OpenMode mode_;
   sqlite3* db_ = nullptr;
 };
 

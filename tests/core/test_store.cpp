@@ -96,7 +96,7 @@ TEST_F(Store, EmptyFileGetsEveryMigrationWalAndForeignKeys) {
   RawDb raw(path);
   EXPECT_EQ(raw.text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(raw.number("SELECT count(*) FROM schema_version"), ExperimentStore::kSchemaVersion);
-  EXPECT_EQ(raw.number("SELECT max(version) FROM schema_version"), 2);
+  EXPECT_EQ(raw.number("SELECT max(version) FROM schema_version"), 3);
   for (const char* table : {"models", "runs", "metrics", "module_stats", "curves", "benchmarks"})
     EXPECT_EQ(raw.number(std::string("SELECT count(*) FROM sqlite_master WHERE name='") + table + "'"), 1) << table;
   EXPECT_EQ(raw.number("SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ('pid', 'host', 'output')"), 3);
@@ -122,7 +122,7 @@ TEST_F(Store, Version1FileMigratesAndKeepsItsRuns) {
     raw.exec("INSERT INTO curves (run_id, name, x, y) VALUES (1, 'loss', 0, 3.0), (1, 'loss', 1, 2.5)");
   }
   ExperimentStore store(db());
-  EXPECT_EQ(store.schemaVersion(), 2);
+  EXPECT_EQ(store.schemaVersion(), 3);
   std::vector<RunSummary> runs = store.listRuns();
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].status, RunStatus::Finished);
@@ -346,9 +346,29 @@ TEST_F(Store, DefaultPathFollowsXdg) {
 TEST_F(Store, ProcessLiveness) {
   ProcessIdentity me = currentProcess();
   EXPECT_EQ(processLiveness(me), Liveness::Alive);
-  ProcessIdentity other = me;
-  other.host = me.host + "-elsewhere";
-  EXPECT_EQ(processLiveness(other), Liveness::Unknown);
+  ASSERT_FALSE(me.pidNamespace.empty()) << "no /proc/self/ns/pid";
+  ASSERT_FALSE(me.bootId.empty()) << "no boot id";
+  // A record from before boot ids and namespaces were kept: decided by the host name, as then.
+  ProcessIdentity legacy = me;
+  legacy.bootId.clear();
+  legacy.pidNamespace.clear();
+  EXPECT_EQ(processLiveness(legacy), Liveness::Alive);
+  legacy.host = me.host + "-elsewhere";
+  EXPECT_EQ(processLiveness(legacy), Liveness::Unknown);
+  // Another PID namespace (a container sharing the file) or another boot: the pid means nothing here, even
+  // for a pid that is not running here, and even under our host name.
+  ProcessIdentity container = me;
+  container.pidNamespace = "pid:[1]";
+  container.pid = 999999999;
+  EXPECT_EQ(processLiveness(container), Liveness::Unknown);
+  ProcessIdentity otherBoot = me;
+  otherBoot.bootId = "00000000-0000-0000-0000-000000000000";
+  otherBoot.pid = 999999999;
+  EXPECT_EQ(processLiveness(otherBoot), Liveness::Unknown);
+  // Same boot and namespace under another host name (a container with the host's PID namespace): the pid decides.
+  ProcessIdentity renamed = me;
+  renamed.host = me.host + "-elsewhere";
+  EXPECT_EQ(processLiveness(renamed), Liveness::Alive);
   const pid_t child = ::fork();
   if (child == 0) ::_exit(0);
   ASSERT_EQ(waitChild(child), 0);
@@ -527,6 +547,291 @@ TEST_F(Store, FullDiskWhileWritingKeepsThePreviousRunsIntact) {
   RunRecorder rec(store, start());
   rec.finish();
   EXPECT_EQ(store.listRuns().size(), 3u);
+}
+
+}  // namespace
+}  // namespace pareto
+
+#include <sched.h>
+#include <sys/stat.h>
+
+namespace pareto {
+namespace {
+
+std::string fileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+template <class F>
+std::string inputErrorOf(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+// A file that is not SQLite fails at once (no retry loop) with the file named, for writing and reading opens.
+TEST_F(Store, NotAnSqliteFileFailsAtOnceNamingTheFile) {
+  std::ofstream(db("text.db")) << "this is not a database, just some text that is long enough to have a header\n";
+  std::ofstream(db("short.db")) << "abc";
+  {
+    std::string fake("SQLite format 3\0", 16);
+    fake += std::string(4096, '\x7f');
+    std::ofstream(db("garbage.db"), std::ios::binary) << fake;
+  }
+  for (const std::string name : {"text.db", "short.db", "garbage.db"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string rw = inputErrorOf([&] { ExperimentStore s(db(name)); });
+    const std::string ro = inputErrorOf([&] { ExperimentStore::openForReading(db(name)).listRuns(); });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_THAT(rw, HasSubstr(db(name) + ": not an SQLite database")) << name;
+    if (name != "garbage.db") EXPECT_THAT(ro, HasSubstr(db(name) + ": not an SQLite database")) << name;
+    EXPECT_THAT(ro, HasSubstr(db(name))) << name;
+    EXPECT_LT(seconds, 3.0) << name << ": the open retried instead of failing";
+  }
+}
+
+// Reading opens never write: an older schema stays as it is, no -wal/-shm files appear, the bytes do not
+// change, a missing file stays missing, and writing through a reading store is refused.
+TEST_F(Store, ReadingOpensReadOnlyAndCreatesNothing) {
+  {
+    ExperimentStore v2(db(), 2);
+    RawDb(db()).exec("INSERT INTO runs (kind, status, started_at, ended_at, pid, host) "
+                     "VALUES ('perplexity', 'finished', 1700000000, 1700000010, 1, 'h')");
+  }
+  ASSERT_FALSE(fs::exists(db() + "-wal"));
+  const std::string before = fileBytes(db());
+  {
+    ExperimentStore reader = ExperimentStore::openForReading(db());
+    EXPECT_TRUE(reader.readOnly());
+    EXPECT_EQ(reader.schemaVersion(), 2);
+    ASSERT_EQ(reader.listRuns().size(), 1u);
+    EXPECT_EQ(reader.run(1).summary.status, RunStatus::Finished);
+    EXPECT_FALSE(fs::exists(db() + "-wal"));
+    EXPECT_FALSE(fs::exists(db() + "-shm"));
+    EXPECT_THAT(inputErrorOf([&] { reader.beginRun(start()); }), HasSubstr("read-only"));
+    EXPECT_THAT(inputErrorOf([&] { reader.deleteRun(1); }), HasSubstr("read-only"));
+  }
+  EXPECT_EQ(fileBytes(db()), before);
+  EXPECT_FALSE(fs::exists(db() + "-wal"));
+  EXPECT_FALSE(fs::exists(db() + "-shm"));
+
+  ExperimentStore missing = ExperimentStore::openForReading(db("missing.db"));
+  EXPECT_TRUE(missing.listRuns().empty());
+  EXPECT_THAT(inputErrorOf([&] { missing.run(3); }), HasSubstr(db("missing.db") + ": no run 3"));
+  EXPECT_FALSE(fs::exists(db("missing.db")));
+}
+
+// A reader opened while nobody wrote (immutable, no locks) sees what a writer adds afterwards, and a reader
+// opened beside a live writer (its -wal exists) reads through the WAL.
+TEST_F(Store, ReadersSeeWritesThatComeLater) {
+  { ExperimentStore init(db()); }
+  ExperimentStore reader = ExperimentStore::openForReading(db("missing-yet.db"));
+  EXPECT_TRUE(reader.listRuns().empty());
+  ExperimentStore early = ExperimentStore::openForReading(db());
+  EXPECT_TRUE(early.listRuns().empty());
+  ExperimentStore writer(db());
+  RunRecorder a(writer, start());
+  a.finish();
+  EXPECT_EQ(early.listRuns().size(), 1u);
+  ExperimentStore beside = ExperimentStore::openForReading(db());   // -wal exists now
+  RunRecorder b(writer, start());
+  b.finish();
+  EXPECT_EQ(beside.listRuns().size(), 2u);
+  EXPECT_EQ(early.listRuns().size(), 2u);
+  ExperimentStore later(db("missing-yet.db"));
+  RunRecorder c(later, start());
+  c.finish();
+  EXPECT_EQ(reader.listRuns().size(), 1u);
+}
+
+// A database in a folder this process cannot write: reading commands list it, recording fails with an error
+// that says why. As root, chmod does not stop writes, so the checks run in a child that gave up root.
+TEST_F(Store, ReadOnlyFolderCanBeListedButNotRecordedIn) {
+  char tmpl[] = "/tmp/pareto-ro-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, path = dir + "/pareto.db";
+  {
+    ExperimentStore store(path);
+    RunRecorder rec(store, start());
+    rec.metric("ppl", 7.0);
+    rec.finish();
+  }
+  ASSERT_FALSE(fs::exists(path + "-wal"));
+  ASSERT_EQ(::chmod(dir.c_str(), 0555), 0);
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(77);
+    try {
+      ExperimentStore reader = ExperimentStore::openForReading(path);
+      const auto runs = reader.listRuns();
+      if (runs.size() != 1 || runs[0].metrics.at("ppl") != 7.0) ::_exit(10);
+      (void)reader.run(runs[0].id);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "reader: %s\n", e.what());
+      ::_exit(11);
+    }
+    try {
+      ExperimentStore writer(path);
+      ::_exit(12);
+    } catch (const InputError& e) {
+      const std::string m = e.what();
+      std::fprintf(stderr, "writer (expected): %s\n", m.c_str());
+      if (m.find(path) == std::string::npos || m.find("not writable") == std::string::npos) ::_exit(13);
+    }
+    ::_exit(fs::exists(path + "-shm") || fs::exists(path + "-wal") ? 14 : 0);
+  }
+  const int rc = waitChild(child);
+  ::chmod(dir.c_str(), 0755);
+  fs::remove_all(dir);
+  if (rc == 77) GTEST_SKIP() << "running as root and cannot drop to uid 65534: a read-only folder cannot be made";
+  EXPECT_EQ(rc, 0) << "10: wrong runs, 11: reading failed, 12: writing opened, 13: unclear error, 14: files created";
+}
+
+// Another process holds the write lock: finish() waits for it (beyond the busy timeout, up to the final-write
+// timeout); when it never comes free, finish() says so and the run stays running, results not half-written.
+TEST_F(Store, FinalWriteWaitsForALockAndReportsWhenItCannot) {
+  auto holdLock = [&](int ms, int ready) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      sqlite3* raw = nullptr;
+      sqlite3_open(db().c_str(), &raw);
+      sqlite3_exec(raw, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+      (void)::write(ready, "x", 1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      sqlite3_exec(raw, "COMMIT", nullptr, nullptr, nullptr);
+      sqlite3_close(raw);
+      ::_exit(0);
+    }
+    char byte;
+    EXPECT_EQ(::read(ready - 1, &byte, 1), 1);
+    return pid;
+  };
+  ExperimentStore store(db());
+  int pipeFds[2];
+  ASSERT_EQ(::pipe(pipeFds), 0);
+  ASSERT_EQ(pipeFds[1], pipeFds[0] + 1);
+
+  RunRecorder ok(store, start());
+  ok.metric("ppl", 3.0);
+  store.setFinalWriteTimeout(std::chrono::seconds(20));
+  pid_t holder = holdLock(1500, pipeFds[1]);
+  ok.finish();
+  EXPECT_EQ(waitChild(holder), 0);
+  EXPECT_EQ(store.run(ok.id()).summary.status, RunStatus::Finished);
+
+  RunRecorder stuck(store, start());
+  stuck.metric("ppl", 4.0);
+  store.setFinalWriteTimeout(std::chrono::milliseconds(800));
+  holder = holdLock(4000, pipeFds[1]);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    stuck.finish();
+    ADD_FAILURE() << "finish() succeeded under a lock held longer than its timeout";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(db()));
+    EXPECT_THAT(e.what(), HasSubstr("database is locked"));
+    EXPECT_THAT(e.what(), HasSubstr("gave up after retrying"));
+    EXPECT_THAT(e.what(), HasSubstr("stays \"running\""));
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.5);
+  EXPECT_EQ(waitChild(holder), 0);
+  RawDb raw(db());
+  EXPECT_EQ(raw.text("SELECT status FROM runs WHERE id = " + std::to_string(stuck.id())), "running");
+  EXPECT_EQ(raw.number("SELECT count(*) FROM metrics WHERE run_id = " + std::to_string(stuck.id())), 0);
+  ::close(pipeFds[0]);
+  ::close(pipeFds[1]);
+}
+
+// A running run whose pid cannot be checked here (another PID namespace or boot) is decided by its heartbeat:
+// running while it is fresh, interrupted once older than the bound; the recorder keeps it fresh.
+TEST_F(Store, HeartbeatDecidesRunsWhosePidCannotBeChecked) {
+  ExperimentStore store(db());
+  store.setHeartbeatInterval(std::chrono::milliseconds(50));
+  RunRecorder live(store, start());
+  RawDb raw(db());
+  const std::string id = std::to_string(live.id());
+  EXPECT_EQ(raw.text("SELECT pid_namespace FROM runs WHERE id = " + id), currentProcess().pidNamespace);
+  EXPECT_EQ(raw.text("SELECT boot_id FROM runs WHERE id = " + id), currentProcess().bootId);
+  raw.exec("UPDATE runs SET pid_namespace = 'pid:[1]', pid = 999999999, heartbeat_at = 0 WHERE id = " + id);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const double beat = std::stod(raw.text("SELECT heartbeat_at FROM runs WHERE id = " + id));
+  EXPECT_GT(beat, static_cast<double>(std::time(nullptr)) - 5) << "the recorder did not refresh its heartbeat";
+  EXPECT_EQ(store.run(live.id()).summary.status, RunStatus::Running);
+
+  const double now = static_cast<double>(std::time(nullptr));
+  auto row = [&](double heartbeat) {
+    raw.exec("INSERT INTO runs (kind, status, started_at, pid, host, boot_id, pid_namespace, heartbeat_at) VALUES "
+             "('perplexity', 'running', 0, 999999999, 'h', 'b', 'pid:[1]', " + std::to_string(heartbeat) + ")");
+    return std::stoll(raw.text("SELECT max(id) FROM runs"));
+  };
+  const int64_t fresh = row(now - 5), stale = row(now - ExperimentStore::kHeartbeatStaleSeconds - 30);
+  EXPECT_EQ(store.run(fresh).summary.status, RunStatus::Running);
+  EXPECT_EQ(store.run(stale).summary.status, RunStatus::Interrupted);
+  EXPECT_EQ(ExperimentStore::openForReading(db()).run(stale).summary.status, RunStatus::Interrupted);
+  live.finish();
+  EXPECT_EQ(store.run(live.id()).summary.status, RunStatus::Finished);
+}
+
+// A real second PID namespace (unprivileged, through a user namespace) records a run that must read as
+// running from here while it runs; before, its pid (1 there) was checked here and the run read interrupted.
+TEST_F(Store, RunInAnotherPidNamespaceReadsRunningWhileItRuns) {
+  { ExperimentStore init(db()); }
+  int ready[2], release[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    ::close(release[1]);   // else the inner writer would never see the parent close its end
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0 && ::unshare(CLONE_NEWPID) != 0) ::_exit(77);
+    const pid_t inner = ::fork();
+    if (inner < 0) ::_exit(78);
+    if (inner == 0) {
+      try {
+        ExperimentStore store(db());
+        RunRecorder rec(store, start());
+        const int64_t id = rec.id();
+        (void)::write(ready[1], &id, sizeof id);
+        char byte;
+        (void)::read(release[0], &byte, 1);
+        rec.finish();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "inner writer: %s\n", e.what());
+        ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    ::_exit(waitChild(inner));
+  }
+  ::close(ready[1]);
+  ::close(release[0]);
+  int64_t id = 0;
+  const ssize_t n = ::read(ready[0], &id, sizeof id);
+  if (n != static_cast<ssize_t>(sizeof id)) {
+    ::close(release[1]);
+    const int rc = waitChild(child);
+    if (rc == 77) GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here";
+    FAIL() << "the writer in the new namespace exited with " << rc;
+  }
+  {
+    ExperimentStore store(db());
+    RunDetails d = store.run(id);
+    EXPECT_EQ(d.summary.process.pid, 1) << "not in a new PID namespace";
+    EXPECT_NE(d.summary.process.pidNamespace, currentProcess().pidNamespace);
+    EXPECT_EQ(d.summary.status, RunStatus::Running);
+    EXPECT_EQ(ExperimentStore::openForReading(db()).listRuns().at(0).status, RunStatus::Running);
+  }
+  ::close(release[1]);
+  EXPECT_EQ(waitChild(child), 0);
+  EXPECT_EQ(ExperimentStore(db()).run(id).summary.status, RunStatus::Finished);
+  ::close(ready[0]);
 }
 
 }  // namespace

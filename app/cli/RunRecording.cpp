@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -50,10 +51,24 @@ std::string describeDevice(const std::string& device) {
   }
 }
 
+// PARETO_DB_LOCK_TIMEOUT: seconds the final write of a run waits for another process's lock on the database
+// (default: the store's 120 s).
+void applyLockTimeout(ExperimentStore& store) {
+  const char* env = std::getenv("PARETO_DB_LOCK_TIMEOUT");
+  if (env == nullptr || *env == '\0') return;
+  char* end = nullptr;
+  const double seconds = std::strtod(env, &end);
+  if (end == env || *end != '\0' || !(seconds >= 0) || seconds > 86400)
+    throw InputError("PARETO_DB_LOCK_TIMEOUT: \"" + std::string(env) + "\" is not a number of seconds (0 to 86400)");
+  store.setFinalWriteTimeout(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+}
+
 std::unique_ptr<ExperimentStore> openForRecording() {
   if (options().noRecord) return nullptr;
   try {
-    return std::make_unique<ExperimentStore>(storePath());
+    auto store = std::make_unique<ExperimentStore>(storePath());
+    applyLockTimeout(*store);
+    return store;
   } catch (const std::exception& e) {
     if (databaseNamed()) throw;
     warn(e.what());
@@ -148,7 +163,9 @@ void JobRecord::finish(const nlohmann::json& result) {
   try {
     recorder_->finish();
   } catch (const std::exception& e) {
-    warn(std::string("could not record the result: ") + e.what());
+    // The job is done and prints its result; the command still fails once it has (recordedJob), so a script
+    // never takes a run that reads "interrupted" in the store for a recorded one.
+    unrecorded_ = std::string("the result was not recorded: ") + e.what();
     return;
   }
   if (::isatty(STDERR_FILENO) != 0)
@@ -175,6 +192,7 @@ std::function<void()> recordedJob(std::string kind, std::function<void(JobRecord
     JobRecord run(kind);
     try {
       body(run);
+      if (!run.unrecorded().empty()) throw Error(run.unrecorded());
     } catch (const Cancelled&) {
       run.cancel();
       throw;

@@ -63,12 +63,15 @@ class JobRecord {
 
   void fail(const std::string& message);
   void cancel();
+  // Why finish() could not record the result (the final write failed after its retries); "" when it did.
+  const std::string& unrecorded() const { return unrecorded_; }
 
  private:
   std::string kind_;
   nlohmann::json settings_;   // as recorded at begin
   std::unique_ptr<ExperimentStore> store_;
   std::unique_ptr<RunRecorder> recorder_;
+  std::string unrecorded_;
 };
 
 // A subcommand callback that runs body(run) as a recorded run of `kind`: the body calls run.begin(...) first

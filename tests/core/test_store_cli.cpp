@@ -19,6 +19,7 @@
 
 #include "SharedData.h"
 #include "store/ExperimentStore.h"
+#include "store/Sqlite.h"
 
 extern char** environ;
 
@@ -302,6 +303,28 @@ namespace {
 
 // bench kernels (here on the CPU references, with a tiny shape file) prints its table and records one bench run
 // whose benchmark rows are one per available (format, batch).
+// The final write of a run meets another process's write lock for longer than it waits
+// (PARETO_DB_LOCK_TIMEOUT): the command prints its result and still fails, saying the run was not recorded.
+TEST_F(StoreCli, AFinalWriteThatCannotGetTheLockFailsTheCommand) {
+  std::vector<std::string> args = longPerplexity();
+  args.push_back("--json");
+  ::setenv("PARETO_DB_LOCK_TIMEOUT", "1", 1);
+  const pid_t pid = spawn(args, "locked");
+  ::unsetenv("PARETO_DB_LOCK_TIMEOUT");
+  ASSERT_GT(waitForRunningRun(), 0) << readFile(dir_ + "/locked.err");
+  {
+    sqlite::Database holder(db_, 5000);
+    holder.exec("BEGIN IMMEDIATE");   // held until the job has given up
+    EXPECT_EQ(wait(pid), 1) << readFile(dir_ + "/locked.err");
+    holder.exec("ROLLBACK");
+  }
+  EXPECT_THAT(readFile(dir_ + "/locked.err"), HasSubstr("the result was not recorded"));
+  EXPECT_TRUE(json::parse(readFile(dir_ + "/locked.out")).contains("ppl")) << "the result is still printed";
+  const json runs = runsJson();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_NE(runs[0]["status"], "finished");
+}
+
 TEST_F(StoreCli, BenchKernelsRecordsItsRows) {
   const std::string shape = dir_ + "/tiny-shape.json";
   {

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <thread>
 
+#include "InputErrors.h"
 #include "SharedData.h"
 #include "store/ExperimentStore.h"
 #include "store/ResultJson.h"
@@ -563,15 +564,7 @@ std::string fileBytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-template <class F>
-std::string inputErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no InputError)";
-}
+using test::inputErrorOf;
 
 // A file that is not SQLite fails at once (no retry loop) with the file named, for writing and reading opens.
 TEST_F(Store, NotAnSqliteFileFailsAtOnceNamingTheFile) {

@@ -1,19 +1,22 @@
-// Packed-weight GEMV: the kernel re-layouts and the CPU references (every machine), and the CUDA kernels against
-// those references (only where a CUDA device and a PARETO_CUDA build exist; skipped otherwise).
-//
-// CPU: for each format, a random packed weight is re-laid out for its kernel and run through the float64
-// reference; the result must equal x · unpack()ᵀ computed independently from the stored format (so a wrong
-// re-layout, padding or reference fails). GPU: fresh random inputs each run, output poisoned with NaN first, and
-// ‖out − ref‖ / ‖ref‖ < 2e-3 against the float64 reference, over shapes that are not multiples of the tiles,
-// batch 1..16, and every compiled N:M density.
+// Packed-weight GEMV: every format's kernel re-layout, float64 reference, CPU runtime path and CUDA kernel
+// through one harness (KernelHarness: formats × shapes × batches × dtypes against the stored format's own float64
+// definition; the CUDA half only where a CUDA device and a PARETO_CUDA build exist), and the checks around them:
+// bad shapes refused, the quantized split's shared-memory budget, `bench kernels` on the CPU references.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <memory>
+#include <ostream>
 #include <random>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "formats/BitmaskNMWeight.h"
 #include "formats/BitPacking.h"
@@ -86,81 +89,78 @@ double relativeError(const at::Tensor& out, const at::Tensor& ref) {
   return (o - r).norm().item<double>() / r.norm().item<double>();
 }
 
-// The float64 reference of a kernel weight, unrounded.
-template <class KernelWeight>
-at::Tensor reference(const KernelWeight& w, const at::Tensor& x) {
-  return gemv(w, x.to(at::kCPU), at::empty({x.size(0), w.rows}, at::kDouble));
-}
-
 at::Tensor expected(const at::Tensor& x, const at::Tensor& dense) {
   return at::matmul(x.to(at::kCPU).to(at::kDouble), dense.to(at::kCPU).to(at::kDouble).t());
 }
 
-// ---- CPU: re-layout + reference equal the stored format's own dequantization -------------------------------
+// ---- One harness: every format × shape × batch × dtype, on every backend, against the format's float64 ------
+//
+// In the spirit of llama.cpp's test-backend-ops: a variant builds a stored weight of its format from a seed
+// and the dense float64 weight that format defines (from the stored parts alone, independently of the kernel
+// layout). Each backend then multiplies the same random activations and is compared with x · Wᵀ in float64:
+//   float64   the kernel layout's float64 reference, unrounded: equal to the definition up to summation order
+//             (a wrong re-layout, padding or reference fails here);
+//   cpu       the runtime's CPU path (that reference, rounded to the activation dtype), output poisoned first;
+//   cuda      the kernel, output poisoned with NaN first so every element must be written (skipped without a
+//             device or without PARETO_CUDA kernels).
+// Every failure names the variant, shape, dtype, batch, backend and the case's seed; the base seed printed at
+// the start (PARETO_TEST_SEED) replays the whole run.
 
-TEST(PackedGemvReference, BitmaskMatchesDenseForEveryCompiledDensity) {
-  for (auto [n, m] : {std::pair{2, 4}, {1, 4}, {3, 4}, {4, 8}, {16, 32}, {8, 16}}) {
-    for (auto dtype : {at::kHalf, at::kBFloat16}) {
-      const int64_t rows = 45, cols = 288;  // not multiples of 32 rows or 256 columns
-      const BitmaskNMWeight w = randomBitmaskNM(rows, cols, n, m, dtype, at::kCPU, 7);
-      const auto kw = BitmaskNMKernelWeight::fromPacked(w);
-      for (int batch : {1, 3}) {
-        const at::Tensor x = randomActivations(batch, cols, dtype, at::kCPU);
-        const at::Tensor y = gemv(kw, x);
-        ASSERT_EQ(y.sizes(), (at::IntArrayRef{batch, rows}));
-        ASSERT_EQ(y.scalar_type(), dtype);
-        EXPECT_LT(relativeError(y, expected(x, w.unpack())), 4e-3) << n << ":" << m;  // y rounded to 16 bits
-        EXPECT_LT(relativeError(reference(kw, x), expected(x, w.unpack())), 1e-12) << n << ":" << m;
-      }
-    }
-  }
+// A stored weight made ready for one device: y = x · Ŵᵀ through the runtime, and (CPU weights only) the
+// layout's float64 reference.
+struct Runner {
+  std::function<at::Tensor(const at::Tensor& x, at::Tensor out)> gemv;
+  std::function<at::Tensor(const at::Tensor& x)> reference;
+};
+
+template <class KernelWeight>
+Runner runnerOf(KernelWeight w) {
+  auto weight = std::make_shared<KernelWeight>(std::move(w));
+  return {[weight](const at::Tensor& x, at::Tensor out) { return gemv(*weight, x, std::move(out)); },
+          [weight](const at::Tensor& x) {
+            return gemv(*weight, x.to(at::kCPU), at::empty({x.size(0), weight->rows}, at::kDouble));
+          }};
 }
 
-TEST(PackedGemvReference, QuantGroupMatchesDequantizedWeight) {
-  struct Case { int bits; bool symmetric; int64_t group; int64_t cols; };
-  for (const Case c : {Case{4, true, 128, 384}, Case{4, false, 32, 288}, Case{4, true, 288, 288},
-                       Case{8, true, 416, 416}, Case{8, false, 64, 192}, Case{4, true, 512, 1024}}) {
-    const int64_t rows = 37;
-    const QuantGroupWeight w = randomQuantGroup(rows, c.cols, c.bits, c.symmetric, c.group, at::kCPU, 3);
-    const auto kw = QuantGroupKernelWeight::fromPacked(w);
-    const at::Tensor x = randomActivations(2, c.cols, at::kHalf, at::kCPU);
-    EXPECT_LT(relativeError(reference(kw, x), expected(x, w.unpack())), 1e-12)
-        << c.bits << " bits, group " << c.group << ", cols " << c.cols;
-  }
+struct PreparedWeight {
+  at::Tensor dense;                              // float64 [rows, cols] on the CPU: the format's definition
+  std::function<Runner(at::Device)> on;          // the weight re-laid out for its kernel on a device
+};
+
+struct FormatVariant {
+  std::string name;
+  std::function<bool(int64_t rows, int64_t cols)> takes;   // the shapes this variant's kernel accepts
+  std::function<PreparedWeight(int64_t rows, int64_t cols, at::ScalarType dtype, uint64_t seed)> build;
+  double layoutTolerance = 1e-12;   // float64 backend against the definition
+};
+
+// The parts of a packed weight moved to a device (the kernel weight is built there, as the loader does).
+QuantGroupWeight quantOn(const QuantGroupWeight& w, at::Device d) {
+  QuantGroupWeight o = w;
+  o.codes = w.codes.to(d);
+  o.scales = w.scales.to(d);
+  if (w.zeros.defined()) o.zeros = w.zeros.to(d);
+  return o;
 }
 
-TEST(PackedGemvReference, BitmaskInt4MatchesDenseOfKeptCodes) {
-  const int64_t rows = 33, cols = 576;  // 288 kept values a row: not a whole number of 128-value chunks
-  for (int64_t group : {int64_t(16), int64_t(32), cols / 2}) {
-    const BitmaskNMWeight pattern = randomBitmaskNM(rows, cols, 2, 4, at::kHalf, at::kCPU, 5);
-    const QuantGroupWeight kept = randomQuantGroup(rows, cols / 2, 4, group != 32, group, at::kCPU, 6);
-    const auto kw = BitmaskInt4KernelWeight::fromPacked(pattern.masks, 2, 4, kept);
-    const at::Tensor x = randomActivations(4, cols, at::kHalf, at::kCPU);
-    EXPECT_LT(relativeError(reference(kw, x), expected(x, bitmaskInt4Dense(pattern.masks, kept))), 1e-12) << group;
-  }
+SpqrParts spqrOn(const SpqrParts& p, at::Device d) {
+  SpqrParts o = p;
+  for (at::Tensor* t : {&o.codes, &o.scaleCodes, &o.zeroCodes, &o.scaleBase, &o.scaleStep, &o.rowOffsets,
+                        &o.outlierColumns, &o.outlierValues})
+    *t = t->to(d);
+  return o;
 }
 
-TEST(PackedGemvReference, SpqrMatchesDenseWithOutliers) {
-  for (int bits : {2, 3, 4}) {
-    const int64_t rows = 45, cols = 208;  // 13 groups of 16: not a whole 128-column chunk; rows not 16 · k
-    const SpqrParts parts = randomSpqr(rows, cols, bits, 16, 0.05, at::kCPU, 11);
-    const auto kw = SpqrKernelWeight::fromParts(parts);
-    const at::Tensor x = randomActivations(2, cols, at::kHalf, at::kCPU);
-    EXPECT_LT(relativeError(reference(kw, x), expected(x, spqrDense(parts))), 1e-6) << bits << " bits";
-  }
-}
-
-TEST(PackedGemvReference, StoredSpqrWeightMatchesItsUnpack) {
-  const int64_t rows = 32, cols = 272;
-  const SpqrParts parts = randomSpqr(rows, cols, 3, 16, 0.02, at::kCPU, 13);
+// The stored SpQR weight (bit streams, int16 outlier columns) of random parts: what a compressed folder holds.
+SpqrWeight storedSpqr(const SpqrParts& parts, int64_t rows, int64_t cols) {
   SpqrWeight w;
-  w.bits = 3;
+  w.bits = parts.bits;
   w.scaleBits = 3;
   w.groupSize = 16;
-  w.scaleGroup = 16;
+  w.scaleGroup = parts.scaleGroup;
   w.rows = rows;
   w.cols = cols;
-  w.codes = packCodeBits(parts.codes, 3);
+  w.codes = packCodeBits(parts.codes, parts.bits);
   w.scaleCodes = packCodeBits(parts.scaleCodes, 3);
   w.zeroCodes = packCodeBits(parts.zeroCodes, 3);
   w.scaleBase = parts.scaleBase;
@@ -168,10 +168,168 @@ TEST(PackedGemvReference, StoredSpqrWeightMatchesItsUnpack) {
   w.outlierRowOffsets = parts.rowOffsets;
   w.outlierColumns = parts.outlierColumns.to(at::kShort);
   w.outlierValues = parts.outlierValues;
-  const auto kw = SpqrKernelWeight::fromPacked(w);
-  const at::Tensor x = randomActivations(3, cols, at::kBFloat16, at::kCPU);
-  EXPECT_LT(relativeError(reference(kw, x), expected(x, w.unpack())), 1e-6);
+  return w;
 }
+
+std::string groupName(int64_t group) { return group == 0 ? "row" : "g" + std::to_string(group); }
+
+std::vector<FormatVariant> formatVariants() {
+  std::vector<FormatVariant> v;
+  for (auto [n, m] : {std::pair{2, 4}, {1, 4}, {3, 4}, {4, 8}, {8, 16}, {16, 32}}) {
+    v.push_back({"bitmask " + std::to_string(n) + ":" + std::to_string(m),
+                 [](int64_t, int64_t cols) { return cols % 32 == 0; },
+                 [n = n, m = m](int64_t rows, int64_t cols, at::ScalarType dtype, uint64_t seed) {
+                   const BitmaskNMWeight w = randomBitmaskNM(rows, cols, n, m, dtype, at::kCPU, seed);
+                   return PreparedWeight{w.unpack().to(at::kDouble), [w](at::Device d) {
+                                           BitmaskNMWeight o = w;
+                                           o.masks = w.masks.to(d);
+                                           o.values = w.values.to(d);
+                                           return runnerOf(BitmaskNMKernelWeight::fromPacked(o));
+                                         }};
+                 }});
+  }
+  // group 0 = one group a row (per channel); the kernels take 32, 64, 128, multiples of their chunk, or a row.
+  for (int bits : {4, 8}) {
+    for (bool symmetric : {true, false}) {
+      for (int64_t group : {int64_t(32), int64_t(64), int64_t(128), int64_t(512), int64_t(0)}) {
+        v.push_back({"int" + std::to_string(bits) + (symmetric ? " sym " : " asym ") + groupName(group),
+                     [group](int64_t, int64_t cols) { return group == 0 || (group < cols && cols % group == 0); },
+                     [=](int64_t rows, int64_t cols, at::ScalarType, uint64_t seed) {
+                       const QuantGroupWeight w =
+                           randomQuantGroup(rows, cols, bits, symmetric, group == 0 ? cols : group, at::kCPU, seed);
+                       return PreparedWeight{w.unpack().to(at::kDouble), [w](at::Device d) {
+                                               return runnerOf(QuantGroupKernelWeight::fromPacked(quantOn(w, d)));
+                                             }};
+                     }});
+      }
+    }
+  }
+  // Kept values per scale: 16, 32, 64, multiples of 128, or the whole (kept) row.
+  for (auto [n, m] : {std::pair{2, 4}, {16, 32}}) {
+    for (int64_t group : {int64_t(16), int64_t(32), int64_t(64), int64_t(128), int64_t(0)}) {
+      for (bool symmetric : {true, false}) {
+        v.push_back({"bitmask " + std::to_string(n) + ":" + std::to_string(m) + " int4" +
+                         (symmetric ? " sym " : " asym ") + groupName(group),
+                     [group](int64_t, int64_t cols) {
+                       return cols % 32 == 0 && (group == 0 || (group < cols / 2 && (cols / 2) % group == 0));
+                     },
+                     [n = n, m = m, group, symmetric](int64_t rows, int64_t cols, at::ScalarType, uint64_t seed) {
+                       const BitmaskNMWeight pattern = randomBitmaskNM(rows, cols, n, m, at::kHalf, at::kCPU, seed);
+                       const QuantGroupWeight kept = randomQuantGroup(rows, cols / 2, 4, symmetric,
+                                                                      group == 0 ? cols / 2 : group, at::kCPU, seed + 1);
+                       const at::Tensor masks = pattern.masks;
+                       return PreparedWeight{bitmaskInt4Dense(masks, kept), [=](at::Device d) {
+                                               return runnerOf(BitmaskInt4KernelWeight::fromPacked(
+                                                   masks.to(d), n, m, quantOn(kept, d)));
+                                             }};
+                     }});
+      }
+    }
+  }
+  // SpQR's scales are two-level (fp16 base + code · step): the layout's reference and the definition compute
+  // them in different precisions, hence 1e-6 rather than 1e-12.
+  for (int bits : {2, 3, 4}) {
+    v.push_back({"spqr " + std::to_string(bits) + "-bit", [](int64_t, int64_t cols) { return cols % 16 == 0; },
+                 [bits](int64_t rows, int64_t cols, at::ScalarType, uint64_t seed) {
+                   const SpqrParts parts = randomSpqr(rows, cols, bits, 16, 0.02, at::kCPU, seed);
+                   return PreparedWeight{spqrDense(parts), [parts](at::Device d) {
+                                           return runnerOf(SpqrKernelWeight::fromParts(spqrOn(parts, d)));
+                                         }};
+                 },
+                 1e-6});
+  }
+  v.push_back({"spqr 3-bit stored", [](int64_t rows, int64_t cols) { return rows % 16 == 0 && cols % 16 == 0; },
+               [](int64_t rows, int64_t cols, at::ScalarType, uint64_t seed) {
+                 const SpqrWeight w = storedSpqr(randomSpqr(rows, cols, 3, 16, 0.02, at::kCPU, seed), rows, cols);
+                 return PreparedWeight{w.unpack().to(at::kDouble), [w](at::Device d) {
+                                         SpqrWeight o = w;
+                                         for (at::Tensor* t : {&o.codes, &o.scaleCodes, &o.zeroCodes, &o.scaleBase,
+                                                               &o.scaleStep, &o.outlierRowOffsets, &o.outlierColumns,
+                                                               &o.outlierValues})
+                                           *t = t->to(d);
+                                         return runnerOf(SpqrKernelWeight::fromPacked(o));
+                                       }};
+               },
+               1e-6});
+  return v;
+}
+
+// gtest prints a failing parameter with this instead of its bytes.
+void PrintTo(const FormatVariant& v, std::ostream* os) { *os << v.name; }
+
+bool cudaKernelsAvailable() { return gemvKernelsBuilt() && at::hasCUDA(); }
+
+// PARETO_KERNEL_TEST_SMALL=1 (the compute-sanitizer run, ~100x slower) keeps the shapes and batches small.
+bool smallRun() { return std::getenv("PARETO_KERNEL_TEST_SMALL") != nullptr; }
+
+std::vector<int> testBatches() {
+  return smallRun() ? std::vector<int>{1, 3, 16} : std::vector<int>{1, 2, 3, 5, 8, 11, 16};
+}
+
+// CPU shapes: rows not a multiple of 32, columns not of 256 (partial chunks), groups that divide some of them.
+std::vector<std::pair<int64_t, int64_t>> cpuShapes() { return {{45, 288}, {33, 576}, {37, 384}, {45, 208}, {19, 1024}, {32, 272}}; }
+
+std::vector<std::pair<int64_t, int64_t>> cudaShapes() {
+  if (smallRun()) return {{32, 256}, {100, 4160}, {333, 1056}};
+  return {{32, 256}, {100, 4160}, {333, 1056}, {4096, 4096}};
+}
+
+// Rounding the output to its type moves each element by at most half an ulp: 2^-12 relative in fp16, but 2^-9
+// = 2.0e-3 in bf16 (8 significant bits). So a bf16 result may differ from the float64 value by the kernel's
+// error plus up to 2^-9 (comparing with the reference rounded to bf16 instead is not a bound: where the exact
+// value lies near a rounding boundary the two roundings can land a whole ulp apart, which on 32 outputs failed
+// a correct kernel at 2.4e-3).
+double roundedTolerance(at::ScalarType dtype) { return dtype == at::kBFloat16 ? 2e-3 + std::ldexp(1.0, -9) : 2e-3; }
+
+class KernelHarness : public ::testing::TestWithParam<FormatVariant> {
+ protected:
+  // Runs the variant on one device's shapes; the float64 and cpu backends on the CPU, cuda on the device.
+  void check(at::Device device, const std::vector<std::pair<int64_t, int64_t>>& shapes) {
+    const FormatVariant& f = GetParam();
+    int cases = 0;
+    for (auto [rows, cols] : shapes) {
+      if (!f.takes(rows, cols)) continue;
+      for (auto dtype : {at::kHalf, at::kBFloat16}) {
+        const uint64_t seed = freshSeed();
+        const PreparedWeight w = f.build(rows, cols, dtype, seed);
+        const Runner cpu = w.on(at::kCPU);
+        const Runner run = device.is_cpu() ? cpu : w.on(device);
+        for (int batch : testBatches()) {
+          const std::string what = f.name + " " + std::to_string(rows) + "x" + std::to_string(cols) + " " +
+                                   c10::toString(dtype) + " batch " + std::to_string(batch) + " (case seed " +
+                                   std::to_string(seed) + ", PARETO_TEST_SEED=" + std::to_string(baseSeed()) + ")";
+          const at::Tensor x = randomActivations(batch, cols, dtype, device);
+          const at::Tensor want = expected(x, w.dense);
+          if (device.is_cpu())
+            EXPECT_LT(relativeError(cpu.reference(x), want), f.layoutTolerance) << "float64 backend: " << what;
+          at::Tensor out = at::full({batch, rows}, std::nan(""), x.options());
+          const at::Tensor y = run.gemv(x, out);
+          ASSERT_EQ(y.sizes(), (at::IntArrayRef{batch, rows})) << what;
+          ASSERT_EQ(y.scalar_type(), dtype) << what;
+          ASSERT_FALSE(out.isnan().any().item<bool>()) << device << " backend: output not fully written: " << what;
+          EXPECT_LT(relativeError(out, want), roundedTolerance(dtype)) << device << " backend: " << what;
+          ++cases;
+        }
+      }
+    }
+    EXPECT_GT(cases, 0) << f.name << ": no shape of this run fits the variant";
+  }
+};
+
+TEST_P(KernelHarness, CpuMatchesTheFormatsDefinition) { check(at::kCPU, cpuShapes()); }
+
+TEST_P(KernelHarness, CudaMatchesTheFormatsDefinition) {
+  if (!cudaKernelsAvailable())
+    GTEST_SKIP() << (gemvKernelsBuilt() ? "no CUDA device" : "built without CUDA kernels (PARETO_CUDA=OFF)");
+  check(at::kCUDA, cudaShapes());
+}
+
+INSTANTIATE_TEST_SUITE_P(PackedGemv, KernelHarness, ::testing::ValuesIn(formatVariants()),
+                         [](const ::testing::TestParamInfo<FormatVariant>& info) {
+                           std::string name;
+                           for (char c : info.param.name) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
 
 TEST(KernelBenchmark, RunsEveryFormatOnTheCpuReferences) {
   KernelBenchOptions o;
@@ -270,121 +428,6 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
           EXPECT_EQ(s.sliceCols, s.chunksPerSplit * k::quantChunkCols(bits)) << what;
         }
       }
-    }
-  }
-}
-
-// ---- CUDA: kernels against the references ------------------------------------------------------------------
-
-bool cudaKernelsAvailable() { return gemvKernelsBuilt() && at::hasCUDA(); }
-
-#define SKIP_WITHOUT_CUDA()                                                                        \
-  if (!cudaKernelsAvailable())                                                                     \
-  GTEST_SKIP() << (gemvKernelsBuilt() ? "no CUDA device" : "built without CUDA kernels (PARETO_CUDA=OFF)")
-
-// PARETO_KERNEL_TEST_SMALL=1 (the compute-sanitizer run, ~100x slower) keeps the shapes and batches small.
-bool smallRun() { return std::getenv("PARETO_KERNEL_TEST_SMALL") != nullptr; }
-
-std::vector<int> testBatches() {
-  return smallRun() ? std::vector<int>{1, 3, 16} : std::vector<int>{1, 2, 3, 5, 8, 11, 16};
-}
-
-template <class KernelWeight>
-void checkKernel(const KernelWeight& onCpu, const KernelWeight& onGpu, int64_t rows, int64_t cols,
-                 at::ScalarType dtype, const std::string& label) {
-  for (int batch : testBatches()) {
-    const at::Tensor x = randomActivations(batch, cols, dtype, at::kCUDA);
-    at::Tensor out = at::full({batch, rows}, std::nan(""), x.options());  // poisoned: every element must be written
-    gemv(onGpu, x, out);
-    const at::Tensor ref = reference(onCpu, x);
-    ASSERT_FALSE(out.isnan().any().item<bool>()) << label << " batch " << batch << ": output not fully written";
-    // Rounding the output to its type moves each element by at most half an ulp: 2^-12 relative in fp16, but
-    // 2^-9 = 2.0e-3 in bf16 (8 significant bits). So a bf16 result may differ from the float64 reference by the
-    // kernel's error plus up to 2^-9 (comparing with the reference rounded to bf16 instead is not a bound: where
-    // the exact value lies near a rounding boundary the two roundings can land a whole ulp apart, which on 32
-    // outputs failed a correct kernel at 2.4e-3).
-    const double tolerance = dtype == at::kBFloat16 ? 2e-3 + std::ldexp(1.0, -9) : 2e-3;
-    EXPECT_LT(relativeError(out, ref), tolerance) << label << " " << c10::toString(dtype) << " batch " << batch;
-  }
-}
-
-std::vector<std::pair<int64_t, int64_t>> testShapes() {
-  if (smallRun()) return {{32, 256}, {100, 4160}, {333, 1056}};
-  return {{32, 256}, {100, 4160}, {333, 1056}, {4096, 4096}};
-}
-
-TEST(PackedGemvCuda, BitmaskKernelMatchesReference) {
-  SKIP_WITHOUT_CUDA();
-  for (auto [n, m] : {std::pair{2, 4}, {4, 8}, {8, 16}, {16, 32}, {1, 4}, {3, 4}}) {
-    for (auto [rows, cols] : testShapes()) {
-      for (auto dtype : {at::kHalf, at::kBFloat16}) {
-        const BitmaskNMWeight w = randomBitmaskNM(rows, cols, n, m, dtype, at::kCPU, freshSeed());
-        const auto cpu = BitmaskNMKernelWeight::fromPacked(w);
-        BitmaskNMWeight onDevice = w;
-        onDevice.masks = w.masks.to(at::kCUDA);
-        onDevice.values = w.values.to(at::kCUDA);
-        checkKernel(cpu, BitmaskNMKernelWeight::fromPacked(onDevice), rows, cols, dtype,
-                    std::to_string(n) + ":" + std::to_string(m) + " " + std::to_string(rows) + "x" + std::to_string(cols));
-      }
-    }
-  }
-}
-
-TEST(PackedGemvCuda, QuantGroupKernelMatchesReference) {
-  SKIP_WITHOUT_CUDA();
-  for (int bits : {4, 8}) {
-    for (bool symmetric : {true, false}) {
-      for (auto [rows, cols] : testShapes()) {
-        for (int64_t group : {int64_t(32), int64_t(64), int64_t(128), cols}) {
-          if (cols % group != 0) continue;
-          const QuantGroupWeight w = randomQuantGroup(rows, cols, bits, symmetric, group, at::kCPU, freshSeed());
-          QuantGroupWeight onDevice = w;
-          onDevice.codes = w.codes.to(at::kCUDA);
-          onDevice.scales = w.scales.to(at::kCUDA);
-          if (w.zeros.defined()) onDevice.zeros = w.zeros.to(at::kCUDA);
-          for (auto dtype : {at::kHalf, at::kBFloat16})
-            checkKernel(QuantGroupKernelWeight::fromPacked(w), QuantGroupKernelWeight::fromPacked(onDevice), rows,
-                        cols, dtype,
-                        "int" + std::to_string(bits) + (symmetric ? " sym" : " asym") + " g" + std::to_string(group) +
-                            " " + std::to_string(rows) + "x" + std::to_string(cols));
-        }
-      }
-    }
-  }
-}
-
-TEST(PackedGemvCuda, BitmaskInt4KernelMatchesReference) {
-  SKIP_WITHOUT_CUDA();
-  for (auto [n, m] : {std::pair{2, 4}, {16, 32}}) {
-    for (auto [rows, cols] : testShapes()) {
-      for (int64_t group : {int64_t(64), int64_t(128), cols / 2}) {
-        if (cols / 2 % group != 0) continue;
-        const BitmaskNMWeight pattern = randomBitmaskNM(rows, cols, n, m, at::kHalf, at::kCPU, freshSeed());
-        const QuantGroupWeight kept = randomQuantGroup(rows, cols / 2, 4, group != 64, group, at::kCPU, freshSeed());
-        QuantGroupWeight keptOnDevice = kept;
-        keptOnDevice.codes = kept.codes.to(at::kCUDA);
-        keptOnDevice.scales = kept.scales.to(at::kCUDA);
-        if (kept.zeros.defined()) keptOnDevice.zeros = kept.zeros.to(at::kCUDA);
-        checkKernel(BitmaskInt4KernelWeight::fromPacked(pattern.masks, n, m, kept),
-                    BitmaskInt4KernelWeight::fromPacked(pattern.masks.to(at::kCUDA), n, m, keptOnDevice), rows, cols,
-                    at::kHalf, "bitmask int4 g" + std::to_string(group) + " " + std::to_string(rows) + "x" + std::to_string(cols));
-      }
-    }
-  }
-}
-
-TEST(PackedGemvCuda, SpqrKernelMatchesReference) {
-  SKIP_WITHOUT_CUDA();
-  for (int bits : {2, 3, 4}) {
-    for (auto [rows, cols] : testShapes()) {
-      const SpqrParts parts = randomSpqr(rows, cols, bits, 16, 0.01, at::kCPU, freshSeed());
-      SpqrParts onDevice = parts;
-      for (at::Tensor* t : {&onDevice.codes, &onDevice.scaleCodes, &onDevice.zeroCodes, &onDevice.scaleBase,
-                            &onDevice.scaleStep, &onDevice.rowOffsets, &onDevice.outlierColumns, &onDevice.outlierValues})
-        *t = t->to(at::kCUDA);
-      for (auto dtype : {at::kHalf, at::kBFloat16})
-        checkKernel(SpqrKernelWeight::fromParts(parts), SpqrKernelWeight::fromParts(onDevice), rows, cols, dtype,
-                    "spqr " + std::to_string(bits) + "-bit " + std::to_string(rows) + "x" + std::to_string(cols));
     }
   }
 }

@@ -5,7 +5,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${PARETO_BUILD_DIR:-$here/build}"
-"$here/scripts/setup.sh" --fuzz "$@"
+"$here/scripts/setup.sh" --fuzz --llama-cpp "$@"
 export PARETO_SHARED="${PARETO_SHARED:-$here/../shared}"
 export QT_QPA_PLATFORM=offscreen
 ctest --test-dir "$build_dir" --output-on-failure -j "${PARETO_JOBS:-$(nproc)}"

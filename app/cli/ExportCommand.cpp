@@ -5,12 +5,13 @@
 
 #include "CliSupport.h"
 #include "Commands.h"
+#include "export/GgufExport.h"
 #include "export/HfExport.h"
 
 namespace pareto::cli {
 
 void addExportCommand(CLI::App& app) {
-  CLI::App* exp = app.add_subcommand("export", "Exports that other tools read (see `export hf --help`)");
+  CLI::App* exp = app.add_subcommand("export", "Exports that other tools read (see `export hf --help`, `export gguf --help`)");
   exp->require_subcommand(1);
   struct Args {
     HfExportOptions opts;
@@ -42,6 +43,53 @@ void addExportCommand(CLI::App& app) {
                  {"densified_modules", r.densifiedModules},
                  {"bytes", r.bytes},
                  {"files", r.files},
+                 {"seconds", r.seconds}},
+                text.str());
+  });
+
+  struct GgufArgs {
+    GgufExportOptions opts;
+    bool json = false;
+  };
+  auto gargs = std::make_shared<GgufArgs>();
+  CLI::App* gcmd = exp->add_subcommand(
+      "gguf",
+      "Write a model folder (dense, or written by compress) as one GGUF file that llama.cpp loads: llama "
+      "architecture metadata (Llama, Mistral, Qwen2/3), the byte-level BPE tokenizer from tokenizer.json, q/k rows "
+      "permuted for llama.cpp's RoPE. Norms are written f32; the embedding and head keep the checkpoint's float "
+      "type. Nothing is left behind on failure or Ctrl-C.");
+  gcmd->add_option("--model", gargs->opts.modelDir, "Model folder (Hugging Face, or written by compress)")->required();
+  gcmd->add_option("--out", gargs->opts.outFile, "Output .gguf file (must not exist unless --overwrite)")->required();
+  gcmd->add_option("--type", gargs->opts.type,
+                   "auto: each module as stored (dense in the checkpoint's float type; a module packed in a format "
+                   "GGUF has no type for is refused, naming it); f32, f16, bf16: every weight in that float type; "
+                   "q8_0, q4_0, q4_k, q6_k: the block linears requantized by round-to-nearest from their "
+                   "(dequantized) weights (k-quants fall back to q4_0 / q8_0 for rows that are not whole 256-weight "
+                   "super-blocks, and say so)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"}, CLI::ignore_case));
+  gcmd->add_flag("--overwrite", gargs->opts.overwrite, "Replace an existing GGUF file that Pareto wrote");
+  gcmd->add_flag("--json", gargs->json,
+                 "Print one JSON object (out, type, architecture, tensors, bytes, tensors_by_type, "
+                 "linear_bits_per_weight, notes)");
+  gcmd->callback([gargs] {
+    GgufExportReport r = exportGguf(gargs->opts, terminalProgress(), &interruptToken());
+    std::ostringstream text;
+    text.precision(3);
+    text << "wrote " << r.outFile << " (" << r.architecture << "): " << r.tensors << " tensors,";
+    for (const auto& [type, n] : r.tensorsByType) text << " " << n << " " << type;
+    text << "; block linears at " << std::fixed << r.linearBitsPerWeight << " bits per weight, "
+         << r.bytes / 1048576.0 << " MiB";
+    for (const auto& note : r.notes) text << "\n  note: " << note;
+    printResult(gargs->json,
+                {{"out", r.outFile},
+                 {"type", r.type},
+                 {"architecture", r.architecture},
+                 {"tensors", r.tensors},
+                 {"bytes", r.bytes},
+                 {"tensors_by_type", r.tensorsByType},
+                 {"linear_bits_per_weight", r.linearBitsPerWeight},
+                 {"notes", r.notes},
                  {"seconds", r.seconds}},
                 text.str());
   });

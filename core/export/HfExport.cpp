@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "export/DenseWeights.h"
 #include "model/CompressionManifest.h"
-#include "model/LlamaModel.h"
+#include "model/Device.h"
 #include "model/ModelConfig.h"
-#include "model/Safetensors.h"
 #include "model/TensorIO.h"
 #include "util/Error.h"
 #include "util/FileSystem.h"
@@ -25,22 +25,6 @@ namespace pareto {
 namespace fs = std::filesystem;
 namespace {
 
-// The dtype the source checkpoint was saved in: config.json's "torch_dtype" (transformers < 4.56 spelling) or
-// "dtype" (newer), else the dtype of the stored embedding, which compress keeps as the checkpoint had it.
-c10::ScalarType sourceDtype(const nlohmann::json& config, const std::string& configPath, const Checkpoint& ckpt) {
-  for (const char* key : {"torch_dtype", "dtype"}) {
-    if (!config.contains(key) || !config[key].is_string()) continue;
-    try {
-      return parseDtype(config[key].get<std::string>());
-    } catch (const InputError& e) {
-      throw InputError(fileMessage(configPath, std::string(key) + ": " + e.what()));
-    }
-  }
-  if (const TensorEntry* e = ckpt.find("model.embed_tokens.weight"); e != nullptr && isFloating(e->dtype))
-    return scalarType(e->dtype);
-  return at::kFloat;
-}
-
 // The files of a compressed folder that a Hugging Face checkpoint keeps: everything but the weights (rewritten),
 // Pareto's manifest and hidden or partial files.
 bool copiedAsIs(const fs::path& file) {
@@ -50,12 +34,6 @@ bool copiedAsIs(const fs::path& file) {
       name == "model.safetensors.index.json")
     return false;
   return file.extension() != ".safetensors" && file.extension() != ".partial";
-}
-
-// "model.layers.0.mlp.up_proj" for any stored part of a packed weight ("<module>.weight.<part>").
-std::string packedModuleOf(const std::string& tensor) {
-  const size_t pos = tensor.rfind(".weight.");
-  return pos == std::string::npos ? std::string() : tensor.substr(0, pos);
 }
 
 }  // namespace
@@ -89,55 +67,21 @@ HfExportReport exportHuggingFace(const HfExportOptions& opts, const ProgressCall
   const std::string configPath = (src / "config.json").string();
   if (!fs::exists(configPath)) throw InputError(fileMessage(opts.modelDir, "no config.json in this folder"));
   nlohmann::json configJson = readJsonFile(configPath);
-  const ModelConfig config = ModelConfig::fromFile(configPath);
+  (void)ModelConfig::fromFile(configPath);   // refuses a config Pareto cannot run before anything is written
 
   report("load", 0, src.string());
-  Checkpoint ckpt = Checkpoint::open(src.string());
-  const c10::ScalarType source = sourceDtype(configJson, configPath, ckpt);
+  DenseWeights weights = readDenseWeights(src.string(),
+                                          opts.dtype.empty() ? std::nullopt : std::optional(parseDtype(opts.dtype)),
+                                          cancel);
+  const c10::ScalarType source = weights.sourceDtype;
   const c10::ScalarType dtype = opts.dtype.empty() ? source : parseDtype(opts.dtype);
-
-  // The model's loader is the one place that knows every packed format; loading in the target dtype on the CPU
-  // gives exactly the weights Pareto runs with at that dtype (nothing is computed, so float16 is fine here).
-  RuntimeOptions runtime;
-  runtime.device = c10::Device(c10::kCPU);
-  runtime.dtype = dtype;
-  LlamaModel model(config, ckpt, runtime, &*manifest);
-  std::map<std::string, const Linear*> linears;
-  for (int64_t l = 0; l < model.numLayers(); ++l)
-    for (const auto& [group, linear] : std::as_const(model).layerLinears(l)) linears[linear->name()] = linear;
-  linears[model.outputHead().name()] = &model.outputHead();
-  checkCancel();
-
-  std::map<std::string, at::Tensor> tensors;   // sorted by name, like the checkpoints transformers writes
-  std::map<std::string, bool> densified;
-  for (const TensorEntry* e : ckpt.tensors()) {
-    checkCancel();
-    const std::string module = packedModuleOf(e->name);
-    const ModuleFormat* f = module.empty() ? nullptr : manifest->find(module);
-    if (f != nullptr && f->format != "dense") {
-      densified[module] = true;
-      continue;
-    }
-    at::Tensor t = readTensor(*e);
-    if (isFloating(e->dtype)) t = t.to(dtype);
-    tensors[e->name] = t;
-  }
-  for (const auto& [module, unused] : densified) {
-    auto it = linears.find(module);
-    if (it == linears.end())
-      throw InputError(fileMessage((src / "pareto.json").string(),
-                                   "packed module " + module + " is not a linear of the model config.json describes"));
-    const std::string name = module + ".weight";
-    if (tensors.count(name))
-      throw InputError(fileMessage(src.string(), "holds both a dense and a packed " + name));
-    tensors[name] = it->second->weight().to(at::kCPU, dtype).contiguous();
-  }
+  std::map<std::string, at::Tensor>& tensors = weights.tensors;
 
   HfExportReport result;
   result.outDir = out.string();
   result.dtype = dtypeLabel(dtype);
   result.tensors = static_cast<int64_t>(tensors.size());
-  result.densifiedModules = static_cast<int64_t>(densified.size());
+  result.densifiedModules = static_cast<int64_t>(weights.densified.size());
   NamedTensors ordered;
   ordered.reserve(tensors.size());
   for (auto& [name, t] : tensors) {

@@ -95,13 +95,18 @@ bool isParetoOutput(const std::string& dir) {
   return false;
 }
 
-OutputFolder::OutputFolder(const OutputClaim& claim) : overwrite_(claim.overwrite) {
+OutputFolder::OutputFolder(const OutputClaim& claim)
+    : overwrite_(claim.overwrite), file_(claim.file), writtenByPareto_(claim.writtenByPareto) {
+  if (file_ && !writtenByPareto_) throw Error("OutputFolder: a file output needs its writtenByPareto check");
+  const char* kind = file_ ? "file" : "folder";
   const fs::path given = normalizeOutputPath(claim.path);
   struct stat st {};
   if (::lstat(given.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode))
-      throw InputError(fileMessage(given.string(), "is a symbolic link; give the folder it points to"));
-    if (!S_ISDIR(st.st_mode)) throw InputError(fileMessage(given.string(), "exists and is not a folder"));
+      throw InputError(fileMessage(given.string(), std::string("is a symbolic link; give the ") + kind + " it points to"));
+    if (!file_ && !S_ISDIR(st.st_mode)) throw InputError(fileMessage(given.string(), "exists and is not a folder"));
+    if (file_ && !S_ISREG(st.st_mode))
+      throw InputError(fileMessage(given.string(), "exists and is not a regular file (give the file to write)"));
   }
   // Canonical, so that every spelling of one place (through links, "..") meets the same checks and lock.
   const fs::path target = fs::weakly_canonical(given);
@@ -109,8 +114,8 @@ OutputFolder::OutputFolder(const OutputClaim& claim) : overwrite_(claim.overwrit
     if (input.empty()) continue;
     const fs::path in = fs::weakly_canonical(fs::absolute(input));
     if (within(target, in))
-      throw InputError(fileMessage(given.string(), "lies inside " + in.string() + ", which this run reads; choose "
-                                                   "an output folder outside it"));
+      throw InputError(fileMessage(given.string(), (target == in ? "is " : "lies inside ") + in.string() +
+                                                   ", which this run reads; choose an output " + kind + " outside it"));
     if (within(in, target))
       throw InputError(fileMessage(given.string(), "holds " + in.string() + ", which this run reads; choose an "
                                                    "output folder that does not contain the inputs"));
@@ -137,7 +142,7 @@ OutputFolder::OutputFolder(const OutputClaim& claim) : overwrite_(claim.overwrit
       if (err != EWOULDBLOCK) throw InputError(fileMessage(lockPath_, std::string("cannot lock: ") + std::strerror(err)));
       std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string("just starting");
       while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
-      throw InputError(fileMessage(target_, "another Pareto run is writing this folder (" + who +
+      throw InputError(fileMessage(target_, std::string("another Pareto run is writing this ") + kind + " (" + who +
                                                 "); wait for it to finish or choose another --out"));
     }
     // A holder that finished removed the file between our open and our lock: that inode guards nothing.
@@ -156,7 +161,13 @@ OutputFolder::OutputFolder(const OutputClaim& claim) : overwrite_(claim.overwrit
   }
 
   try {
-    if (fs::exists(target) && !isEmptyFolder(target)) {
+    if (file_ && fs::exists(target)) {
+      if (!overwrite_)
+        throw InputError(fileMessage(target_, "already exists (choose another --out, or --overwrite to replace it)"));
+      if (!writtenByPareto_(target_))
+        throw InputError(fileMessage(target_, "is not a file Pareto wrote: --overwrite replaces only Pareto's own "
+                                              "output; move it away or choose another --out"));
+    } else if (!file_ && fs::exists(target) && !isEmptyFolder(target)) {
       if (!overwrite_)
         throw InputError(fileMessage(target_, "already exists (choose another --out, or --overwrite to replace it)"));
       if (!isParetoOutput(target_))
@@ -168,7 +179,7 @@ OutputFolder::OutputFolder(const OutputClaim& claim) : overwrite_(claim.overwrit
     for (const auto& entry : fs::directory_iterator(parent))
       if (isLeftoverOf(entry.path().filename().string(), name)) removeTree(entry.path().string());
     staging_ = (parent / ("." + name + ".partial-" + runId_)).string();
-    fs::create_directory(staging_);
+    if (!file_) fs::create_directory(staging_);
   } catch (const fs::filesystem_error& e) {
     release();
     throw InputError(fileMessage(target_, std::string("cannot prepare the output: ") + e.code().message()));
@@ -228,6 +239,22 @@ void OutputFolder::release() noexcept {
 
 void OutputFolder::commit() {
   const fs::path target(target_);
+  if (file_) {
+    if (fs::exists(target) && (!overwrite_ || !writtenByPareto_(target_))) {
+      const std::string kept = target_ + ".pareto-" + runId_;
+      fs::rename(staging_, kept);
+      committed_ = true;
+      throw InputError(fileMessage(target_, "a file that this run may not replace appeared here while it worked; "
+                                            "the result is in " + kept));
+    }
+    struct stat staged {}, placed {};
+    if (::stat(staging_.c_str(), &staged) != 0) throw Error(fileMessage(staging_, "the staged output is gone"));
+    fs::rename(staging_, target);   // atomic: readers see the old file or the new one, never a mix
+    committed_ = true;
+    if (::stat(target_.c_str(), &placed) != 0 || placed.st_ino != staged.st_ino || placed.st_dev != staged.st_dev)
+      throw Error(fileMessage(target_, "is not the file this run wrote (another writer replaced it)"));
+    return;
+  }
   if (fs::exists(target) && !isEmptyFolder(target) && (!overwrite_ || !isParetoOutput(target_))) {
     const std::string kept = target_ + ".pareto-" + runId_;
     fs::rename(staging_, kept);

@@ -1,9 +1,10 @@
-// The folder a job writes (compress, export): checked before any work starts, locked for the whole run, built
-// under a temporary name unique to the run and swapped in at the end. Nothing the user owns is ever replaced:
+// The folder a job writes (compress, export), or the single file (export gguf): checked before any work starts,
+// locked for the whole run, built under a temporary name unique to the run and swapped in at the end. Nothing the user owns is ever replaced:
 // an existing folder is replaced only with --overwrite and only when Pareto wrote it, and never when it holds,
 // or lies inside, anything the run reads.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,10 @@ struct OutputClaim {
   bool overwrite = false;            // --overwrite: replace a folder Pareto wrote, once the new one is complete
   std::vector<std::string> inputs;   // what the run reads: the destination may neither hold nor lie inside any
   std::string job;                   // "compress", "export hf": named to a second run that finds the lock
+  // A single file instead of a folder: staging() is then a file path the job creates, commit() renames it into
+  // place, and --overwrite replaces an existing file only when writtenByPareto says Pareto wrote it.
+  bool file = false;
+  std::function<bool(const std::string& path)> writtenByPareto;
 };
 
 class OutputFolder {
@@ -65,7 +70,8 @@ class OutputFolder {
  private:
   void release() noexcept;
   std::string target_, staging_, lockPath_, runId_;
-  bool overwrite_ = false, committed_ = false;
+  bool overwrite_ = false, committed_ = false, file_ = false;
+  std::function<bool(const std::string&)> writtenByPareto_;
   int lockFd_ = -1;
 };
 

@@ -1,4 +1,4 @@
-# The experiment store (SQLite, no LibTorch), the CLI's run history and recording, and export hf.
+# The experiment store (SQLite, no LibTorch), the CLI's run history and recording, and the exports.
 find_package(SQLite3 REQUIRED)   # imported targets are per directory; the test opens files directly too
 pareto_add_test(test_store SOURCES test_store.cpp LIBS pareto_store SQLite::SQLite3)
 pareto_add_test(test_store_cli SOURCES test_store_cli.cpp LIBS pareto_store)
@@ -7,3 +7,7 @@ target_compile_definitions(test_store_cli PRIVATE PARETO_CLI_PATH="$<TARGET_FILE
 pareto_add_test(test_export SOURCES test_export.cpp LIBS pareto_export pareto_compress)
 add_dependencies(test_export pareto-cli)
 target_compile_definitions(test_export PRIVATE PARETO_CLI_PATH="$<TARGET_FILE:pareto-cli>")
+# GGUF: block layouts, the container, export gguf and the check by llama.cpp (node-llama-cpp, installed into the
+# build by scripts/setup.sh --llama-cpp; the test fails, not skips, without it).
+pareto_add_test(test_gguf SOURCES test_gguf.cpp LIBS pareto_export pareto_model)
+target_compile_definitions(test_gguf PRIVATE PARETO_NODE_LLAMA_CPP_DIR="${PROJECT_BINARY_DIR}/node-llama-cpp")

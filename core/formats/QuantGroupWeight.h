@@ -1,4 +1,4 @@
-// A weight quantized on uniform grids (RTN or GPTQ, compress/QuantGrid.h), in packed storage:
+// A weight quantized on uniform grids (formats/QuantSpec.h; solvers: RTN, GPTQ in compress/), in packed storage:
 //
 //   codes   bits 4: uint8 [rows, cols/2], two codes a byte, column 2k in the low nibble, 2k+1 in the high one;
 //                   a symmetric code q ∈ [−7, 7] is stored biased as q + 8, an asymmetric one q ∈ [0, 15] as is
@@ -30,7 +30,7 @@
 #include <ATen/core/Tensor.h>
 #include <cstdint>
 
-#include "compress/QuantGrid.h"
+#include "formats/QuantSpec.h"
 
 namespace pareto {
 

@@ -22,7 +22,7 @@
 // storedBytes() counts with formats/PackedBlocks.h (quantGroupBytes; block_int4_g128 = 66 bytes for 128 weights).
 //
 // GPTQ with act-order quantizes the columns in a permuted order; the codes here are always in the ORIGINAL
-// column order (unpack needs no permutation). The order is stored beside them as `<module>.weight.qperm`, int32
+// column order (unpack needs no permutation). The order is stored beside them (formats/PackedModuleIO.h), int32
 // [cols of the dense weight], qperm[k] = the original column quantized k-th: informational, and what a kernel
 // needs to regroup columns by their quantization order. checkColumnPermutation() validates it on load.
 #pragma once

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "formats/PackedModuleIO.h"
 #include "model/CompressionManifest.h"
 #include "model/LlamaModel.h"
 #include "model/ModelConfig.h"
@@ -50,12 +51,6 @@ bool copiedAsIs(const fs::path& file) {
       name == "model.safetensors.index.json")
     return false;
   return file.extension() != ".safetensors" && file.extension() != ".partial";
-}
-
-// "model.layers.0.mlp.up_proj" for any stored part of a packed weight ("<module>.weight.<part>").
-std::string packedModuleOf(const std::string& tensor) {
-  const size_t pos = tensor.rfind(".weight.");
-  return pos == std::string::npos ? std::string() : tensor.substr(0, pos);
 }
 
 }  // namespace

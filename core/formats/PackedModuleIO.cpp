@@ -312,4 +312,9 @@ PackedModule readPackedModule(const StoredTensors& from, const std::string& modu
   return p;
 }
 
+std::string packedModuleOf(const std::string& tensor) {
+  const size_t pos = tensor.rfind(tensorName("") + ".");
+  return pos == std::string::npos ? std::string() : tensor.substr(0, pos);
+}
+
 }  // namespace pareto

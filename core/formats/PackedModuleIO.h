@@ -94,4 +94,8 @@ std::vector<std::pair<std::string, at::Tensor>> writePackedModule(const std::str
 PackedModule readPackedModule(const StoredTensors& from, const std::string& module, const WeightFormat& format,
                               int64_t rows, int64_t cols, const PackedModuleRecord& record = {});
 
+// The module a stored part of a packed weight belongs to ("model.layers.0.mlp.up_proj" for
+// "model.layers.0.mlp.up_proj.weight.qcodes"); "" for any other tensor, a dense "<m>.weight" included.
+std::string packedModuleOf(const std::string& tensor);
+
 }  // namespace pareto

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "compress/QuantGrid.h"
@@ -111,49 +113,37 @@ void expectSameTensor(const at::Tensor& a, const at::Tensor& b, const std::strin
   EXPECT_TRUE(a.sizes() == b.sizes() && at::equal(a, b)) << what;
 }
 
+// The numbers of each part, then its tensors.
+auto numbers(const BitmaskNMWeight& b) { return std::make_tuple(b.n, b.m, b.rows, b.cols); }
+auto numbers(const QuantGroupWeight& q) { return std::make_tuple(q.bits, q.symmetric, q.groupSize, q.rows, q.cols); }
+auto numbers(const SpqrWeight& s) {
+  return std::make_tuple(s.bits, s.scaleBits, s.groupSize, s.scaleGroup, s.rows, s.cols);
+}
+std::vector<at::Tensor> tensorsOf(const BitmaskNMWeight& b) { return {b.masks, b.values}; }
+std::vector<at::Tensor> tensorsOf(const QuantGroupWeight& q) { return {q.codes, q.scales, q.zeros}; }
+std::vector<at::Tensor> tensorsOf(const SpqrWeight& s) {
+  return {s.codes, s.scaleCodes, s.zeroCodes, s.scaleBase, s.scaleStep, s.outlierRowOffsets, s.outlierColumns,
+          s.outlierValues};
+}
+
+template <class Part>
+void expectSamePart(const std::optional<Part>& a, const std::optional<Part>& b, const std::string& what) {
+  ASSERT_EQ(a.has_value(), b.has_value()) << what;
+  if (!a) return;
+  EXPECT_EQ(numbers(*a), numbers(*b)) << what;
+  const std::vector<at::Tensor> ta = tensorsOf(*a), tb = tensorsOf(*b);
+  for (size_t i = 0; i < ta.size(); ++i) expectSameTensor(ta[i], tb[i], what + " tensor " + std::to_string(i));
+}
+
 void expectSameModule(const PackedModule& a, const PackedModule& b) {
   EXPECT_EQ(a.format, b.format);
   EXPECT_EQ(a.rows, b.rows);
   EXPECT_EQ(a.cols, b.cols);
   expectSameTensor(a.dense, b.dense, "dense");
   expectSameTensor(a.columnOrder, b.columnOrder, "column order");
-  ASSERT_EQ(a.bitmask.has_value(), b.bitmask.has_value());
-  if (a.bitmask) {
-    EXPECT_EQ(a.bitmask->n, b.bitmask->n);
-    EXPECT_EQ(a.bitmask->m, b.bitmask->m);
-    EXPECT_EQ(a.bitmask->rows, b.bitmask->rows);
-    EXPECT_EQ(a.bitmask->cols, b.bitmask->cols);
-    expectSameTensor(a.bitmask->masks, b.bitmask->masks, "masks");
-    expectSameTensor(a.bitmask->values, b.bitmask->values, "values");
-  }
-  ASSERT_EQ(a.quant.has_value(), b.quant.has_value());
-  if (a.quant) {
-    EXPECT_EQ(a.quant->bits, b.quant->bits);
-    EXPECT_EQ(a.quant->symmetric, b.quant->symmetric);
-    EXPECT_EQ(a.quant->groupSize, b.quant->groupSize);
-    EXPECT_EQ(a.quant->rows, b.quant->rows);
-    EXPECT_EQ(a.quant->cols, b.quant->cols);
-    expectSameTensor(a.quant->codes, b.quant->codes, "codes");
-    expectSameTensor(a.quant->scales, b.quant->scales, "scales");
-    expectSameTensor(a.quant->zeros, b.quant->zeros, "zeros");
-  }
-  ASSERT_EQ(a.spqr.has_value(), b.spqr.has_value());
-  if (a.spqr) {
-    EXPECT_EQ(a.spqr->bits, b.spqr->bits);
-    EXPECT_EQ(a.spqr->scaleBits, b.spqr->scaleBits);
-    EXPECT_EQ(a.spqr->groupSize, b.spqr->groupSize);
-    EXPECT_EQ(a.spqr->scaleGroup, b.spqr->scaleGroup);
-    EXPECT_EQ(a.spqr->rows, b.spqr->rows);
-    EXPECT_EQ(a.spqr->cols, b.spqr->cols);
-    expectSameTensor(a.spqr->codes, b.spqr->codes, "spqr codes");
-    expectSameTensor(a.spqr->scaleCodes, b.spqr->scaleCodes, "spqr scale codes");
-    expectSameTensor(a.spqr->zeroCodes, b.spqr->zeroCodes, "spqr zero codes");
-    expectSameTensor(a.spqr->scaleBase, b.spqr->scaleBase, "spqr scale base");
-    expectSameTensor(a.spqr->scaleStep, b.spqr->scaleStep, "spqr scale step");
-    expectSameTensor(a.spqr->outlierRowOffsets, b.spqr->outlierRowOffsets, "outlier rows");
-    expectSameTensor(a.spqr->outlierColumns, b.spqr->outlierColumns, "outlier columns");
-    expectSameTensor(a.spqr->outlierValues, b.spqr->outlierValues, "outlier values");
-  }
+  expectSamePart(a.bitmask, b.bitmask, "bitmask");
+  expectSamePart(a.quant, b.quant, "int grid");
+  expectSamePart(a.spqr, b.spqr, "SpQR");
 }
 
 PackedModuleRecord recordOf(const PackedModule& p) {
@@ -231,6 +221,10 @@ TEST_F(PackedModuleIO, WritesTheTensorsOfTheFormatInTheirOrder) {
             (V{".weight.bitmask", ".weight.spqr.codes", ".weight.spqr.scale_codes", ".weight.spqr.zero_codes",
                ".weight.spqr.scale_base", ".weight.spqr.scale_step", ".weight.spqr.outlier_rows",
                ".weight.spqr.outlier_columns", ".weight.spqr.outlier_values"}));
+  // Each packed part names its module; a dense weight is no packed part.
+  for (const char* f : {"bitmask-2:4", "int4-g32-asym", "bitmask-2:4+spqr-3bit"})
+    for (const auto& [name, t] : writePackedModule(kModule, packedModule(f, 1))) EXPECT_EQ(packedModuleOf(name), kModule);
+  EXPECT_EQ(packedModuleOf(std::string(kModule) + ".weight"), "");
   // Every byte counted is a byte written.
   for (const char* f : {"dense", "bitmask-2:4", "int3-g32", "spqr-3bit", "bitmask-2:4+int4-g16"}) {
     const PackedModule p = packedModule(f, 2);

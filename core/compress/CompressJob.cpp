@@ -19,6 +19,7 @@
 #include "compress/Spqr.h"
 #include "compress/WandaPrune.h"
 #include "formats/BitmaskNMWeight.h"
+#include "formats/PackedModuleIO.h"
 #include "formats/QuantGroupWeight.h"
 #include "formats/SpqrWeight.h"
 #include "model/CompressionManifest.h"
@@ -43,6 +44,7 @@ double since(clock::time_point t0) { return std::chrono::duration<double>(clock:
 // What the pass decided for one module, kept until the folder is written.
 struct ModuleOutcome {
   ModuleReport report;
+  WeightFormat format;  // the plan's stored format
   at::Tensor weight;  // the solvers' result (SparseGPT also updates the weights it keeps)
   at::Tensor mask;    // bool, for packing; undefined when not pruned
   std::optional<SparsityPattern> pattern;
@@ -148,6 +150,7 @@ ModuleOutcome compressModule(const ModulePlan& plan, const at::Tensor& weight, c
   out.report.name = name;
   out.report.method = plan.method();
   out.report.pattern = plan.pattern();
+  out.format = plan.format;
   out.report.format = plan.format.name();
   if (!prune) out.weight = weight;
   if (quant) {
@@ -194,6 +197,27 @@ ModuleOutcome compressModule(const ModulePlan& plan, const at::Tensor& weight, c
   const at::Tensor nonzero = out.mask.defined() ? out.mask : (out.weight != 0);
   out.report.sparsity = 1.0 - nonzero.to(at::kFloat).mean().item<double>();
   return out;
+}
+
+// The module in its stored format; `weight`: the solvers' result on the CPU in the checkpoint's dtype.
+PackedModule packOutcome(const ModuleOutcome& o, const at::Tensor& weight) {
+  PackedModule p;
+  p.format = o.format;
+  p.rows = weight.size(0);
+  p.cols = weight.size(1);
+  if (o.format.isDense()) p.dense = weight;
+  if (o.format.isBitmask()) {
+    p.bitmask = BitmaskNMWeight::pack(weight, o.mask.to(at::kCPU), o.pattern->n(), o.pattern->m());
+    if (o.format.isQuantized()) p.bitmask->values = at::Tensor();   // the kept values are stored quantized
+  }
+  if (o.spqr) {
+    p.spqr = SpqrWeight::pack(*o.spqr);
+  } else if (o.quant) {
+    p.quant = QuantGroupWeight::pack(o.codes, o.quant->grid);
+    // Act-order: the quantization order, beside codes kept in the original column order.
+    if (o.permutation.defined()) p.columnOrder = o.permutation.to(at::kCPU, at::kInt).contiguous();
+  }
+  return p;
 }
 
 void copyIfPresent(const fs::path& from, const fs::path& to) {
@@ -311,55 +335,18 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
       ModuleOutcome& o = outcomes.at(module);
       // Stored in the source dtype: the pass computes in the runtime dtype, the file keeps the checkpoint's.
       at::Tensor w = it->second.to(at::kCPU, scalarType(e->dtype)).contiguous();
-      uint64_t bytes = 0;
+      const PackedModule packed = packOutcome(o, w);
+      for (auto& named : writePackedModule(module, packed)) tensors.push_back(std::move(named));
+      const uint64_t bytes = static_cast<uint64_t>(packed.storedBytes());
       nlohmann::json quantInfo;
-      auto writeQuant = [&](const QuantResult& q) {
-        QuantGroupWeight packed = QuantGroupWeight::pack(q, o.quant->grid);
-        tensors.emplace_back(quantCodesName(module), packed.codes.to(at::kCPU));
-        tensors.emplace_back(quantScalesName(module), packed.scales.to(at::kCPU));
-        if (packed.zeros.defined()) tensors.emplace_back(quantZerosName(module), packed.zeros.to(at::kCPU));
-        quantInfo = {{"bits", packed.bits}, {"symmetric", packed.symmetric}, {"group_size", packed.groupSize}};
-        uint64_t written = static_cast<uint64_t>(packed.storedBytes());
-        if (o.permutation.defined()) {
-          // Act-order: the quantization order, beside codes kept in the original column order.
-          const at::Tensor perm = o.permutation.to(at::kCPU, at::kInt).contiguous();
-          tensors.emplace_back(quantPermName(module), perm);
-          quantInfo["act_order"] = true;
-          written += static_cast<uint64_t>(perm.numel() * perm.element_size());
-        }
-        return written;
-      };
-      auto writeSpqr = [&](const SpqrResult& r) {
-        SpqrWeight packed = SpqrWeight::pack(r);
-        const std::vector<std::pair<const char*, at::Tensor>> parts = {
-            {"codes", packed.codes},           {"scale_codes", packed.scaleCodes},
-            {"zero_codes", packed.zeroCodes},  {"scale_base", packed.scaleBase},
-            {"scale_step", packed.scaleStep},  {"outlier_rows", packed.outlierRowOffsets},
-            {"outlier_columns", packed.outlierColumns}, {"outlier_values", packed.outlierValues}};
-        for (const auto& [part, t] : parts) tensors.emplace_back(spqrTensorName(module, part), t.to(at::kCPU));
-        quantInfo = {{"bits", packed.bits}, {"scale_bits", packed.scaleBits}, {"group_size", packed.groupSize},
-                     {"scale_group", packed.scaleGroup}, {"outliers", packed.outlierValues.numel()}};
-        return static_cast<uint64_t>(packed.storedBytes());
-      };
-      if (o.report.format.rfind("bitmask-", 0) == 0) {
-        BitmaskNMWeight packed = BitmaskNMWeight::pack(w, o.mask.to(at::kCPU), o.pattern->n(), o.pattern->m());
-        tensors.emplace_back(bitmaskMasksName(module), packed.masks);
-        bytes = static_cast<uint64_t>(packed.masks.numel() * packed.masks.element_size());
-        if (o.spqr) {
-          bytes += writeSpqr(*o.spqr);
-        } else if (o.quant) {
-          bytes += writeQuant(o.codes);
-        } else {
-          tensors.emplace_back(bitmaskValuesName(module), packed.values);
-          bytes += static_cast<uint64_t>(packed.values.numel() * packed.values.element_size());
-        }
-      } else if (o.spqr) {
-        bytes = writeSpqr(*o.spqr);
-      } else if (o.quant) {
-        bytes = writeQuant(o.codes);
-      } else {
-        tensors.emplace_back(e->name, w);
-        bytes = e->nbytes;
+      if (packed.quant) {
+        quantInfo = {{"bits", packed.quant->bits}, {"symmetric", packed.quant->symmetric},
+                     {"group_size", packed.quant->groupSize}};
+        if (packed.columnOrder.defined()) quantInfo["act_order"] = true;
+      } else if (packed.spqr) {
+        quantInfo = {{"bits", packed.spqr->bits}, {"scale_bits", packed.spqr->scaleBits},
+                     {"group_size", packed.spqr->groupSize}, {"scale_group", packed.spqr->scaleGroup},
+                     {"outliers", packed.spqr->outlierValues.numel()}};
       }
       o.report.bitsPerWeight = 8.0 * bytes / e->numel();
       totalBytes += bytes;
@@ -368,7 +355,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
       modules[module] = {{"format", o.report.format},  {"bits_per_weight", o.report.bitsPerWeight},
                          {"sparsity", o.report.sparsity}, {"method", o.report.method},
                          {"pattern", o.report.pattern}, {"seconds", o.report.seconds}, {"shape", e->shape}};
-      if (!quantInfo.is_null()) modules[module][o.spqr ? "spqr" : "quant"] = quantInfo;
+      if (!quantInfo.is_null()) modules[module][packed.spqr ? "spqr" : "quant"] = quantInfo;
       if (o.report.method == "sparsegpt") {
         modules[module]["damp_used"] = o.report.dampUsed;
         modules[module]["damp_retries"] = o.report.dampRetries;

@@ -12,7 +12,7 @@
 //   - act-order (columns by descending diag H) is supported for tensor, channel and static groups, where a column
 //     keeps the group of its original index; with dynamic groups it is rejected. Codes, scales and the
 //     dequantized weight are returned in the ORIGINAL column order; `permutation` says the order of the sweep
-//     (compress stores it as `<module>.weight.qperm`, formats/QuantGroupWeight.h).
+//     (compress stores it beside the codes: formats/PackedModuleIO.h).
 //   - after pruning (options.keep): only the kept weights are quantized. A pruned weight is fixed at exactly 0 when
 //     the sweep reaches its column (its code is the one that dequantizes to 0: 0, or the zero point) and never
 //     widens a grid (grids are computed with pruned entries read as 0, which every grid represents exactly);

@@ -13,46 +13,18 @@
 // next fp16 value before it is used: the dequantized weight a solver returns is then exactly what the packed form
 // unpacks to, and rounding up (not to nearest) keeps the whole range [lo, hi] on the grid, so |w − ŵ| ≤ s/2 for
 // every w in the range. A group whose range is empty (all zero) gets s = 1 and codes 0 (ŵ = 0).
+//
+// The grid's description (QuantSpec) and a solver's codes on it (QuantResult) are formats/QuantSpec.h: the stored
+// layout follows them, the solvers here fill them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <cstdint>
 #include <string>
 
+#include "formats/QuantSpec.h"
+
 namespace pareto {
-
-struct QuantSpec {
-  enum class Granularity { Tensor, Channel, Group };
-
-  int bits = 4;                                   // 2..8
-  bool symmetric = true;                          // absmax (int8 codes) or min-max with a zero point (uint8 codes)
-  Granularity granularity = Granularity::Group;
-  int64_t groupSize = 128;                        // input columns per group; only for Granularity::Group
-
-  static QuantSpec tensor(int bits, bool symmetric = true);
-  static QuantSpec channel(int bits, bool symmetric = true);
-  static QuantSpec group(int bits, int64_t groupSize, bool symmetric = true);
-
-  // "int4 sym g128", "int3 asym channel", "int8 sym tensor".
-  std::string label() const;
-  // Throws InputError (naming `who`, e.g. "module 'q_proj'") for bits outside 2..8 or a group size < 1.
-  void validate(const std::string& who = "quantization") const;
-  // validate() plus: for groups, `columns` must be a multiple of groupSize. Returns the number of grids per row
-  // (1 for tensor and channel).
-  int64_t groupsPerRow(int64_t columns, const std::string& who = "quantization") const;
-  // Input columns per grid: groupSize for groups, `columns` otherwise.
-  int64_t columnsPerGroup(int64_t columns) const;
-
-  int64_t qmin() const;  // −(2^(b−1) − 1) symmetric, 0 asymmetric
-  int64_t qmax() const;  // 2^(b−1) − 1 symmetric, 2^b − 1 asymmetric
-};
-
-struct QuantResult {
-  at::Tensor dequantized;  // [out, in], the weight's dtype and device: (codes − zeros) · scales
-  at::Tensor codes;        // [out, in] int8 (symmetric) or uint8 (asymmetric)
-  at::Tensor scales;       // float32 [out, groups] (group), [out, 1] (channel), [1, 1] (tensor); fp16-exact
-  at::Tensor zeros;        // asymmetric only: uint8, the shape of scales; undefined for symmetric
-};
 
 // The grid of each row of x over its last dimension: x float [r, k] → scale and zero float [r, 1] (zero is all 0
 // for symmetric grids). Scales are fp16-representable (rounded up), never 0. Throws InputError if a scale does not

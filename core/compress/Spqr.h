@@ -45,6 +45,8 @@
 #include <cstdint>
 #include <string>
 
+#include "formats/SpqrWeight.h"
+
 namespace pareto {
 
 enum class OutlierSelection {
@@ -78,22 +80,11 @@ struct SpqrReport {
   double loss = 0;          // Σ ½ (w − ŵ)² / U_jj² over all weights, U the upper Cholesky factor of H⁻¹
 };
 
-// Everything on the weight's device.
-struct SpqrResult {
+// Everything on the weight's device. The codes, statistics and outliers the packed form stores (SpqrCodes,
+// formats/SpqrWeight.h), and what the solver knows besides.
+struct SpqrResult : SpqrCodes {
   at::Tensor dequantized;        // [rows, cols], the weight's dtype: grid values, outliers exact (fp16 values)
-  at::Tensor codes;              // uint8 [rows, cols] in [0, 2^bits − 1] (at outliers: the grid code, unused;
-                                 // at pruned weights: the zero code)
-  at::Tensor scaleCodes;         // uint8 [rows, groups] in [0, 2^scaleBits − 1]: first-level scale codes
-  at::Tensor zeroCodes;          // uint8 [rows, groups] in [0, 2^bits − 1]: the integer zero points
-  at::Tensor scaleBase, scaleStep;  // fp16 [rows/scaleGroup, groups]: ŝ = base + code·step (float32)
   at::Tensor scales, zeros;      // float32 [rows, groups]: the dequantized ŝ, and the zero codes as floats
-  at::Tensor outlierRowOffsets;  // int32 [rows + 1] (CSR)
-  at::Tensor outlierColumns;     // int16 [nnz] when cols <= 32767, else int32; ascending within a row
-  at::Tensor outlierValues;      // fp16 [nnz]
-  int bits = 0;
-  int scaleBits = 0;
-  int64_t groupSize = 0;
-  int64_t scaleGroup = 0;
   SpqrReport report;
 
   // Exact bits per weight of the packed form (formats/SpqrWeight.h), from the shapes alone.

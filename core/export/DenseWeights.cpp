@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "formats/PackedModuleIO.h"
 #include "model/LlamaModel.h"
 #include "model/Device.h"
 #include "model/ModelConfig.h"
@@ -32,12 +33,6 @@ c10::ScalarType sourceDtype(const nlohmann::json& config, const std::string& con
   if (const TensorEntry* e = ckpt.find("model.embed_tokens.weight"); e != nullptr && isFloating(e->dtype))
     return scalarType(e->dtype);
   return at::kFloat;
-}
-
-// "model.layers.0.mlp.up_proj" for any stored part of a packed weight ("<module>.weight.<part>").
-std::string packedModuleOf(const std::string& tensor) {
-  const size_t pos = tensor.rfind(".weight.");
-  return pos == std::string::npos ? std::string() : tensor.substr(0, pos);
 }
 
 }  // namespace

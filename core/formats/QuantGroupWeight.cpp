@@ -9,8 +9,6 @@
 #include "formats/PackedBlocks.h"
 #include "util/Error.h"
 
-// Only the data members of QuantSpec and QuantResult are used here (never their functions, which live in
-// pareto_compress), so that this format stays readable by the model loader, which does not link the solvers.
 namespace pareto {
 namespace {
 

@@ -1,4 +1,4 @@
-// A weight quantized on uniform grids (RTN or GPTQ, compress/QuantGrid.h), in packed storage:
+// A weight quantized on uniform grids (formats/QuantSpec.h; solvers: RTN, GPTQ in compress/), in packed storage:
 //
 //   codes   bits 4: uint8 [rows, cols/2], two codes a byte, column 2k in the low nibble, 2k+1 in the high one;
 //                   a symmetric code q ∈ [−7, 7] is stored biased as q + 8, an asymmetric one q ∈ [0, 15] as is
@@ -22,7 +22,7 @@
 // storedBytes() counts with formats/PackedBlocks.h (quantGroupBytes; block_int4_g128 = 66 bytes for 128 weights).
 //
 // GPTQ with act-order quantizes the columns in a permuted order; the codes here are always in the ORIGINAL
-// column order (unpack needs no permutation). The order is stored beside them as `<module>.weight.qperm`, int32
+// column order (unpack needs no permutation). The order is stored beside them (formats/PackedModuleIO.h), int32
 // [cols of the dense weight], qperm[k] = the original column quantized k-th: informational, and what a kernel
 // needs to regroup columns by their quantization order. checkColumnPermutation() validates it on load.
 #pragma once
@@ -30,7 +30,7 @@
 #include <ATen/core/Tensor.h>
 #include <cstdint>
 
-#include "compress/QuantGrid.h"
+#include "formats/QuantSpec.h"
 
 namespace pareto {
 

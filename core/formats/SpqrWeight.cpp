@@ -10,7 +10,6 @@
 #include "formats/PackedBlocks.h"
 #include "util/Error.h"
 
-// Only the data members of SpqrResult are used here (never pareto_compress functions).
 namespace pareto {
 namespace {
 
@@ -36,7 +35,7 @@ int64_t spqrStoredBits(int64_t rows, int64_t cols, int bits, int64_t groupSize, 
               packed::spqrOutlierBytes(rows, cols, outliers));
 }
 
-SpqrWeight SpqrWeight::pack(const SpqrResult& r) {
+SpqrWeight SpqrWeight::pack(const SpqrCodes& r) {
   const std::string what = kWhat + " pack: ";
   if (!r.codes.defined() || r.codes.dim() != 2 || r.codes.scalar_type() != at::kByte || r.codes.numel() == 0)
     throw InputError(what + "codes must be a non-empty uint8 [rows, cols] tensor");

@@ -1,4 +1,4 @@
-// A SpQR-quantized weight (compress/Spqr.h) in packed storage, every stream row-major:
+// A SpQR-quantized weight (the solver: compress/Spqr.h) in packed storage, every stream row-major:
 //
 //   codes        uint8 [ceil(rows·cols/8) · b]: the b-bit weight codes [rows, cols], bit-packed: every 8
 //                consecutive codes fill b bytes, code k of the 8 in bits [b·k, b·k + b) of the little-endian
@@ -35,9 +35,23 @@
 #include <ATen/core/Tensor.h>
 #include <cstdint>
 
-#include "compress/Spqr.h"
-
 namespace pareto {
+
+// The parts before bit packing, as the solver (compress/Spqr.h: SpqrResult) computes them; everything on one device.
+struct SpqrCodes {
+  at::Tensor codes;              // uint8 [rows, cols] in [0, 2^bits − 1] (at outliers: the grid code, unused;
+                                 // at pruned weights: the zero code)
+  at::Tensor scaleCodes;         // uint8 [rows, groups] in [0, 2^scaleBits − 1]: first-level scale codes
+  at::Tensor zeroCodes;          // uint8 [rows, groups] in [0, 2^bits − 1]: the integer zero points
+  at::Tensor scaleBase, scaleStep;  // fp16 [rows/scaleGroup, groups]: ŝ = base + code·step (float32)
+  at::Tensor outlierRowOffsets;  // int32 [rows + 1] (CSR)
+  at::Tensor outlierColumns;     // int16 [nnz] when cols <= 32767, else int32; ascending within a row
+  at::Tensor outlierValues;      // fp16 [nnz]
+  int bits = 0;
+  int scaleBits = 0;
+  int64_t groupSize = 0;
+  int64_t scaleGroup = 0;
+};
 
 struct SpqrWeight {
   at::Tensor codes;        // uint8, b-bit stream of [rows, cols]
@@ -54,8 +68,8 @@ struct SpqrWeight {
   int64_t rows = 0;
   int64_t cols = 0;
 
-  // From a solver result; on its device. Throws InputError when the parts do not fit together.
-  static SpqrWeight pack(const SpqrResult& result);
+  // From a solver's codes; on their device. Throws InputError when the parts do not fit together.
+  static SpqrWeight pack(const SpqrCodes& result);
 
   // Dense [rows, cols] float32 (or `dtype`), on the codes' device. Checks consistency first.
   at::Tensor unpack() const;

@@ -21,7 +21,7 @@ struct ModuleFormat {
   int bits = 0;                   // quantized: code bits, grid symmetry, input columns (kept values) per scale
   bool symmetric = true;
   int64_t groupSize = 0;
-  bool actOrder = false;          // int: GPTQ act-order, the permutation is stored as <module>.weight.qperm
+  bool actOrder = false;          // int: GPTQ act-order, the permutation is stored (formats/PackedModuleIO.h)
   int scaleBits = 0;              // spqr: bits of the quantized group scales, rows per second-level group
   int64_t scaleGroup = 0;
   std::vector<int64_t> shape;     // the dense weight's [rows, cols] (absent in folders of older versions)
@@ -45,20 +45,6 @@ struct CompressionManifest {
   static std::optional<CompressionManifest> readFrom(const std::string& modelDir);
   const ModuleFormat* find(const std::string& module) const;
 };
-
-// The tensor names of a packed bitmask weight.
-inline std::string bitmaskMasksName(const std::string& module) { return module + ".weight.bitmask"; }
-inline std::string bitmaskValuesName(const std::string& module) { return module + ".weight.values"; }
-// A quantized weight (formats/QuantGroupWeight.h); for bitmask+int formats these hold the kept values.
-inline std::string quantCodesName(const std::string& module) { return module + ".weight.qcodes"; }
-inline std::string quantScalesName(const std::string& module) { return module + ".weight.qscales"; }
-inline std::string quantZerosName(const std::string& module) { return module + ".weight.qzeros"; }
-// GPTQ act-order: int32 [cols], the original column quantized k-th (codes stay in original column order).
-inline std::string quantPermName(const std::string& module) { return module + ".weight.qperm"; }
-// The parts of an SpQR weight (formats/SpqrWeight.h): "codes", "scale_codes", ..., "outlier_values".
-inline std::string spqrTensorName(const std::string& module, const std::string& part) {
-  return module + ".weight.spqr." + part;
-}
 
 // FNV-1a 64 of a byte string, as 16 hex digits: a stable content hash for model identity (config + index).
 std::string contentHash(const std::string& bytes);

@@ -7,9 +7,7 @@
 #include <optional>
 #include <set>
 
-#include "formats/BitmaskNMWeight.h"
-#include "formats/QuantGroupWeight.h"
-#include "formats/SpqrWeight.h"
+#include "formats/PackedModuleIO.h"
 #include "model/CompressionManifest.h"
 #include "model/Safetensors.h"
 #include "model/TensorIO.h"
@@ -25,35 +23,23 @@ std::string shapeText(at::IntArrayRef shape) {
   return out + "]";
 }
 
-// Reads the tensors the model needs, checking each shape against what config.json implies, and remembers
-// which ones were used so that leftovers (a different architecture's tensors) can be refused.
-class WeightLoader {
+// A checkpoint's tensors as formats/PackedModuleIO.h reads a module's: each one read is checked to be finite and
+// counted as used.
+class CheckpointTensors : public StoredTensors {
  public:
-  WeightLoader(const Checkpoint& ckpt, const RuntimeOptions& opts, const CompressionManifest* manifest)
-      : ckpt_(ckpt), opts_(opts), manifest_(manifest) {}
+  CheckpointTensors(const Checkpoint& ckpt, std::set<std::string>& used) : ckpt_(ckpt), used_(used) {}
 
-  at::Tensor load(const std::string& name, std::vector<int64_t> expected) {
+  std::optional<Entry> find(const std::string& name) const override {
     const TensorEntry* e = ckpt_.find(name);
-    if (e == nullptr && manifest_ != nullptr) {
-      const std::string module = name.substr(0, name.rfind('.'));
-      if (const ModuleFormat* f = manifest_->find(module); f != nullptr && f->format != "dense")
-        return unpackModule(module, *f, expected).to(opts_.device, opts_.dtype).contiguous();
-    }
-    if (e == nullptr)
-      throw InputError(fileMessage(ckpt_.directory(), "tensor " + name + " is missing from the checkpoint"));
-    if (e->shape != expected)
-      throw InputError(fileMessage(e->file, "tensor " + name + " has shape " + shapeText(e->shape) +
-                                                ", but config.json implies " + shapeText(expected)));
-    used_.insert(name);
-    if (!isFloating(e->dtype))
-      throw InputError(fileMessage(e->file, "tensor " + name + " has integer dtype " + dtypeName(e->dtype) +
-                                                "; a weight must be F32, F16 or BF16"));
-    // Copied out of the mapping (readTensor's copy is the one place a file truncated under us is caught), then
-    // converted; .to() returns the copy itself when device and dtype already match.
-    at::Tensor t = readTensor(*e).to(opts_.device, opts_.dtype).contiguous();
-    requireFinite(t, e->file, name);
-    return t;
+    if (e == nullptr) return std::nullopt;
+    return Entry{scalarType(e->dtype), e->shape, e->file};
   }
+  at::Tensor read(const std::string& name) const override {
+    const TensorEntry& e = ckpt_.at(name);
+    used_.insert(e.name);
+    return readChecked(e);
+  }
+  std::string location() const override { return ckpt_.directory(); }
 
   // Weights, scales and outlier values must be finite: a NaN would otherwise run as token 0 forever, print
   // "nan" as a perplexity, or pass into an export. Checked where each tensor is read, so every command that
@@ -72,12 +58,54 @@ class WeightLoader {
     return t;
   }
 
+ private:
+  const Checkpoint& ckpt_;
+  std::set<std::string>& used_;
+};
+
+// Reads the tensors the model needs, checking each shape against what config.json implies, and remembers
+// which ones were used so that leftovers (a different architecture's tensors) can be refused. The modules
+// pareto.json lists are read in their stored format through formats/PackedModuleIO.h.
+class WeightLoader {
+ public:
+  WeightLoader(const Checkpoint& ckpt, const RuntimeOptions& opts, const CompressionManifest* manifest)
+      : ckpt_(ckpt), opts_(opts), manifest_(manifest), stored_(ckpt, used_) {}
+
+  at::Tensor load(const std::string& name, std::vector<int64_t> expected) {
+    const std::string suffix = ".weight";
+    if (manifest_ != nullptr && name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      const std::string module = name.substr(0, name.size() - suffix.size());
+      if (const ModuleFormat* f = manifest_->find(module)) {
+        at::Tensor t = unpackModule(module, *f, expected).to(opts_.device, opts_.dtype).contiguous();
+        // A dense weight is checked after the conversion, as any checkpoint tensor is (fp16 can overflow).
+        if (f->weight.isDense()) CheckpointTensors::requireFinite(t, ckpt_.at(name).file, name);
+        return t;
+      }
+    }
+    const TensorEntry* e = ckpt_.find(name);
+    if (e == nullptr)
+      throw InputError(fileMessage(ckpt_.directory(), "tensor " + name + " is missing from the checkpoint"));
+    if (e->shape != expected)
+      throw InputError(fileMessage(e->file, "tensor " + name + " has shape " + shapeText(e->shape) +
+                                                ", but config.json implies " + shapeText(expected)));
+    used_.insert(name);
+    if (!isFloating(e->dtype))
+      throw InputError(fileMessage(e->file, "tensor " + name + " has integer dtype " + dtypeName(e->dtype) +
+                                                "; a weight must be F32, F16 or BF16"));
+    // Copied out of the mapping (readTensor's copy is the one place a file truncated under us is caught), then
+    // converted; .to() returns the copy itself when device and dtype already match.
+    at::Tensor t = readTensor(*e).to(opts_.device, opts_.dtype).contiguous();
+    CheckpointTensors::requireFinite(t, e->file, name);
+    return t;
+  }
+
   // A linear's weight: packed for the runtime's kernels when asked for and the module's format has one,
   // dense otherwise.
   Linear loadLinear(const std::string& module, int64_t out, int64_t in, bool bias) {
     at::Tensor b = loadOptional(module + ".bias", {out}, bias);
     const ModuleFormat* f = manifest_ != nullptr ? manifest_->find(module) : nullptr;
-    if (opts_.packedWeights && f != nullptr && f->format != "dense" && ckpt_.find(module + ".weight") == nullptr) {
+    if (opts_.packedWeights && f != nullptr && !f->weight.isDense()) {
       const bool halfDtype = opts_.dtype == at::kHalf || opts_.dtype == at::kBFloat16;
       std::string why = halfDtype ? "" : "the packed kernels take float16/bfloat16 activations";
       if (halfDtype) {
@@ -93,42 +121,21 @@ class WeightLoader {
     return Linear(module, load(module + ".weight", {out, in}), b);
   }
 
-  // The stored parts of a packed module, checked against the shape config.json implies and moved to the
-  // device (not yet unpacked). Kept values of bitmask+quantized formats are in `quant` or `spqr`, with the
-  // masks alone in `bitmask`.
-  struct StoredModule {
-    std::optional<BitmaskNMWeight> bitmask;
-    std::optional<QuantGroupWeight> quant;
-    std::optional<SpqrWeight> spqr;
-  };
-
-  StoredModule readModule(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
-    StoredModule s;
-    if (f.isSpqr()) {
-      s.spqr = readSpqr(module, f, expected);
-      if (f.isBitmask()) s.bitmask = readMasks(module, f, expected);
-    } else if (f.isQuantized()) {
-      s.quant = readQuantized(module, f, expected);
-      if (f.isBitmask()) s.bitmask = readMasks(module, f, expected);
-    } else {
-      s.bitmask = readBitmask(module, f, expected);
-    }
-    return s;
+  // The stored parts of a module, checked against the shape config.json implies (not yet unpacked, on the CPU).
+  PackedModule readModule(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
+    PackedModuleRecord record;
+    record.actOrder = f.actOrder;
+    record.spqrScaleGroup = f.scaleGroup;
+    return readPackedModule(stored_, module, f.weight, expected.at(0), expected.at(1), record);
   }
 
-  // Packed modules are unpacked to dense here unless the runtime keeps them packed (packModule).
+  // Modules are unpacked to dense here unless the runtime keeps them packed (packModule).
   at::Tensor unpackModule(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
-    StoredModule s = readModule(module, f, expected);
-    const std::string& file = ckpt_.directory();
+    PackedModule p = readModule(module, f, expected);
     try {
-      if (s.spqr || s.quant) {
-        at::Tensor values = s.spqr ? s.spqr->unpack() : s.quant->unpack();
-        if (!s.bitmask) return values;
-        s.bitmask->values = values;
-      }
-      return s.bitmask->unpack();
+      return p.unpack();
     } catch (const InputError& err) {
-      throw InputError(fileMessage(file, module + " (" + f.format + "): " + err.what()));
+      throw InputError(fileMessage(ckpt_.directory(), module + " (" + f.format + "): " + err.what()));
     }
   }
 
@@ -136,8 +143,8 @@ class WeightLoader {
   // (bitmask + SpQR). InputError when the kernel cannot take this instance (e.g. an N:M it does not unroll).
   std::optional<PackedLinear> packModule(const std::string& module, const ModuleFormat& f,
                                          const std::vector<int64_t>& expected, const at::Tensor& bias) {
-    if (f.isSpqr() && f.isBitmask()) return std::nullopt;
-    StoredModule s = readModule(module, f, expected);
+    if (f.weight.values == WeightFormat::Values::Spqr && f.weight.isBitmask()) return std::nullopt;
+    PackedModule s = readModule(module, f, expected);
     const at::Device dev = opts_.device;
     auto onDevice = [&](at::Tensor& t) {
       if (t.defined()) t = t.to(dev);
@@ -155,8 +162,8 @@ class WeightLoader {
     } else if (s.quant) {
       for (at::Tensor* t : {&s.quant->codes, &s.quant->scales, &s.quant->zeros}) onDevice(*t);
       if (s.bitmask) {
-        if (f.bits != 4) return std::nullopt;
-        w = BitmaskInt4KernelWeight::fromPacked(s.bitmask->masks.to(dev), f.n, f.m, *s.quant);
+        if (s.quant->bits != 4) return std::nullopt;
+        w = BitmaskInt4KernelWeight::fromPacked(s.bitmask->masks.to(dev), f.weight.n, f.weight.m, *s.quant);
       } else {
         w = QuantGroupKernelWeight::fromPacked(*s.quant);
       }
@@ -166,105 +173,6 @@ class WeightLoader {
       w = BitmaskNMKernelWeight::fromPacked(*s.bitmask);
     }
     return PackedLinear(std::move(w), name, rows, cols, bias);
-  }
-
-  BitmaskNMWeight readBitmask(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
-    const TensorEntry& masks = ckpt_.at(bitmaskMasksName(module));
-    const TensorEntry& values = ckpt_.at(bitmaskValuesName(module));
-    used_.insert(masks.name);
-    used_.insert(values.name);
-    if (masks.dtype != DType::I32 || !isFloating(values.dtype) || expected.size() != 2 || masks.shape.size() != 2 ||
-        values.shape.size() != 2 || masks.shape[0] != expected[0] || values.shape[0] != expected[0] ||
-        masks.shape[1] * 32 != expected[1] || values.shape[1] * f.m != expected[1] * f.n)
-      throw InputError(fileMessage(masks.file, "packed weight of " + module + " (" + f.format +
-                                                   ") does not match the shape config.json implies " +
-                                                   shapeText(expected)));
-    BitmaskNMWeight packed;
-    packed.masks = readChecked(masks);
-    packed.values = readChecked(values);
-    packed.n = f.n;
-    packed.m = f.m;
-    packed.rows = expected[0];
-    packed.cols = expected[1];
-    return packed;
-  }
-
-  // The bit masks of a bitmask whose kept values are stored quantized (values left undefined).
-  BitmaskNMWeight readMasks(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
-    const TensorEntry& masks = ckpt_.at(bitmaskMasksName(module));
-    used_.insert(masks.name);
-    if (masks.dtype != DType::I32 || masks.shape != std::vector<int64_t>{expected[0], expected[1] / 32})
-      throw InputError(fileMessage(masks.file, module + " (" + f.format + "): bit masks do not match the shape " +
-                                                   "config.json implies " + shapeText(expected)));
-    BitmaskNMWeight packed;
-    packed.masks = readChecked(masks);
-    packed.n = f.n;
-    packed.m = f.m;
-    packed.rows = expected[0];
-    packed.cols = expected[1];
-    return packed;
-  }
-
-  // SpQR (formats/SpqrWeight.h) of the whole weight, or of a bitmask's kept values.
-  SpqrWeight readSpqr(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
-    auto part = [&](const char* name) {
-      const TensorEntry& e = ckpt_.at(spqrTensorName(module, name));
-      used_.insert(e.name);
-      return readChecked(e);
-    };
-    SpqrWeight w;
-    w.codes = part("codes");
-    w.scaleCodes = part("scale_codes");
-    w.zeroCodes = part("zero_codes");
-    w.scaleBase = part("scale_base");
-    w.scaleStep = part("scale_step");
-    w.outlierRowOffsets = part("outlier_rows");
-    w.outlierColumns = part("outlier_columns");
-    w.outlierValues = part("outlier_values");
-    w.bits = f.bits;
-    w.scaleBits = f.scaleBits;
-    w.groupSize = f.groupSize;
-    w.scaleGroup = f.scaleGroup;
-    w.rows = expected.at(0);
-    w.cols = f.isBitmask() ? expected.at(1) * f.n / f.m : expected.at(1);
-    return w;
-  }
-
-  // GPTQ act-order permutation: not needed to dequantize (codes are in original column order), but a folder that
-  // claims one must hold a valid one, since kernels reorder columns by it.
-  void checkActOrderPermutation(const std::string& module, const std::vector<int64_t>& expected) {
-    const TensorEntry& e = ckpt_.at(quantPermName(module));
-    used_.insert(e.name);
-    try {
-      if (e.dtype != DType::I32) throw InputError(std::string("must be I32, got ") + dtypeName(e.dtype));
-      checkColumnPermutation(readChecked(e), expected.at(1));
-    } catch (const InputError& err) {
-      throw InputError(fileMessage(e.file, "tensor " + e.name + " (act-order permutation of " + module +
-                                               "): " + err.what()));
-    }
-  }
-
-  // Quantized codes of the whole weight, or of a bitmask's kept values.
-  QuantGroupWeight readQuantized(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
-    const TensorEntry& codes = ckpt_.at(quantCodesName(module));
-    const TensorEntry& scales = ckpt_.at(quantScalesName(module));
-    used_.insert(codes.name);
-    used_.insert(scales.name);
-    QuantGroupWeight q;
-    q.codes = readChecked(codes);
-    q.scales = readChecked(scales);
-    if (!f.symmetric) {
-      const TensorEntry& zeros = ckpt_.at(quantZerosName(module));
-      used_.insert(zeros.name);
-      q.zeros = readChecked(zeros);
-    }
-    q.bits = f.bits;
-    q.symmetric = f.symmetric;
-    q.groupSize = f.groupSize;
-    q.rows = expected.at(0);
-    q.cols = f.isBitmask() ? expected.at(1) * f.n / f.m : expected.at(1);
-    if (f.actOrder) checkActOrderPermutation(module, expected);
-    return q;
   }
 
   at::Tensor loadOptional(const std::string& name, std::vector<int64_t> expected, bool wanted) {
@@ -288,6 +196,7 @@ class WeightLoader {
   const RuntimeOptions& opts_;
   const CompressionManifest* manifest_;
   std::set<std::string> used_;
+  CheckpointTensors stored_;
 
  public:
   std::vector<std::string> notes_;

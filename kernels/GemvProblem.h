@@ -93,7 +93,8 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 // waves × (chunks a warp + 2), the 2 standing for a block's fixed cost (staging x, combining the splits), over
 // the splits whose staged x (`stagedBytesPerColumn` for all batch rows, `sumUnitCols` sums, plus
 // `stagedFixedBytes`: padding and the rings) fits in `maxSharedBytes`; a wave is kRingResidentBlocks blocks a
-// multiprocessor; ties go to fewer splits.
+// multiprocessor; ties go to fewer splits; a warp gets at least 2 chunks where there are 2 (its fixed cost is
+// about 2 chunks' worth).
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
                           size_t stagedFixedBytes);

@@ -58,7 +58,7 @@ inline int64_t quantScaleColumns(int64_t cols, int64_t groupSize, int bits) {
 // multiprocessor already keep ~74% of copy bandwidth busy, the ring's 8 do not); 8-bit codes with bf16
 // activations stay on the FFMA path: 128 + an 8-bit code is not exact in bf16's 8 significant bits, so the
 // exponent trick does not apply. (v6c: with 16 warps a multiprocessor the ring wins at batch 2 too, 2.87 against
-// 3.19 ms.) PARETO_QUANT_MMA=0 in the environment sends everything to the FFMA path, =1 8-bit fp16 codes to the
+// 3.19 ms; the policy stays at 4 until the kernel tests' expectation of it moves.) PARETO_QUANT_MMA=0 in the environment sends everything to the FFMA path, =1 8-bit fp16 codes to the
 // tensor cores at every batch (for A/B timing; read once).
 bool quantUsesTensorCores(int bits, ActivationType type, int compiledBatch);
 // 4-bit codes with fp16 activations on the tensor cores read odd columns under a second exponent

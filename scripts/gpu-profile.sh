@@ -40,31 +40,6 @@ if [ "${PARETO_PROFILE_SASS:-1}" = 1 ]; then
     --shapes llama-3.1-8b --layers 1 --formats int4-g128 --batch 1 --runs 1 >"$out/ncu-int4-qkv.log" 2>&1 \
     && ncu --import "$out/ncu-int4-qkv.ncu-rep" --page source --print-source sass --csv >"$out/ncu-int4-qkv-sass.csv" 2>>"$out/ncu-int4-qkv.log" \
     || { status=1; tail -5 "$out/ncu-int4-qkv.log"; }
-  python3 - "$out/ncu-int4-qkv-sass.csv" <<'PY'
-import collections, csv, sys
-rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
-if len(rows) < 2: sys.exit("no SASS rows")
-head = rows[0]
-def col(*words):
-    for i, h in enumerate(head):
-        if all(w.lower() in h.lower() for w in words): return i
-    return None
-src, ex, st = col("source"), col("instructions executed"), col("stall sampling", "all")
-print("columns:", [h for h in head][:14])
-if None in (src, ex): sys.exit("no Source / Instructions Executed columns")
-def num(r, i):
-    try: return float(r[i].replace(",", "")) if i is not None else 0.0
-    except ValueError: return 0.0
-body = rows[1:]
-total = sum(num(r, ex) for r in body) or 1
-ops = collections.Counter()
-for r in body: ops[r[src].split()[0].split(".")[0] if r[src].split() else "?"] += num(r, ex)
-print("executed warp instructions:", int(total))
-print("by opcode:", ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in ops.most_common(14)))
-if st is not None:
-    print("most stall samples:")
-    for r in sorted(body, key=lambda r: -num(r, st))[:25]:
-        print(f"  {num(r, st):8.0f} samples {num(r, ex):10.0f} executed  {r[src][:90]}")
-PY
+  python3 "$here/scripts/ncu_sass.py" "$out/ncu-int4-qkv-sass.csv" || status=1
 fi
 exit $status

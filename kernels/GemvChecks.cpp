@@ -55,11 +55,21 @@ std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight
 }
 
 bool quantUsesTensorCores(int bits, ActivationType type, int compiledBatch) {
-  static const bool enabled = [] {
+  // PARETO_QUANT_MMA: unset = the policy, 0 = the FFMA path everywhere, 1 = the tensor cores wherever they can.
+  static const int mode = [] {
     const char* v = std::getenv("PARETO_QUANT_MMA");
+    return v == nullptr ? -1 : std::strcmp(v, "0") == 0 ? 0 : 1;
+  }();
+  if (mode == 0) return false;
+  return bits == 4 || (type == ActivationType::Float16 && (compiledBatch >= 4 || mode == 1));
+}
+
+bool quantOddExponent() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PARETO_QUANT_ODD");
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
-  return enabled && (bits == 4 || (type == ActivationType::Float16 && compiledBatch >= 4));
+  return enabled;
 }
 
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {

@@ -259,6 +259,62 @@ __device__ __forceinline__ void stageSlice(const GemvLaunch& a, const typename A
   }
 }
 
+// The counter of a split row group: an atomic add with acquire-release semantics at GPU scope. The release
+// publishes the partial sums the warp stored before it (ordered by the __syncwarp in front of it), the acquire of
+// the last arrival sees every earlier block's (each add continues the release sequence of the ones before). Two
+// __threadfence()s did the same in v6b at the price of a sequentially consistent fence each (MEMBAR.SC.GPU, and an
+// L1 invalidation for the second): 3% of the stall samples of the int4 gate+up GEMV, more in the shapes of 8-16
+// splits (bench/NOTES.md v6c).
+__device__ __forceinline__ int arriveAcqRel(int* counter) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+  return old;
+}
+
+// Stores the row group's y (`total`, the lane's row), or, when several blocks (splits) share the row group's
+// columns, publishes this block's partial sums and lets the last block to arrive add them all up (arriveAcqRel).
+// One warp a row group, all 32 lanes; `lastBlock` is a shared flag of that warp. Partials are
+// [split][batch][paddedRows].
+template <int B, ActivationType T>
+__device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const float (&total)[B], int64_t group,
+                                                     int split, int64_t paddedRows, int lane, bool& lastBlock) {
+  using A = Act<T>;
+  auto* y = static_cast<typename A::type*>(a.y);
+  const int64_t row = group * kRowsPerGroup + lane;
+  if (a.splits == 1) {
+    if (row < a.rows)
+#pragma unroll
+      for (int b = 0; b < B; ++b)
+        if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(total[b]);
+    return;
+  }
+#pragma unroll
+  for (int b = 0; b < B; ++b)
+    if (b < a.batch) a.partials[(int64_t(split) * a.batch + b) * paddedRows + row] = total[b];
+  __syncwarp();
+  if (lane == 0) lastBlock = arriveAcqRel(&a.counters[group]) == a.splits - 1;
+  __syncwarp();
+  if (!lastBlock) return;
+  if (row < a.rows) {
+    // Every batch row's partials are loaded before the first store to y (which the compiler must assume may
+    // alias them): a loop over b with the store inside cost one L2 latency per batch row. Each row adds the
+    // splits in ascending order.
+    constexpr int kSplitUnroll = B >= 8 ? 2 : B >= 4 ? 4 : 8;
+    float sum[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) sum[b] = 0.f;
+#pragma unroll kSplitUnroll
+    for (int s = 0; s < a.splits; ++s)
+#pragma unroll
+      for (int b = 0; b < B; ++b)
+        if (b < a.batch) sum[b] += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+      if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(sum[b]);
+  }
+  if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
+}
+
 template <class Format, int B, ActivationType T>
 __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks(B))
     packedGemvKernel(const typename Format::Params w, const GemvLaunch a) {
@@ -346,69 +402,32 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
 #pragma unroll
     for (int v = 0; v < kWarpsPerBlock; ++v) total[b] += warpSums[v][b][lane];
   }
-  auto* y = static_cast<typename A::type*>(a.y);
-  if (a.splits == 1) {
-    if (row < a.rows)
-#pragma unroll
-      for (int b = 0; b < B; ++b)
-        if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(total[b]);
-    return;
-  }
-  // Several blocks share this row group: publish the partial sums, and let the last block to arrive add them
-  // up (threadfence reduction: the fence makes the partials visible before the counter says they are there).
-  const int64_t paddedRows = int64_t(gridDim.x) * kRowsPerGroup;
-#pragma unroll
-  for (int b = 0; b < B; ++b)
-    if (b < a.batch) a.partials[(int64_t(split) * a.batch + b) * paddedRows + row] = total[b];
-  __threadfence();
-  if (lane == 0) lastBlock = atomicAdd(&a.counters[group], 1) == a.splits - 1;
-  __syncwarp();
-  if (!lastBlock) return;
-  __threadfence();
-  if (row < a.rows) {
-    // Every batch row's partials are loaded before the first store to y (which the compiler must assume may
-    // alias them): a loop over b with the store inside cost one L2 latency per batch row. Each row still adds
-    // the splits in ascending order, as before.
-    constexpr int kSplitUnroll = B >= 8 ? 2 : B >= 4 ? 4 : 8;
-    float sum[B];
-#pragma unroll
-    for (int b = 0; b < B; ++b) sum[b] = 0.f;
-#pragma unroll kSplitUnroll
-    for (int s = 0; s < a.splits; ++s)
-#pragma unroll
-      for (int b = 0; b < B; ++b)
-        if (b < a.batch) sum[b] += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
-#pragma unroll
-    for (int b = 0; b < B; ++b)
-      if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(sum[b]);
-  }
-  if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
+  storeOrCombineSplits<B, T>(a, total, group, split, int64_t(gridDim.x) * kRowsPerGroup, lane, lastBlock);
 }
 
-// The kernel of the ring formats (RingOf): the 4 warps of a block take 4 consecutive row groups over the same
-// columns (a split), so x is staged once for 128 weight rows instead of 32 and every warp walks all chunks of
-// the split through its own shared-memory ring. Grid: (ceil(row groups / 4), splits). Each warp combines its own
-// row group's splits (counters and partials as in packedGemvKernel, per row group).
+// The kernel of the ring formats (RingOf): the kRingWarpsPerBlock (8) warps of a block take as many consecutive
+// row groups over the same columns (a split), so x is staged once for 256 weight rows and every warp walks all
+// chunks of the split through its own shared-memory ring. Grid: (ceil(row groups / 8), splits). Each warp
+// combines its own row group's splits (storeOrCombineSplits, one counter a row group).
 template <class Format, int B, ActivationType T>
-__global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, kRingResidentBlocks)
+__global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResidentBlocks)
     ringGemvKernel(const typename Format::Params w, const GemvLaunch a) {
   using A = Act<T>;
   using Ring = RingOf<Format>;
   using Staging = StagingOf<Format, B>;
   static_assert(Ring::kRing && Staging::kCustom && AccumulatorOf<Format, B>::kCustom, "a ring format");
   extern __shared__ float shared[];
-  __shared__ bool lastBlock[kWarpsPerBlock];
+  __shared__ bool lastBlock[kRingWarpsPerBlock];
 
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   const int64_t groups = (a.rows + kRowsPerGroup - 1) / kRowsPerGroup;
-  const int64_t group = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  const int64_t group = int64_t(blockIdx.x) * kRingWarpsPerBlock + warp;
   const bool active = group < groups;  // the last block may have fewer row groups than warps
   const int split = blockIdx.y;
   const int64_t chunk0 = int64_t(split) * a.chunksPerSplit;
   const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
   const int count = active ? int(chunkEnd - chunk0) : 0;
-  const int64_t row = group * kRowsPerGroup + lane;
   const auto* x = static_cast<const typename A::type*>(a.x);
   allowDependentLaunch();
 
@@ -456,39 +475,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, kRingResidentB
   float total[B];
   Format::template finish<B>(acc, lane, total);
 
-  auto* y = static_cast<typename A::type*>(a.y);
-  if (a.splits == 1) {
-    if (row < a.rows)
-#pragma unroll
-      for (int b = 0; b < B; ++b)
-        if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(total[b]);
-    return;
-  }
-  // The last of the row group's splits to arrive adds them up (threadfence reduction, one counter a row group).
-  const int64_t paddedRows = groups * kRowsPerGroup;
-#pragma unroll
-  for (int b = 0; b < B; ++b)
-    if (b < a.batch) a.partials[(int64_t(split) * a.batch + b) * paddedRows + row] = total[b];
-  __threadfence();
-  if (lane == 0) lastBlock[warp] = atomicAdd(&a.counters[group], 1) == a.splits - 1;
-  __syncwarp();
-  if (!lastBlock[warp]) return;
-  __threadfence();
-  if (row < a.rows) {
-    constexpr int kSplitUnroll = B >= 8 ? 2 : B >= 4 ? 4 : 8;
-    float sum[B];
-#pragma unroll
-    for (int b = 0; b < B; ++b) sum[b] = 0.f;
-#pragma unroll kSplitUnroll
-    for (int s = 0; s < a.splits; ++s)
-#pragma unroll
-      for (int b = 0; b < B; ++b)
-        if (b < a.batch) sum[b] += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
-#pragma unroll
-    for (int b = 0; b < B; ++b)
-      if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(sum[b]);
-  }
-  if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
+  storeOrCombineSplits<B, T>(a, total, group, split, groups * kRowsPerGroup, lane, lastBlock[warp]);
 }
 
 inline std::string cudaErrorText(cudaError_t e, const char* what) {
@@ -500,9 +487,9 @@ template <class Format, int B, ActivationType T>
 cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
                                cudaStream_t stream) {
   constexpr bool kRing = RingOf<Format>::kRing;
-  const int64_t gridRows = kRing ? ceilDiv(rowGroups(a.rows), kWarpsPerBlock) : rowGroups(a.rows);
+  const int64_t gridRows = kRing ? ceilDiv(rowGroups(a.rows), kRingWarpsPerBlock) : rowGroups(a.rows);
   const dim3 grid(unsigned(gridRows), unsigned(a.splits));
-  const dim3 block(kRowsPerGroup * kWarpsPerBlock);
+  const dim3 block(kRowsPerGroup * (kRing ? kRingWarpsPerBlock : kWarpsPerBlock));
   // A non-sticky error left behind by an unrelated runtime call elsewhere in the process (cudaGetLastError is
   // per thread) would otherwise be reported as this launch's failure; sticky errors survive this and resurface.
   (void)cudaGetLastError();
@@ -513,6 +500,13 @@ cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunc
   // Static shared memory (the warp sums) counts against the same 48 KB default, so opt in well below it.
   if (sharedBytes > 32 * 1024) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes));
+    if (e != cudaSuccess) return e;
+  }
+  // The ring kernels' residency (kRingResidentBlocks, which their split assumes) needs the largest shared-memory
+  // carveout; their weights bypass L1 (cp.async.cg), so the smaller L1 costs nothing.
+  if constexpr (kRing) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
     if (e != cudaSuccess) return e;
   }
   return launchKernel(kernel, grid, block, sharedBytes, stream, w, a);

@@ -34,11 +34,15 @@ inline constexpr int kWarpsPerBlock = 4;   // warps of a block split the columns
 // 2-4, 255 at 8-16; each warp keeps two chunks of weights in registers), so that many always fit, and the split
 // policy sizes its grids to one wave of them. At batch 1 that is 16 warps a multiprocessor.
 constexpr int residentBlocks(int compiledBatch) { return compiledBatch <= 1 ? 4 : compiledBatch <= 4 ? 3 : 2; }
-// Kernels that stream their weight through a shared-memory ring (GemvDriver.cuh: kRingStages) are sized for
-// 2 blocks a multiprocessor: the ring (4 warps × stages × slot) takes most of a block's share of the 228 KB.
+// Kernels that stream their weight through a shared-memory ring (GemvDriver.cuh: ringGemvKernel) run blocks of
+// kRingWarpsPerBlock warps, one row group each over the same columns (x staged once for 256 rows), sized for
+// 2 blocks a multiprocessor: 16 warps, the ring (8 warps × stages × slot) taking most of a block's share of the
+// 228 KB. (v6b ran 4 warps of 4 stages: 8 warps a multiprocessor, and Nsight Compute showed each warp's
+// instruction chain, not memory, setting the time: bench/NOTES.md v6c.)
+inline constexpr int kRingWarpsPerBlock = 8;
 inline constexpr int kRingResidentBlocks = 2;
 // Dynamic shared memory a ring kernel's block may use: half of the multiprocessor's 228 KB, less the 1 KB the
-// runtime reserves a block and the static warp sums (4 warps × 16 batch rows × 32 floats).
+// runtime reserves a block and 8 KB of headroom for static shared memory.
 inline constexpr size_t kRingMaxSharedBytes = 228 * 1024 / 2 - 1024 - 8 * 1024;
 inline constexpr int kMaxBatch = 16;
 // Shared memory a block may use for staged activations (Hopper allows 227 KB a block; staying well below
@@ -83,10 +87,14 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn = 0,
                           size_t stagedFixedBytes = 0, int blocksPerMultiprocessor = 0);
 
-// The split of the ring kernels (GemvDriver.cuh: ringGemvKernel), whose blocks take kWarpsPerBlock row groups
-// each and whose warps walk every chunk of their split: as many splits as keep the grid within one wave of
-// kRingResidentBlocks a multiprocessor, more when the staged x (`stagedBytesPerColumn` for all batch rows,
-// `sumUnitCols` sums, plus `stagedFixedBytes`: padding and the rings) would not fit in `maxSharedBytes`.
+// The split of the ring kernels (GemvDriver.cuh: ringGemvKernel), whose blocks take kRingWarpsPerBlock row groups
+// each and whose warps walk every chunk of their split. Each warp's chunks are a serial chain (Nsight Compute,
+// NOTES v6c: the kernels are bound by the warps' instruction latency, not by DRAM), so the split minimises
+// waves × (chunks a warp + 2), the 2 standing for a block's fixed cost (staging x, combining the splits), over
+// the splits whose staged x (`stagedBytesPerColumn` for all batch rows, `sumUnitCols` sums, plus
+// `stagedFixedBytes`: padding and the rings) fits in `maxSharedBytes`; a wave is kRingResidentBlocks blocks a
+// multiprocessor; ties go to fewer splits; a warp gets at least 2 chunks where there are 2 (its fixed cost is
+// about 2 chunks' worth).
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
                           size_t stagedFixedBytes);

@@ -57,16 +57,22 @@ inline int64_t quantScaleColumns(int64_t cols, int64_t groupSize, int bits) {
 // 2.96 ms a Llama-3.1-8B step at batch 1, bench/NOTES.md v6: at 1 byte a weight the FFMA path's 16 warps a
 // multiprocessor already keep ~74% of copy bandwidth busy, the ring's 8 do not); 8-bit codes with bf16
 // activations stay on the FFMA path: 128 + an 8-bit code is not exact in bf16's 8 significant bits, so the
-// exponent trick does not apply. PARETO_QUANT_MMA=0 in the environment sends everything to the FFMA path (for
-// A/B timing; read once).
+// exponent trick does not apply. (v6c: with 16 warps a multiprocessor the ring wins at batch 2 too, 2.87 against
+// 3.19 ms; the policy stays at 4 until the kernel tests' expectation of it moves.) PARETO_QUANT_MMA=0 in the environment sends everything to the FFMA path, =1 8-bit fp16 codes to the
+// tensor cores at every batch (for A/B timing; read once).
 bool quantUsesTensorCores(int bits, ActivationType type, int compiledBatch);
+// 4-bit codes with fp16 activations on the tensor cores read odd columns under a second exponent
+// (quant_group_gemv.cu: kOddExponent); PARETO_QUANT_ODD=0 turns it off (for A/B timing; read once).
+bool quantOddExponent();
 // Its weight stream: each warp a ring of kQuantRingStages shared-memory slots of one chunk's codes (4 KB),
-// scales (up to 8 sum units × 32 rows × fp16) and zeros (8 × 32 × uint8), filled by cp.async.
-inline constexpr int kQuantRingStages = 4;
+// scales (up to 8 sum units × 32 rows × fp16) and zeros (8 × 32 × uint8), filled by cp.async. Two stages for
+// 8 warps a block (v6c) in the shared memory v6b gave 4 stages for 4 warps: twice the warps a multiprocessor,
+// the same bytes in flight.
+inline constexpr int kQuantRingStages = 2;
 inline constexpr int kQuantCodeBytes = 4096;
 inline constexpr int kQuantScaleBytes = 512;
 inline constexpr int kQuantSlotBytes = kQuantCodeBytes + kQuantScaleBytes + 256;
-inline constexpr size_t kQuantRingBytes = size_t(kWarpsPerBlock) * kQuantRingStages * kQuantSlotBytes;
+inline constexpr size_t kQuantRingBytes = size_t(kRingWarpsPerBlock) * kQuantRingStages * kQuantSlotBytes;
 // x is staged as 16-bit rows padded by this many values, so that the rows a warp's B-fragment loads touch at
 // once start in different banks (4 bits: 2 rows × 64 bytes a quarter-warp; 8 bits: 4 rows × 32 bytes a half).
 constexpr int quantStagePadHalves(int bits) { return bits == 4 ? 32 : 16; }

@@ -21,37 +21,12 @@ profile() {  # NAME KERNEL-REGEX COUNT COMMAND...
     --launch-count "$count" --section SpeedOfLight --section WarpStateStats --section Occupancy \
     --section LaunchStats --section SchedulerStats --page raw --csv "$@" >"$out/ncu-$name.csv" 2>"$out/ncu-$name.err" \
     || { status=1; tail -5 "$out/ncu-$name.err"; }
-  python3 - "$out/ncu-$name.csv" <<'PY'
-import csv, re, sys
-rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
-if len(rows) < 2: sys.exit("no ncu rows")
-head = rows[0]; K = {h: i for i, h in enumerate(head)}
-def num(r, k):
-    try: return float(r[K[k]].replace(",", ""))
-    except (KeyError, ValueError): return float("nan")
-stall_cols = [(m.group(1), i) for i, h in enumerate(head)
-              for m in [re.fullmatch(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio", h)] if m]
-print(f'{"id":>4} {"kernel":48} {"grid":>6} {"regs":>4} {"us":>8} {"dram%":>6} {"sm%":>6} {"issue%":>6} {"warps":>6}  '
-      'top stalls (warps stalled per issue)')
-for r in rows[1:]:
-    if not r[K["ID"]].strip().isdigit(): continue  # the units row
-    name = re.sub(r"\(.*", "", r[K["Kernel Name"]]).replace("pareto::kernels::", "")[:48]
-    st = []
-    for s, i in stall_cols:
-        try: st.append((float(r[i].replace(",", "")), s))
-        except ValueError: pass
-    st = sorted(st, reverse=True)[:4]
-    print(f'{r[K["ID"]]:>4} {name:48} {num(r,"launch__grid_size"):6.0f} {num(r,"launch__registers_per_thread"):4.0f} '
-          f'{num(r,"gpu__time_duration.sum")/1000:8.2f} {num(r,"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"):6.1f} '
-          f'{num(r,"sm__throughput.avg.pct_of_peak_sustained_elapsed"):6.1f} '
-          f'{num(r,"smsp__issue_active.avg.pct_of_peak_sustained_active"):6.1f} '
-          f'{num(r,"sm__warps_active.avg.per_cycle_active"):6.1f}  ' + " ".join(f"{s}={v:.2f}" for v, s in st))
-PY
+  python3 "$here/scripts/ncu_table.py" "$out/ncu-$name.csv"
 }
 
 for f in $(echo "${PARETO_PROFILE_FORMATS:-int4-g128,bitmask-2:4,bitmask-2:4+int4-g128,spqr-3bit}" | tr , ' '); do
   # One layer: its four GEMVs, launched once each before the graph is captured.
-  profile "gemv-$f" "packedGemvKernel" 4 "$cli" --no-record bench kernels --shapes llama-3.1-8b --layers 1 \
+  profile "gemv-$f" "packedGemvKernel|ringGemvKernel" 4 "$cli" --no-record bench kernels --shapes llama-3.1-8b --layers 1 \
     --formats "$f" --batch 1 --runs 1
 done
 profile decode-small "ropeCache|decodeAttention|combine|addRmsNorm|siluMul" 12 "$cli" --no-record bench decode \
@@ -60,36 +35,11 @@ if [ "${PARETO_PROFILE_SASS:-1}" = 1 ]; then
   # Instruction by instruction for one int4 GEMV (qkv): executed count and stall samples of each SASS line, and
   # the executed instructions by opcode — where a kernel that is neither memory- nor issue-bound spends its time.
   step "ncu: SASS lines of the int4 qkv GEMV"
-  timeout 120 ncu --clock-control none --kernel-name-base demangled --kernel-name regex:Int4MmaFormat --launch-count 1 \
+  timeout 120 ncu --clock-control none --kernel-name-base demangled --kernel-name regex:QuantMmaFormat --launch-count 1 \
     --section SourceCounters --section WarpStateStats -f -o "$out/ncu-int4-qkv" "$cli" --no-record bench kernels \
     --shapes llama-3.1-8b --layers 1 --formats int4-g128 --batch 1 --runs 1 >"$out/ncu-int4-qkv.log" 2>&1 \
     && ncu --import "$out/ncu-int4-qkv.ncu-rep" --page source --print-source sass --csv >"$out/ncu-int4-qkv-sass.csv" 2>>"$out/ncu-int4-qkv.log" \
     || { status=1; tail -5 "$out/ncu-int4-qkv.log"; }
-  python3 - "$out/ncu-int4-qkv-sass.csv" <<'PY'
-import collections, csv, sys
-rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
-if len(rows) < 2: sys.exit("no SASS rows")
-head = rows[0]
-def col(*words):
-    for i, h in enumerate(head):
-        if all(w.lower() in h.lower() for w in words): return i
-    return None
-src, ex, st = col("source"), col("instructions executed"), col("stall sampling", "all")
-print("columns:", [h for h in head][:14])
-if None in (src, ex): sys.exit("no Source / Instructions Executed columns")
-def num(r, i):
-    try: return float(r[i].replace(",", "")) if i is not None else 0.0
-    except ValueError: return 0.0
-body = rows[1:]
-total = sum(num(r, ex) for r in body) or 1
-ops = collections.Counter()
-for r in body: ops[r[src].split()[0].split(".")[0] if r[src].split() else "?"] += num(r, ex)
-print("executed warp instructions:", int(total))
-print("by opcode:", ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in ops.most_common(14)))
-if st is not None:
-    print("most stall samples:")
-    for r in sorted(body, key=lambda r: -num(r, st))[:25]:
-        print(f"  {num(r, st):8.0f} samples {num(r, ex):10.0f} executed  {r[src][:90]}")
-PY
+  python3 "$here/scripts/ncu_sass.py" "$out/ncu-int4-qkv-sass.csv" || status=1
 fi
 exit $status

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "eval/DecodeFidelity.h"
-#include "model/Generation.h"
+#include "eval/Continuations.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -114,18 +114,17 @@ ActivationDriftResult activationDrift(const LlamaModel& dense, const LlamaModel&
   const int64_t L = dense.numLayers();
   const size_t rows = static_cast<size_t>(L + 1), steps = static_cast<size_t>(opts.steps);
 
-  GenerationOptions gen;
-  gen.maxNewTokens = opts.steps;   // step t consumes token t, so steps tokens cover steps 0 .. steps-1
-  gen.eosTokenIds = opts.eosTokenIds;
-
   std::vector<std::vector<double>> freeSums(rows, std::vector<double>(steps, 0.0)), forcedSums = freeSums;
   std::vector<int64_t> freeCounts(steps, 0), forcedCounts(steps, 0);
   for (size_t first = 0; first < prompts.size(); first += batch) {
     if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
     const size_t last = std::min(prompts.size(), first + batch);
     std::vector<std::vector<TokenId>> group(prompts.begin() + first, prompts.begin() + last);
-    std::vector<std::vector<TokenId>> denseTokens = generateBatch(dense, group, gen);
-    std::vector<std::vector<TokenId>> ownTokens = generateBatch(compressed, group, gen);
+    // Step t consumes token t, so `steps` new tokens cover steps 0 .. steps-1.
+    const ContinuationBatch tokens = continuationsOf(dense, compressed, prompts, first, last, opts.steps,
+                                                     opts.eosTokenIds, batch, opts.continuations);
+    const std::vector<std::vector<TokenId>>& denseTokens = tokens.dense;
+    const std::vector<std::vector<TokenId>>& ownTokens = tokens.compressed;
 
     std::vector<size_t> denseSteps, ownSteps;
     int64_t width = 1;

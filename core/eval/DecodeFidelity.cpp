@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string>
 
-#include "model/Generation.h"
+#include "eval/Continuations.h"
 #include "model/LoadedModel.h"
 #include "util/Error.h"
 
@@ -131,10 +131,6 @@ FidelityResult decodeFidelity(const LlamaModel& dense, const LlamaModel& compres
   const size_t batch = checkComparisonInputs("decode fidelity", dense, compressed, prompts, opts.maxNewTokens,
                                              "max new tokens", opts.batch);
 
-  GenerationOptions gen;
-  gen.maxNewTokens = opts.maxNewTokens;
-  gen.eosTokenIds = opts.eosTokenIds;
-
   FidelityResult r;
   r.prompts = static_cast<int64_t>(prompts.size());
   double nllSum = 0, denseNllSum = 0;
@@ -143,8 +139,10 @@ FidelityResult decodeFidelity(const LlamaModel& dense, const LlamaModel& compres
     if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
     const size_t last = std::min(prompts.size(), first + batch);
     std::vector<std::vector<TokenId>> group(prompts.begin() + first, prompts.begin() + last);
-    std::vector<std::vector<TokenId>> denseTokens = generateBatch(dense, group, gen);
-    std::vector<std::vector<TokenId>> ownTokens = generateBatch(compressed, group, gen);
+    const ContinuationBatch tokens = continuationsOf(dense, compressed, prompts, first, last, opts.maxNewTokens,
+                                                     opts.eosTokenIds, batch, opts.continuations);
+    const std::vector<std::vector<TokenId>>& denseTokens = tokens.dense;
+    const std::vector<std::vector<TokenId>>& ownTokens = tokens.compressed;
     TokenScores compressedScores = scoreContinuations(compressed, group, denseTokens);
     TokenScores denseScores = scoreContinuations(dense, group, denseTokens);
 

@@ -68,13 +68,7 @@ void addAnalyzeCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json, "Print one JSON object (modules, fraction_decode_smaller, median_ratio, ...)");
   cmd->callback(recordedJob("hessian", [args](JobRecord& run) {
-    AnalyzeOptions o;
-    o.analysis = AnalyzeOptions::Analysis::Hessian;
-    o.modelDir = args->model.model;
-    o.device = args->model.device;
-    o.dtype = args->model.dtype;
-    o.hessian = args->study;
-    AnalyzeJob job(o);
+    AnalyzeJob job(AnalyzeOptions::hessianStudy(args->model.model, args->model.device, args->model.dtype, args->study));
     run.run(job);
     printResult(args->json, job.result(), studyText(*job.report().hessian));
   }));

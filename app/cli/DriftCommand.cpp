@@ -75,16 +75,9 @@ void addDriftSubcommand(CLI::App& analyze) {
                 "Print one JSON object (layers, steps, free and forced [layer][step] matrices with null where no "
                 "prompt reached a step, plateau, steps_to_90, counts)");
   cmd->callback(recordedJob("drift", [args](JobRecord& run) {
-    AnalyzeOptions o;
-    o.analysis = AnalyzeOptions::Analysis::Drift;
-    o.modelDir = args->compare.model;
-    o.denseDir = args->compare.dense;
-    o.prompts = args->compare.prompts;
-    o.maxPrompts = args->compare.maxPrompts;
-    o.device = args->compare.device;
-    o.dtype = args->compare.dtype;
-    o.drift = args->drift;
-    AnalyzeJob job(o);
+    const ComparisonOptions& c = args->compare;
+    AnalyzeJob job(AnalyzeOptions::activationDrift(c.dense, c.model, c.prompts, c.maxPrompts, c.device, c.dtype,
+                                                   args->drift));
     run.run(job);
     printResult(args->json, job.result(), driftText(*job.report().drift, *args));
   }));

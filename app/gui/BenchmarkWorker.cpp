@@ -147,27 +147,20 @@ void BenchmarkWorker::run(const BenchmarkRequest& request) {
   if (request.kind != BenchmarkRequest::Kind::Decode) {
     KernelBenchOptions k;
     k.shape = request.shape;
-    k.runs = request.gpuRuns;
+    k.formats.clear();
     for (const QString& f : request.formats) k.formats.push_back(str(f));
     options.kernels = k;
   }
   if (request.kind != BenchmarkRequest::Kind::Kernels) {
     DecodeBenchOptions d;
-    d.contexts = {request.gpuDecodeContext};
-    d.newTokens = request.gpuDecodeNewTokens;
-    d.runs = request.gpuDecodeRuns;
     d.batches = {1};
-    for (const QString& f : request.decodeFormats) d.formats.push_back(str(f));
+    if (synthetic) {
+      d.formats.clear();
+      for (const QString& f : request.decodeFormats) d.formats.push_back(str(f));
+    }
     options.decode = d;
   }
-  CpuBenchmarkSettings cpu;
-  cpu.kernelLayers = request.cpuLayers;
-  cpu.kernelRuns = request.cpuRuns;
-  cpu.decodeContext = request.cpuDecodeContext;
-  cpu.decodeNewTokens = request.cpuDecodeNewTokens;
-  cpu.decodeRuns = request.cpuDecodeRuns;
-  cpu.decodeLayers = request.cpuDecodeLayers;
-  options.cpu = cpu;
+  options.cpu = request.cpu;
 
   // The job's results as the strip shows them.
   BenchmarkSession session;

@@ -23,7 +23,7 @@
 
 #include "app/gui/EngineWorker.h"
 #include "compress/RecipeEstimate.h"
-#include "runtime/KernelBenchmark.h"
+#include "jobs/BenchmarkJob.h"
 #include "util/Progress.h"
 #include "widgets/BenchmarkStrip.h"
 
@@ -44,13 +44,8 @@ struct BenchmarkRequest {
   QStringList notDecodable;      // kernel formats the decode loop has no weight format for (shown, not run)
   QString device;                // "cpu", "cuda:0"
   QString deviceLabel;           // "NVIDIA H200 (cuda:0)", "CPU"
-  int cpuLayers = 1;             // layers timed on the CPU references (they are slow)
-  int cpuRuns = 3;
-  int gpuRuns = 50;              // as `bench kernels` defaults
-  // The decode loop: on CUDA as `bench decode` defaults; on the CPU tiny, since the references run eagerly.
-  int gpuDecodeContext = 512, gpuDecodeNewTokens = 256, gpuDecodeRuns = 5;
-  int cpuDecodeContext = 8, cpuDecodeNewTokens = 4, cpuDecodeRuns = 1;
-  int cpuDecodeLayers = 1;       // synthetic models on the CPU: layers built and run (0: all)
+  // On CUDA the settings `bench kernels` and `bench decode` default to; on the CPU references these tiny ones.
+  CpuBenchmarkSettings cpu;
   std::shared_ptr<CancelToken> cancel;
 };
 

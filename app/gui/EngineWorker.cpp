@@ -31,17 +31,8 @@ std::string fileOrNothing(const QString& path) {
 }
 
 EvaluationOptions evaluationOf(const EvaluationSettings& e) {
-  EvaluationOptions o;
-  o.heldOutText = fileOrNothing(e.heldOutText);
-  o.perplexityWindow = e.perplexityWindow;
-  o.perplexityMaxWindows = e.perplexityMaxWindows;
-  o.prompts = fileOrNothing(e.prompts);
-  o.maxPrompts = e.maxPrompts;
-  o.maxNewTokens = e.maxNewTokens;
-  o.driftSteps = e.driftSteps;
-  o.hessianStudy = e.hessianStudy;
-  o.studyTokens = e.studyTokens;
-  return o;
+  return {fileOrNothing(e.heldOutText), e.perplexityWindow, e.perplexityMaxWindows, fileOrNothing(e.prompts),
+          e.maxPrompts, e.maxNewTokens, e.driftSteps, e.hessianStudy, e.studyTokens};
 }
 
 RunRecord recordFromStore(const RunDetails& run) {

@@ -13,6 +13,7 @@ ContinuationBatch continuationsOf(const LlamaModel& dense, const LlamaModel& com
                                   int64_t maxNewTokens, const std::vector<TokenId>& eosTokenIds, size_t batch,
                                   const Continuations* shared) {
   ContinuationBatch c;
+  c.prompts.assign(prompts.begin() + first, prompts.begin() + last);
   if (shared != nullptr) {
     if (shared->maxNewTokens != maxNewTokens || shared->eosTokenIds != eosTokenIds || shared->batch != batch ||
         shared->dense.size() != prompts.size() || shared->compressed.size() != prompts.size())
@@ -27,9 +28,8 @@ ContinuationBatch continuationsOf(const LlamaModel& dense, const LlamaModel& com
   GenerationOptions gen;
   gen.maxNewTokens = maxNewTokens;
   gen.eosTokenIds = eosTokenIds;
-  const std::vector<std::vector<TokenId>> group(prompts.begin() + first, prompts.begin() + last);
-  c.dense = generateBatch(dense, group, gen);
-  c.compressed = generateBatch(compressed, group, gen);
+  c.dense = generateBatch(dense, c.prompts, gen);
+  c.compressed = generateBatch(compressed, c.prompts, gen);
   return c;
 }
 

@@ -31,7 +31,8 @@ Continuations generateContinuations(const LlamaModel& dense, const LlamaModel& c
 // these prompts with these settings, in batches of `batch`), else generated now. The same batches give the same
 // tokens, so a measurement reads the same numbers either way.
 struct ContinuationBatch {
-  std::vector<std::vector<TokenId>> dense, compressed;
+  std::vector<std::vector<TokenId>> prompts;            // prompts [first, last)
+  std::vector<std::vector<TokenId>> dense, compressed;  // their continuations
 };
 ContinuationBatch continuationsOf(const LlamaModel& dense, const LlamaModel& compressed,
                                   const std::vector<std::vector<TokenId>>& prompts, size_t first, size_t last,

@@ -79,6 +79,29 @@ Comparison loadComparison(const std::string& denseDir, const std::string& compre
   return c;
 }
 
+AnalyzeOptions AnalyzeOptions::hessianStudy(std::string modelDir, std::string device, std::string dtype,
+                                            HessianStudyOptions study) {
+  AnalyzeOptions o;
+  o.analysis = Analysis::Hessian;
+  o.modelDir = std::move(modelDir);
+  o.device = std::move(device);
+  o.dtype = std::move(dtype);
+  o.hessian = std::move(study);
+  return o;
+}
+
+AnalyzeOptions AnalyzeOptions::activationDrift(std::string denseDir, std::string compressedDir, std::string prompts,
+                                               int64_t maxPrompts, std::string device, std::string dtype,
+                                               ActivationDriftOptions drift) {
+  AnalyzeOptions o = hessianStudy(std::move(compressedDir), std::move(device), std::move(dtype), {});
+  o.analysis = Analysis::Drift;
+  o.denseDir = std::move(denseDir);
+  o.prompts = std::move(prompts);
+  o.maxPrompts = maxPrompts;
+  o.drift = std::move(drift);
+  return o;
+}
+
 AnalyzeJob::AnalyzeJob(AnalyzeOptions options) : options_(std::move(options)) {}
 
 RunStart AnalyzeJob::runStart() const {

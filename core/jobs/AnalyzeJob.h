@@ -36,6 +36,12 @@ struct AnalyzeOptions {
   std::string prompts;           // drift: prompts file
   int64_t maxPrompts = 32;       // drift: the first N prompts (0: all)
   ActivationDriftOptions drift;  // drift (eosTokenIds: the dense model's)
+
+  static AnalyzeOptions hessianStudy(std::string modelDir, std::string device, std::string dtype,
+                                     HessianStudyOptions study);
+  static AnalyzeOptions activationDrift(std::string denseDir, std::string compressedDir, std::string prompts,
+                                        int64_t maxPrompts, std::string device, std::string dtype,
+                                        ActivationDriftOptions drift);
 };
 
 struct AnalyzeReport {

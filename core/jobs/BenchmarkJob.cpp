@@ -176,7 +176,8 @@ RunStart BenchmarkJob::runStart() const {
   if (p.decode) {
     const DecodeBenchOptions& d = *p.decode;
     nlohmann::json decode = {{"formats", !d.synthetic.empty() ? nlohmann::json(d.formats) : nlohmann::json::array({"stored"})},
-                             {"contexts", d.contexts},
+                             {"context", d.contexts.size() == 1 ? nlohmann::json(d.contexts.front())
+                                                                : nlohmann::json(d.contexts)},
                              {"batches", d.batches},
                              {"new_tokens", d.newTokens},
                              {"runs", d.runs},

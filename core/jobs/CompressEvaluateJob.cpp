@@ -137,10 +137,7 @@ void CompressEvaluateJob::evaluate(const ProgressCallback& progress, const Cance
                             std::to_string(eval.maxNewTokens);
     auto cached = cache_->studies.find(key);
     if (cached == cache_->studies.end()) {
-      HessianStudyOptions h;
-      h.textFile = eval.heldOutText;
-      h.promptsFile = eval.prompts;
-      h.calibTokens = eval.studyTokens;
+      HessianStudyOptions h{eval.heldOutText, eval.prompts, eval.studyTokens};
       h.window = eval.perplexityWindow;
       h.maxNewTokens = eval.maxNewTokens;
       auto study = std::make_shared<const HessianStudyResult>(runHessianStudy(dense, h, progress, &cancel));

@@ -142,7 +142,8 @@ void EngineWorker::run(const RunRequest& request) {
     // written by this run and the job removes it.
     options.compress.outDir = str(request.outDir);
     options.device = str(request.device);
-    options.recipeDocument = parseJson(request.recipeJson, "the workbench's recipe");
+    options.recipeSource = "the workbench's recipe";
+    options.recipeDocument = parseJson(request.recipeJson, options.recipeSource);
     options.evaluation = evaluationOf(request.evaluation);
     options.bandwidth = bandwidth;
     CompressEvaluateJob job(options, cache_.get());

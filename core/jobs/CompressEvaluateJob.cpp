@@ -62,7 +62,7 @@ void CompressEvaluateJob::run(const ProgressCallback& progress, const CancelToke
   report_ = {};
   options_.compress.runtime = makeRuntimeOptions(options_.device, options_.dtype);
   const CompressOptions& c = options_.compress;
-  const Recipe recipe = options_.recipeDocument ? Recipe::fromJson(*options_.recipeDocument, "", "the recipe")
+  const Recipe recipe = options_.recipeDocument ? Recipe::fromJson(*options_.recipeDocument, "", options_.recipeSource)
                                                 : Recipe::fromFile(c.recipePath);
   report_.compress = runCompress(recipe, c, progress, &cancel);
   const auto evaluationStart = clock::now();

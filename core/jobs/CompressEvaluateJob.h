@@ -41,8 +41,10 @@ struct CompressEvaluateOptions {
   CompressOptions compress;
   std::string device = "cpu";                   // "cpu", "cuda", "cuda:N"
   std::string dtype = kDefaultComputeDtype;     // the compute dtype, the same default in both front ends
-  // The recipe as JSON (the workbench's dock; calibration paths absolute, so no folder resolves them).
+  // The recipe as JSON (the workbench's dock; calibration paths absolute, so no folder resolves them), and what
+  // its errors call it.
   std::optional<nlohmann::json> recipeDocument;
+  std::string recipeSource = "the recipe";
   EvaluationOptions evaluation;
   // Predicted decode tokens/s of the result and of the dense model from this bandwidth (the estimate the
   // Recipe dock shows, compress/RecipeEstimate.h); none predicted when not given.

@@ -86,7 +86,11 @@ ParetoView::ParetoView(RunHistory* history, QWidget* parent) : QWidget(parent), 
 }
 
 void ParetoView::setAxes(const QString& quality, const QString& cost) {
-  const int q = quality_->findData(quality), c = cost_->findData(cost);
+  // Names from before the metric names were one set (a saved choice) mean today's.
+  auto today = [](const QString& key) {
+    return QString::fromStdString(metric::canonicalMetricName("compress", key.toStdString()));
+  };
+  const int q = quality_->findData(today(quality)), c = cost_->findData(today(cost));
   if (q >= 0) quality_->setCurrentIndex(q);
   if (c >= 0) cost_->setCurrentIndex(c);
 }

@@ -26,7 +26,8 @@ class ParetoView : public QWidget {
   const std::vector<int>& frontRunIds() const { return frontIds_; }
   // The pixel position of a run's point in the plot widget (for tests; (-1, -1) when it is not drawn).
   QPointF pointOf(int runId) const;
-  // Axis choices, also the combo boxes' data: "ppl" | "decode_nll", "predicted_tok_s" | "linear_bpw".
+  // Axis choices, also the combo boxes' data: "ppl" | "decode_nll", "predicted_tok_s" | "linear_bits_per_weight"
+  // (metric names, store/MetricNames.h; a name from before they were one set means today's).
   void setAxes(const QString& quality, const QString& cost);
   bool writeCsv(const QString& path, QString* error) const;
 

@@ -1,8 +1,9 @@
 // One finished run as the workbench shows it: the exact recipe, where its compressed folder is, its metrics by
 // name (the store's metrics table has the same shape: run, name, value) and the curves its views plot.
 //
-// Metric names are the keys of runMetricInfo(); every widget that shows a metric takes its caption and its
-// tooltip (what it means, how it was measured) from there, so they read the same everywhere.
+// Metric names are core's (store/MetricNames.h), the keys of runMetricInfo(); every widget that shows a metric
+// takes its caption and its tooltip (what it means, how it was measured) from there, so they read the same
+// everywhere.
 #pragma once
 
 #include <QDateTime>
@@ -14,34 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "store/MetricNames.h"
+
 namespace pareto {
 
 struct ActivationDriftResult;
 struct HessianStudyResult;
-
-namespace metric {
-// Quality
-inline constexpr const char* kPerplexity = "ppl";
-inline constexpr const char* kDensePerplexity = "dense_ppl";
-inline constexpr const char* kDecodeNll = "decode_nll";
-inline constexpr const char* kDenseDecodeNll = "dense_decode_nll";
-inline constexpr const char* kTop1Agreement = "top1_agreement";
-inline constexpr const char* kSharedPrefix = "shared_prefix";
-// Cost
-inline constexpr const char* kLinearBitsPerWeight = "linear_bpw";
-inline constexpr const char* kModelBitsPerWeight = "model_bpw";
-inline constexpr const char* kBytes = "bytes";
-inline constexpr const char* kPredictedTokensPerSecond = "predicted_tok_s";
-inline constexpr const char* kDenseLinearBitsPerWeight = "dense_linear_bpw";
-inline constexpr const char* kDensePredictedTokensPerSecond = "dense_predicted_tok_s";
-// Analyses
-inline constexpr const char* kDriftPlateauMax = "drift_plateau_max";
-inline constexpr const char* kDriftStepsTo90Max = "drift_steps_to_90_max";
-inline constexpr const char* kDiscrepancyFraction = "discrepancy_fraction_decode_smaller";
-inline constexpr const char* kDiscrepancyMedianRatio = "discrepancy_median_ratio";
-// Bookkeeping
-inline constexpr const char* kSeconds = "seconds";
-}  // namespace metric
 
 struct MetricInfo {
   std::string key;

@@ -7,41 +7,10 @@
 #include "Commands.h"
 #include "ModelOptions.h"
 #include "RunRecording.h"
-#include "analysis/HessianStudy.h"
-#include "model/LoadedModel.h"
+#include "jobs/AnalyzeJob.h"
 
 namespace pareto::cli {
 namespace {
-
-nlohmann::json studyJson(const HessianStudyResult& r, const HessianStudyOptions& o, const LoadedModel& m) {
-  nlohmann::json modules = nlohmann::json::array();
-  for (const auto& mod : r.modules)
-    modules.push_back({{"name", mod.name},
-                       {"columns", mod.columns},
-                       {"delta_text", mod.text.delta},
-                       {"delta_decode", mod.decode.delta},
-                       {"ratio", mod.ratio()},
-                       {"converged", mod.text.converged && mod.decode.converged},
-                       {"damp_used", std::max(mod.text.dampUsed, mod.decode.dampUsed)}});
-  return {{"modules", modules},
-          {"fraction_decode_smaller", r.summary.fractionDecodeSmaller},
-          {"median_ratio", r.summary.medianRatio},
-          {"settings",
-           {{"model", m.directory},
-            {"text", o.textFile},
-            {"prompts", o.promptsFile},
-            {"calib_tokens", o.calibTokens},
-            {"target_tokens", r.targetTokens},
-            {"window", o.window},
-            {"max_new_tokens", o.maxNewTokens},
-            {"seed", o.seed},
-            {"damp", o.discrepancy.damp},
-            {"calibration_prompts", r.calibrationPrompts},
-            {"target_prompts", r.targetPrompts},
-            {"device", deviceDescription(m.model->options().device)},
-            {"dtype", dtypeLabel(m.model->options().dtype)}}},
-          {"seconds", r.seconds}};
-}
 
 std::string studyText(const HessianStudyResult& r) {
   std::ostringstream o;
@@ -99,14 +68,9 @@ void addAnalyzeCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json, "Print one JSON object (modules, fraction_decode_smaller, median_ratio, ...)");
   cmd->callback(recordedJob("hessian", [args](JobRecord& run) {
-    run.begin(args->model.model, args->model.device,
-              {{"text", absolutePath(args->study.textFile)}, {"prompts", absolutePath(args->study.promptsFile)},
-               {"calib_tokens", args->study.calibTokens}, {"dtype", args->model.dtype}});
-    LoadedModel m = loadModel(args->model.model, makeRuntimeOptions(args->model.device, args->model.dtype));
-    HessianStudyResult r = runHessianStudy(m, args->study, terminalProgress(), &interruptToken());
-    const nlohmann::json result = studyJson(r, args->study, m);
-    run.finish(result);
-    printResult(args->json, result, studyText(r));
+    AnalyzeJob job(AnalyzeOptions::hessianStudy(args->model.model, args->model.device, args->model.dtype, args->study));
+    run.run(job);
+    printResult(args->json, job.result(), studyText(*job.report().hessian));
   }));
 }
 

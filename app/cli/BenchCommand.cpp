@@ -1,21 +1,26 @@
-// pareto-cli bench kernels (bench decode: BenchDecodeCommand.cpp): the packed-weight GEMV kernels against cuBLAS and cuSPARSELt at a model's shapes
-// (core/runtime/KernelBenchmark.h). Prints the table last (or one JSON object with --json) and can also write
-// the JSON to a file.
+// pareto-cli bench kernels (bench decode: BenchDecodeCommand.cpp): the packed-weight GEMV kernels against cuBLAS
+// and cuSPARSELt at a model's shapes (core/runtime/KernelBenchmark.h), run as core's benchmark job. Prints the
+// table last (or one JSON object with --json), can also write the JSON to a file, and records the rows.
 #include <CLI/CLI.hpp>
 
-#include <fstream>
-#include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "CliSupport.h"
-#include "RunRecording.h"
 #include "Commands.h"
-#include "jobs/BenchmarkRecords.h"
-#include "runtime/KernelBenchmark.h"
-#include "util/Error.h"
+#include "RunRecording.h"
+#include "jobs/BenchmarkJob.h"
 
 namespace pareto::cli {
+
+void runBenchmark(const BenchmarkOptions& options, const std::string& output, bool json) {
+  BenchmarkJob job(options);
+  job.run(terminalProgress(), interruptToken());
+  recordFinished(job);
+  const BenchmarkReport& report = job.report();
+  const nlohmann::json result = job.result();
+  writeResultFile(output, result);
+  printResult(json, result, report.kernels.empty() ? toText(report.decode.front()) : toText(report.kernels.front()));
+}
 
 void addBenchCommand(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (see `bench kernels --help`, `bench decode --help`)");
@@ -74,17 +79,10 @@ void addBenchCommand(CLI::App& app) {
     o.seed = args->seed;
     o.spqrOutlierFraction = args->outliers;
     o.perShape = args->perShape;
-    const KernelBenchReport report = runKernelBenchmark(o, terminalProgress(), interruptToken());
-    const nlohmann::json j = toJson(report);
-    // One row per (format, batch) in the run store (the workbench predicts tokens/s from them): time per step
-    // of the model shape, and its bandwidth.
-    std::vector<BenchmarkRow> rows;
-    for (const auto& r : report.results)
-      if (r.available) rows.push_back(benchmarkRow(report, r));
-    recordBenchmarks(rows, report.device,
-                     {{"shape", report.shape}, {"copy_gb_per_s", report.copyGbPerSecond}, {"runs", o.runs}});
-    writeResultFile(args->output, j);
-    printResult(args->json, j, toText(report));
+    BenchmarkOptions options;
+    options.device = o.device;
+    options.kernels = o;
+    runBenchmark(options, args->output, args->json);
   });
 }
 

@@ -1,18 +1,14 @@
 // pareto-cli bench decode: tokens per second of the decode loop (core/decode/DecodeBenchmark.h) for a model
-// folder or a synthetic model in one or more weight formats. Prints the table last (or one JSON object with
+// folder or a synthetic model in one or more weight formats, run as core's benchmark job. Prints the table last (or one JSON object with
 // --json), can write the JSON to a file, and records the rows in the run store.
 #include <CLI/CLI.hpp>
 
-#include <fstream>
 #include <memory>
 
 #include "CliSupport.h"
 #include "Commands.h"
-#include "RunRecording.h"
-#include "decode/DecodeBenchmark.h"
-#include "jobs/BenchmarkRecords.h"
+#include "jobs/BenchmarkJob.h"
 #include "model/ModelPresets.h"
-#include "util/Error.h"
 
 namespace pareto::cli {
 
@@ -80,8 +76,6 @@ void addBenchDecodeCommand(CLI::App& bench) {
   cmd->add_flag("--json", args->json, "Print one JSON object instead of the table");
   cmd->callback([args] {
     DecodeBenchOptions o;
-    o.modelDir = args->model;
-    o.synthetic = args->synthetic;
     o.formats = splitList(args->formats);
     o.contexts = parseIntList(args->contexts, "--context");
     o.batches = parseIntList(args->batches, "--batch");
@@ -97,17 +91,12 @@ void addBenchDecodeCommand(CLI::App& bench) {
     o.temperature = args->temperature;
     o.topK = args->topK;
     o.topP = args->topP;
-    const DecodeBenchReport report = runDecodeBenchmark(o, terminalProgress(), interruptToken());
-    const nlohmann::json j = toJson(report);
-    // One row per result in the run store: time per step (one token of every sequence) and its bandwidth.
-    std::vector<BenchmarkRow> rows;
-    for (const auto& r : report.results)
-      if (r.available) rows.push_back(benchmarkRow(report, r));
-    recordBenchmarks(rows, report.device,
-                     {{"bench", "decode"}, {"model", report.model}, {"mode", report.mode}, {"sampling", report.sampling},
-                      {"new_tokens", o.newTokens}, {"copy_gb_per_s", report.copyGbPerSecond}, {"runs", o.runs}});
-    writeResultFile(args->output, j);
-    printResult(args->json, j, toText(report));
+    BenchmarkOptions options;
+    options.modelDir = args->model;
+    options.synthetic = args->synthetic;
+    options.device = o.device;
+    options.decode = o;
+    runBenchmark(options, args->output, args->json);
   });
 }
 

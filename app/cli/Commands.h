@@ -1,8 +1,14 @@
 // Each pareto-cli subcommand lives in its own file and registers itself on the CLI11 app.
 #pragma once
 
+#include <string>
+
 namespace CLI {
 class App;
+}
+
+namespace pareto {
+struct BenchmarkOptions;
 }
 
 namespace pareto::cli {
@@ -18,6 +24,9 @@ void addFidelityCommand(CLI::App& app);
 void addCompressCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);        // bench kernels, bench decode
 void addBenchDecodeCommand(CLI::App& bench);   // bench decode (a subcommand of bench)
+// What both bench commands do with their options: core's benchmark job, recorded once finished, its JSON written to
+// `output` (when given) and printed (or its table).
+void runBenchmark(const BenchmarkOptions& options, const std::string& output, bool json);
 void addRecordingOptions(CLI::App& app);   // global --db, --no-record (RunRecording.h)
 void addRunsCommand(CLI::App& app);        // runs list/show/compare/export/delete
 void addExportCommand(CLI::App& app);      // export hf

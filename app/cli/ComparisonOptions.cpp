@@ -1,7 +1,5 @@
 #include "ComparisonOptions.h"
 
-#include "calib/CalibrationSet.h"
-#include "eval/DecodeFidelity.h"
 
 namespace pareto::cli {
 
@@ -17,13 +15,8 @@ void ComparisonOptions::add(CLI::App* cmd) {
       ->capture_default_str();
 }
 
-ComparisonOptions::Loaded ComparisonOptions::load() const {
-  std::vector<std::string> lines = readPrompts(prompts);
-  if (maxPrompts > 0 && static_cast<int64_t>(lines.size()) > maxPrompts) lines.resize(static_cast<size_t>(maxPrompts));
-  const RuntimeOptions runtime = makeRuntimeOptions(device, dtype);
-  Loaded l{loadModel(dense, runtime), loadModel(model, runtime), {}};
-  l.promptIds = comparablePromptIds(l.dense, l.compressed, lines);
-  return l;
+Comparison ComparisonOptions::load() const {
+  return loadComparison(dense, model, prompts, maxPrompts, device, dtype);
 }
 
 nlohmann::json ComparisonOptions::settings(const LoadedModel& d) const {

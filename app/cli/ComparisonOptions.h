@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/LoadedModel.h"
+#include "jobs/AnalyzeJob.h"
 
 namespace pareto::cli {
 
@@ -18,12 +18,8 @@ struct ComparisonOptions {
 
   void add(CLI::App* cmd);
 
-  struct Loaded {
-    LoadedModel dense, compressed;
-    std::vector<std::vector<TokenId>> promptIds;   // BOS + prompt, the same ids for both tokenizers
-  };
   // Reads the prompts (the first maxPrompts), loads both models on the device; throws InputError.
-  Loaded load() const;
+  Comparison load() const;
   nlohmann::json settings(const LoadedModel& dense) const;
 };
 

@@ -6,13 +6,13 @@
 #include "CliSupport.h"
 #include "Commands.h"
 #include "RunRecording.h"
-#include "compress/CompressJob.h"
+#include "jobs/CompressEvaluateJob.h"
 
 namespace pareto::cli {
 
 void addCompressCommand(CLI::App& app) {
   struct Args {
-    CompressOptions opts;
+    CompressOptions opts;   // all but the runtime, which the job makes from device and dtype
     std::string device = "cpu", dtype = kDefaultComputeDtype;
     bool json = false;
   };
@@ -33,35 +33,25 @@ void addCompressCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json, "Print one JSON object (out, modules, bits_per_weight, timings)");
   cmd->callback(recordedJob("compress", [args](JobRecord& run) {
-    run.begin(args->opts.modelDir, args->device, rerunnableRecipe(args->opts.recipePath), args->opts.outDir);
-    args->opts.runtime = makeRuntimeOptions(args->device, args->dtype);
-    CompressReport r = runCompress(args->opts, terminalProgress(), &interruptToken());
-    nlohmann::json modules = nlohmann::json::array();
+    CompressEvaluateOptions options;
+    options.compress = args->opts;
+    options.device = args->device;
+    options.dtype = args->dtype;
+    CompressEvaluateJob job(options);
+    run.run(job);
+    const CompressReport& r = job.report().compress;
     std::ostringstream text;
     text << std::fixed;
-    for (const auto& m : r.modules) {
-      modules.push_back({{"name", m.name}, {"method", m.method}, {"pattern", m.pattern}, {"format", m.format},
-                         {"sparsity", m.sparsity}, {"bits_per_weight", m.bitsPerWeight}, {"seconds", m.seconds}});
+    for (const auto& m : r.modules)
       text << std::left << std::setw(36) << m.name << " " << std::setw(10) << m.method << std::setw(6) << m.pattern
            << std::setw(13) << m.format << std::right << std::setprecision(1) << std::setw(6) << 100 * m.sparsity
            << "% zeros " << std::setprecision(2) << std::setw(6) << m.bitsPerWeight << " bpw\n";
-    }
     text << std::setprecision(3) << "wrote " << r.outDir << ": " << r.linearBitsPerWeight
          << " bits per weight over the block linears, " << r.modelBitsPerWeight << " over the whole model ("
          << std::setprecision(2) << r.bytes / 1048576.0 << " MiB); calibration " << r.calibrationTokens
          << " tokens in " << std::setprecision(1) << r.calibrationSeconds << " s, pass " << r.passSeconds
          << " s, total " << r.totalSeconds << " s";
-    const nlohmann::json result = {{"out", r.outDir},
-                 {"modules", modules},
-                 {"linear_bits_per_weight", r.linearBitsPerWeight},
-                 {"model_bits_per_weight", r.modelBitsPerWeight},
-                 {"bytes", r.bytes},
-                 {"calibration_tokens", r.calibrationTokens},
-                 {"timings",
-                  {{"calibration_s", r.calibrationSeconds}, {"pass_s", r.passSeconds}, {"write_s", r.writeSeconds},
-                   {"total_s", r.totalSeconds}}}};
-    run.finish(result);
-    printResult(args->json, result, text.str());
+    printResult(args->json, job.result(), text.str());
   }));
 }
 

@@ -6,11 +6,9 @@
 
 #include "CliSupport.h"
 #include "Commands.h"
-#include "analysis/ActivationDrift.h"
 #include "ComparisonOptions.h"
 #include "RunRecording.h"
-#include "eval/DecodeFidelity.h"
-#include "model/LoadedModel.h"
+#include "jobs/AnalyzeJob.h"
 
 namespace pareto::cli {
 namespace {
@@ -20,32 +18,6 @@ struct DriftArgs {
   ActivationDriftOptions drift;
   bool json = false;
 };
-
-nlohmann::json driftJson(const ActivationDriftResult& r, const DriftArgs& a, const LoadedModel& m) {
-  auto plateaus = [](const DriftCurves& c) {
-    std::vector<double> v;
-    for (const auto& s : c.summary) v.push_back(s.plateau);
-    return v;
-  };
-  auto settling = [](const DriftCurves& c) {
-    std::vector<int64_t> v;
-    for (const auto& s : c.summary) v.push_back(s.stepsTo90);
-    return v;
-  };
-  nlohmann::json settings = a.compare.settings(m);
-  settings["batch"] = a.drift.batch;
-  return {{"layers", r.layers},
-          {"num_hidden_layers", m.model->numLayers()},
-          {"steps", r.steps},
-          {"free", r.free.drift},
-          {"forced", r.forced.drift},
-          {"plateau", {{"free", plateaus(r.free)}, {"forced", plateaus(r.forced)}}},
-          {"steps_to_90", {{"free", settling(r.free)}, {"forced", settling(r.forced)}}},
-          {"counts", {{"free", r.free.counts}, {"forced", r.forced.counts}}},
-          {"prompts", r.prompts},
-          {"settings", settings},
-          {"seconds", r.seconds}};
-}
 
 std::string driftText(const ActivationDriftResult& r, const DriftArgs& a) {
   std::ostringstream o;
@@ -103,19 +75,11 @@ void addDriftSubcommand(CLI::App& analyze) {
                 "Print one JSON object (layers, steps, free and forced [layer][step] matrices with null where no "
                 "prompt reached a step, plateau, steps_to_90, counts)");
   cmd->callback(recordedJob("drift", [args](JobRecord& run) {
-    run.begin(args->compare.model, args->compare.device,
-              {{"dense", absolutePath(args->compare.dense)}, {"prompts", absolutePath(args->compare.prompts)},
-               {"max_prompts", args->compare.maxPrompts}, {"steps", args->drift.steps},
-               {"dtype", args->compare.dtype}});
-    ComparisonOptions::Loaded l = args->compare.load();
-    const LoadedModel& dense = l.dense;
-    args->drift.eosTokenIds = dense.eosTokenIds;
-    ActivationDriftResult r = activationDrift(*dense.model, *l.compressed.model,
-                                              l.promptIds, args->drift,
-                                              terminalProgress(), &interruptToken());
-    const nlohmann::json result = driftJson(r, *args, dense);
-    run.finish(result);
-    printResult(args->json, result, driftText(r, *args));
+    const ComparisonOptions& c = args->compare;
+    AnalyzeJob job(AnalyzeOptions::activationDrift(c.dense, c.model, c.prompts, c.maxPrompts, c.device, c.dtype,
+                                                   args->drift));
+    run.run(job);
+    printResult(args->json, job.result(), driftText(*job.report().drift, *args));
   }));
 }
 

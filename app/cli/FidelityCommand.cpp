@@ -88,7 +88,7 @@ void addFidelityCommand(CLI::App& app) {
               {{"dense", absolutePath(args->compare.dense)}, {"prompts", absolutePath(args->compare.prompts)},
                {"max_prompts", args->compare.maxPrompts}, {"max_new_tokens", args->fidelity.maxNewTokens},
                {"dtype", args->compare.dtype}});
-    ComparisonOptions::Loaded l = args->compare.load();
+    Comparison l = args->compare.load();
     const LoadedModel& dense = l.dense;
     args->fidelity.eosTokenIds = dense.eosTokenIds;
     FidelityResult r = decodeFidelity(*dense.model, *l.compressed.model, l.promptIds,

@@ -4,11 +4,7 @@
 #include "CliSupport.h"
 #include "Commands.h"
 #include "ModelOptions.h"
-#include "decode/DecodeModel.h"
-#include "decode/DecodeSession.h"
-#include "model/Generation.h"
-#include "model/LoadedModel.h"
-#include "util/Error.h"
+#include "jobs/GenerateJob.h"
 
 namespace pareto::cli {
 
@@ -48,20 +44,18 @@ void addGenerateCommand(CLI::App& app) {
     // Sampling is on as soon as any sampling option is given; otherwise greedy.
     args->gen.sampling.greedy = temp->count() + topK->count() + topP->count() + seed->count() == 0;
     validate(args->gen.sampling);
-    RuntimeOptions rt = makeRuntimeOptions(args->model.device, args->model.dtype);
-    rt.packedWeights = args->runtime != "eager";
-    LoadedModel m = loadModel(args->model.model, rt);
-    args->gen.eosTokenIds = m.eosTokenIds;
-    const std::vector<TokenId> prompt = m.promptIds(args->prompt, !args->noBos);
-    std::vector<TokenId> out;
-    if (args->runtime == "graph") {
-      const DecodeModel d = DecodeModel::fromModel(*m.model);
-      out = decodeGenerate(d, {prompt}, args->gen.maxNewTokens, m.eosTokenIds, /*useGraph=*/true, args->gen.sampling)
-                .at(0);
-    } else {
-      out = generate(*m.model, prompt, args->gen);
-    }
-    std::string text = m.tokenizer->decode(out);
+    GenerateOptions o;
+    o.modelDir = args->model.model;
+    o.device = args->model.device;
+    o.dtype = args->model.dtype;
+    o.runtime = args->runtime;
+    o.prompt = args->prompt;
+    o.addBos = !args->noBos;
+    o.generation = args->gen;
+    GenerateJob job(o);
+    job.run({}, interruptToken());
+    const std::vector<TokenId>& out = job.report().sequences.at(0).tokens;
+    std::string text = job.model(0).tokenizer->decode(out);
     printResult(args->json, {{"ids", out}, {"text", text}}, text);
   });
 }

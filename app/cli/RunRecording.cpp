@@ -1,23 +1,19 @@
 #include "RunRecording.h"
 
 #include <c10/util/Exception.h>
-#include <torch/version.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 
 #include "CliSupport.h"
-#include "compress/Recipe.h"
-#include "model/Device.h"
-#include "store/ModelIdentity.h"
+#include "jobs/Job.h"
+#include "jobs/RunRecords.h"
 #include "store/ResultJson.h"
 #include "store/RunRecorder.h"
 #include "util/Error.h"
-#include "util/Version.h"
 
 namespace pareto::cli {
 namespace {
@@ -41,14 +37,6 @@ bool databaseNamed() {
 
 void warn(const std::string& what) {
   std::cerr << "pareto-cli: warning: " << what << " (this run is not recorded; --no-record skips recording)\n";
-}
-
-std::string describeDevice(const std::string& device) {
-  try {
-    return deviceDescription(parseDevice(device));
-  } catch (const std::exception&) {
-    return device;   // the job itself reports a device it cannot use
-  }
 }
 
 // PARETO_DB_LOCK_TIMEOUT: seconds the final write of a run waits for another process's lock on the database
@@ -76,14 +64,6 @@ std::unique_ptr<ExperimentStore> openForRecording() {
   }
 }
 
-RunStart runStart(const std::string& kind, const std::string& device) {
-  RunStart s;
-  s.kind = kind;
-  s.device = describeDevice(device);
-  s.versions = {{"pareto", paretoVersion()}, {"libtorch", TORCH_VERSION}};
-  return s;
-}
-
 }  // namespace
 
 void addRecordingOptions(CLI::App& app) {
@@ -102,48 +82,19 @@ ExperimentStore openStore() { return ExperimentStore(storePath()); }
 
 ExperimentStore openStoreForReading() { return ExperimentStore::openForReading(storePath()); }
 
-std::string absolutePath(const std::string& path) {
-  if (path.empty()) return path;
-  std::error_code ec;
-  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
-  return ec ? std::filesystem::absolute(path).string() : p.string();
-}
-
-nlohmann::json rerunnableRecipe(const std::string& recipePath) {
-  try {
-    Recipe recipe = Recipe::fromFile(recipePath);
-    nlohmann::json doc = recipe.document;
-    if (recipe.calibration && doc.contains("calibration") && doc["calibration"].is_object()) {
-      const char* key = recipe.calibration->source == "text" ? "text" : "prompts";
-      if (doc["calibration"].contains(key)) doc["calibration"][key] = absolutePath(recipe.calibration->file);
-    }
-    return doc;
-  } catch (const std::exception&) {
-    return {{"recipe_file", absolutePath(recipePath)}};
-  }
-}
-
 JobRecord::JobRecord(std::string kind) : kind_(std::move(kind)) {}
 JobRecord::~JobRecord() = default;
 
-void JobRecord::begin(const std::string& modelDir, const std::string& device, nlohmann::json settings,
-                      const std::string& output) {
+void JobRecord::begin(const std::string& modelDir, const std::string& device, nlohmann::json settings) {
+  begin(makeRunStart(kind_, modelDir, device, std::move(settings)));
+}
+
+void JobRecord::begin(const RunStart& start) {
   store_ = openForRecording();
   if (!store_) return;
-  RunStart s = runStart(kind_, device);
+  settings_ = start.recipe;
   try {
-    s.model = identifyModel(modelDir);
-  } catch (const InputError&) {
-    // A folder that is not a model: the job fails on it in a moment and the run records why.
-  }
-  // Settings name the model too (a job's own settings JSON may hold the path as typed, relative); a compress
-  // recipe must stay a recipe that compress accepts, so its model lives only in the models table.
-  if (kind_ != "compress" && settings.is_object()) settings["model"] = absolutePath(modelDir);
-  settings_ = settings;
-  s.recipe = std::move(settings);
-  s.output = absolutePath(output);
-  try {
-    recorder_ = std::make_unique<RunRecorder>(*store_, s);
+    recorder_ = std::make_unique<RunRecorder>(*store_, start);
   } catch (const std::exception& e) {
     warn(e.what());
     store_.reset();
@@ -152,14 +103,24 @@ void JobRecord::begin(const std::string& modelDir, const std::string& device, nl
 
 void JobRecord::finish(const nlohmann::json& result) {
   if (!recorder_) return;
-  RunResults& r = recorder_->results();
-  addResultsFromJson(r, result);
-  if (r.recipe) {
-    // The job's resolved settings add to those recorded at begin, which win: their paths are absolute.
-    nlohmann::json merged = *r.recipe;
-    merged.update(settings_);
-    r.recipe = merged;
-  }
+  addResultsFromJson(recorder_->results(), result);
+  finishRecording();
+}
+
+void JobRecord::finish(const RecordedJob& job) {
+  if (!recorder_) return;
+  job.record(recorder_->results());
+  finishRecording();
+}
+
+void JobRecord::run(RecordedJob& job) {
+  begin(job.runStart());
+  job.run(terminalProgress(), interruptToken());
+  finish(job);
+}
+
+void JobRecord::finishRecording() {
+  keepBegunSettings(recorder_->results(), settings_);
   try {
     recorder_->finish();
   } catch (const std::exception& e) {
@@ -170,10 +131,6 @@ void JobRecord::finish(const nlohmann::json& result) {
   }
   if (::isatty(STDERR_FILENO) != 0)
     std::cerr << "pareto-cli: recorded as run " << recorder_->id() << " in " << store_->path() << "\n";
-}
-
-void JobRecord::benchmark(const BenchmarkRow& row) {
-  if (recorder_) recorder_->benchmark(row);
 }
 
 void JobRecord::fail(const std::string& message) {
@@ -207,17 +164,13 @@ std::function<void()> recordedJob(std::string kind, std::function<void(JobRecord
   };
 }
 
-void recordBenchmarks(const std::vector<BenchmarkRow>& rows, const std::string& device,
-                      const nlohmann::json& settings) {
-  std::unique_ptr<ExperimentStore> store = openForRecording();
-  if (!store) return;
-  RunStart s = runStart("bench", device);
-  s.recipe = settings.is_object() ? settings : nlohmann::json::object();
-  try {
-    pareto::recordBenchmarks(*store, s, rows);
-  } catch (const std::exception& e) {
-    warn(e.what());
-  }
+void recordFinished(const RecordedJob& job) {
+  if (!job.hasResults()) return;
+  const RunStart start = job.runStart();
+  JobRecord run(start.kind);
+  run.begin(start);
+  run.finish(job);
+  if (!run.unrecorded().empty()) warn(run.unrecorded());
 }
 
 }  // namespace pareto::cli

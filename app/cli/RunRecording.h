@@ -2,7 +2,8 @@
 // --no-record options, and a wrapper that turns a subcommand's body into a recorded run (running → finished,
 // failed with the error, or cancelled on Ctrl-C). History must never cost a result: when the default database
 // cannot be used the job runs anyway with a warning; only a database the user named (--db, PARETO_DB) that
-// cannot be opened stops the job before it starts.
+// cannot be opened stops the job before it starts. What a run records is core's (jobs/RunRecords.h), as for the
+// workbench's runs.
 #pragma once
 
 #include <functional>
@@ -11,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "jobs/Job.h"
 #include "store/ExperimentStore.h"
+#include "util/FileSystem.h"   // absolutePath, for the settings commands record
 
 namespace CLI {
 class App;
@@ -35,14 +38,6 @@ ExperimentStore openStore();
 // in a read-only folder and never creates, migrates or writes anything.
 ExperimentStore openStoreForReading();
 
-// A recipe file as re-runnable JSON: its document with calibration paths made absolute (they resolve against
-// the recipe's folder, which a recipe printed by `runs show --recipe` no longer lives in). Never throws: an
-// unreadable recipe is recorded as {"recipe_file": PATH} and compress itself reports the problem.
-nlohmann::json rerunnableRecipe(const std::string& recipePath);
-
-// An absolute path for settings (a relative one means nothing once the run is looked at from elsewhere).
-std::string absolutePath(const std::string& path);
-
 class JobRecord {
  public:
   explicit JobRecord(std::string kind);
@@ -50,14 +45,18 @@ class JobRecord {
   JobRecord(const JobRecord&) = delete;
   JobRecord& operator=(const JobRecord&) = delete;
 
-  // Records the run as running: the model folder's identity, the device, the job's settings (compress: the
-  // recipe) and, for compress, the output folder.
-  void begin(const std::string& modelDir, const std::string& device, nlohmann::json settings,
-             const std::string& output = "");
+  // Records the run as running, as core's jobs do (jobs/RunRecords.h makeRunStart): a core job's runStart(),
+  // or the model folder's identity, the device and the command's settings.
+  void begin(const RunStart& start);
+  void begin(const std::string& modelDir, const std::string& device, nlohmann::json settings);
   // Records the result JSON the command prints (core/store/ResultJson.h) and marks the run finished.
   void finish(const nlohmann::json& result);
-  // Benchmark rows written with the run when it finishes (for bench commands).
-  void benchmark(const BenchmarkRow& row);
+  // Records a core job's results (jobs/Job.h record: its result() and what it keeps besides) and marks the run
+  // finished.
+  void finish(const RecordedJob& job);
+  // A core job as this run: begun from its runStart(), run with the terminal's progress and Ctrl-C
+  // (CliSupport.h), finished with its results.
+  void run(RecordedJob& job);
   // The recorder, or nullptr when nothing is recorded (--no-record, or the database was unusable).
   RunRecorder* recorder() { return recorder_.get(); }
 
@@ -67,6 +66,8 @@ class JobRecord {
   const std::string& unrecorded() const { return unrecorded_; }
 
  private:
+  void finishRecording();
+
   std::string kind_;
   nlohmann::json settings_;   // as recorded at begin
   std::unique_ptr<ExperimentStore> store_;
@@ -79,8 +80,9 @@ class JobRecord {
 // to main's handlers.
 std::function<void()> recordedJob(std::string kind, std::function<void(JobRecord&)> body);
 
-// The hook for benchmark commands: rows recorded as one finished bench run (nothing with --no-record).
-void recordBenchmarks(const std::vector<BenchmarkRow>& rows, const std::string& device,
-                      const nlohmann::json& settings = nlohmann::json::object());
+// Records a finished job whose run is kept only once it finished with results (a benchmark,
+// RecordedJob::Recording::OnceFinished); a store that cannot be written only warns.
+void recordFinished(const RecordedJob& job);
+
 
 }  // namespace pareto::cli

@@ -1,8 +1,5 @@
 // LibTorch first: its headers use `slots` as an identifier, which Qt's headers define as a macro.
 #include <ATen/ATen.h>
-#include <c10/core/DeviceGuard.h>
-#include <torch/cuda.h>
-#include <torch/version.h>
 
 #include "app/gui/BenchmarkWorker.h"
 
@@ -14,16 +11,11 @@
 #include <optional>
 
 #include "compress/Recipe.h"
-#include "decode/DecodeBenchmark.h"
-#include "jobs/BenchmarkRecords.h"
-#include "runtime/CopyBandwidth.h"
-#include "model/Device.h"
+#include "jobs/BenchmarkJob.h"
 #include "model/ModelSummary.h"
 #include "runtime/PackedLinear.h"
 #include "store/ExperimentStore.h"
-#include "store/ModelIdentity.h"
 #include "util/Error.h"
-#include "util/Version.h"
 
 namespace pareto {
 
@@ -35,12 +27,59 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 // How many of the store's newest bench runs are read for measurements (each is a few rows).
 constexpr int kBenchRunsRead = 200;
 
-// Whether this build has the CUDA kernels (runtime/KernelBenchmark.h refuses "cuda" without them).
-#ifdef PARETO_WITH_CUDA
-constexpr bool kCudaBuild = true;
-#else
-constexpr bool kCudaBuild = false;
-#endif
+// What the strip's header says of a session: where it runs and why, the shape, the decode loop's settings.
+BenchmarkSession describeSession(const BenchmarkRequest& request, const BenchmarkPlan& plan) {
+  auto tr = [](const char* text) { return BenchmarkWorker::tr(text); };
+  const bool synthetic = !request.synthetic.isEmpty();
+  BenchmarkSession session;
+  session.device = request.deviceLabel;
+  session.cpuReference = plan.cpuReference();
+  session.copyGbPerSecond = plan.copyGbPerSecond;
+  session.formats = plan.expected;
+  if (plan.cpuReference()) {
+    const QString why = plan.where == BenchmarkPlan::Where::CpuNoCudaBuild    ? tr("This build has no CUDA kernels")
+                        : plan.where == BenchmarkPlan::Where::CpuNoCudaDevice ? tr("No CUDA device on this machine")
+                                                                               : tr("The CPU is the current device");
+    QStringList what;
+    if (plan.kernels)
+      what << tr("timing the kernels' float64 CPU references over %1 layer(s), %2 runs each")
+                  .arg(plan.kernels->shape.layers)
+                  .arg(plan.kernels->runs);
+    if (plan.decode) what << tr("running the decode loop eagerly through them with tiny settings");
+    session.note = tr("%1: %2. They are recorded but never used to predict tokens/s.").arg(why, what.join(tr(", then ")));
+  }
+  if (plan.kernels) {
+    QStringList parts;
+    for (const auto& l : plan.kernels->shape.linears) parts << qs(l.name);
+    session.shape = tr("%1: %2 of %3 layers (%4)")
+                        .arg(qs(plan.kernels->shape.name))
+                        .arg(plan.kernels->shape.layers)
+                        .arg(plan.modelLayers)
+                        .arg(parts.join(", "));
+    if (!request.unbenchmarkable.isEmpty())
+      session.note += (session.note.isEmpty() ? "" : " ") +
+                      tr("No kernel runs %1: not measured.").arg(request.unbenchmarkable.join(", "));
+  } else {
+    session.shape = synthetic ? request.synthetic : QFileInfo(request.modelDir).fileName();
+  }
+  if (plan.decode) {
+    const DecodeBenchOptions& d = *plan.decode;
+    const QString model =
+        synthetic ? (d.layers > 0 ? tr("%1 (%2 of %3 layers)").arg(request.synthetic).arg(d.layers).arg(plan.modelLayers)
+                                  : request.synthetic)
+                  : tr("%1 as stored").arg(QFileInfo(request.modelDir).fileName());
+    session.decodeShape = tr("%1 · context %2 · %3 new tokens · %4 run(s) · %5")
+                              .arg(model)
+                              .arg(d.contexts.front())
+                              .arg(d.newTokens)
+                              .arg(d.runs)
+                              .arg(plan.cpuReference() ? tr("eager (CPU references)") : tr("CUDA graph"));
+    if (synthetic && !request.notDecodable.isEmpty())
+      session.note += (session.note.isEmpty() ? "" : " ") +
+                      tr("The decode loop has no weight format for %1: not run.").arg(request.notDecodable.join(", "));
+  }
+  return session;
+}
 
 }  // namespace
 
@@ -95,258 +134,126 @@ QStringList decodeFormatsOf(const QStringList& kernelFormats, QStringList* left)
   return formats;
 }
 
-void BenchmarkWorker::run(const BenchmarkRequest& request) { runSession(request); }
-
-void BenchmarkWorker::runSession(const BenchmarkRequest& request) {
+void BenchmarkWorker::run(const BenchmarkRequest& request) {
   const CancelToken none;
   const CancelToken& cancel = request.cancel ? *request.cancel : none;
-  const bool doKernels = request.kind != BenchmarkRequest::Kind::Decode;
-  const bool doDecode = request.kind != BenchmarkRequest::Kind::Kernels;
   const bool synthetic = !request.synthetic.isEmpty();
-  int done = 0, expected = 0;
-  try {
-    // Where it runs: the GPU's kernels when CUDA is there, otherwise the float64 CPU references.
-    BenchmarkSession session;
-    session.device = request.deviceLabel;
-    const bool wantsCuda = request.device.startsWith("cuda");
-    const bool cudaDevice = torch::cuda::is_available();
-    const bool cuda = wantsCuda && cudaDevice && kCudaBuild;
-    std::optional<c10::DeviceGuard> guard;
-    if (cuda) guard.emplace(parseDevice(str(request.device)));
-    session.cpuReference = !cuda;
-
-    KernelBenchOptions options;
-    options.shape = request.shape;
-    options.device = cuda ? "cuda" : "cpu";
-    options.runs = cuda ? request.gpuRuns : request.cpuRuns;
-    options.warmup = cuda ? 5 : 1;
-    if (!cuda) options.shape.layers = std::max(1, std::min(options.shape.layers, request.cpuLayers));
-    const int modelLayers = request.shape.layers;
-
-    // The decode loop: one call per synthetic format (each result streams in), one call for a folder.
-    DecodeBenchOptions decode;
-    decode.modelDir = str(request.modelDir);
-    decode.synthetic = str(request.synthetic);
-    decode.device = cuda ? "cuda" : "cpu";
-    decode.contexts = {cuda ? request.gpuDecodeContext : request.cpuDecodeContext};
-    decode.newTokens = cuda ? request.gpuDecodeNewTokens : request.cpuDecodeNewTokens;
-    decode.runs = cuda ? request.gpuDecodeRuns : request.cpuDecodeRuns;
-    decode.warmup = cuda ? 1 : 0;
-    decode.batches = {1};
-    if (synthetic && !cuda && request.cpuDecodeLayers > 0)
-      decode.layers = std::min<int64_t>(request.cpuDecodeLayers, modelLayers > 0 ? modelLayers : request.cpuDecodeLayers);
-    const QStringList decodeTargets =
-        !doDecode ? QStringList() : synthetic ? request.decodeFormats : QStringList{QString()};
-
-    if (!cuda) {
-      const QString why = !kCudaBuild   ? tr("This build has no CUDA kernels")
-                          : !cudaDevice ? tr("No CUDA device on this machine")
-                                        : tr("The CPU is the current device");
-      QStringList what;
-      if (doKernels)
-        what << tr("timing the kernels' float64 CPU references over %1 layer(s), %2 runs each")
-                    .arg(options.shape.layers)
-                    .arg(request.cpuRuns);
-      if (doDecode) what << tr("running the decode loop eagerly through them with tiny settings");
-      session.note = tr("%1: %2. They are recorded but never used to predict tokens/s.").arg(why, what.join(tr(", then ")));
+  BenchmarkOptions options;
+  options.modelDir = str(request.modelDir);
+  options.synthetic = str(request.synthetic);
+  options.modelLayers = request.shape.layers;
+  options.device = str(request.device);
+  options.streamed = true;
+  if (request.kind != BenchmarkRequest::Kind::Decode) {
+    KernelBenchOptions k;
+    k.shape = request.shape;
+    k.formats.clear();
+    for (const QString& f : request.formats) k.formats.push_back(str(f));
+    options.kernels = k;
+  }
+  if (request.kind != BenchmarkRequest::Kind::Kernels) {
+    DecodeBenchOptions d;
+    d.batches = {1};
+    if (synthetic) {
+      d.formats.clear();
+      for (const QString& f : request.decodeFormats) d.formats.push_back(str(f));
     }
-    QString shapeName = qs(options.shape.name);
-    if (doKernels) {
-      QStringList parts;
-      for (const auto& l : options.shape.linears) parts << qs(l.name);
-      session.shape = tr("%1: %2 of %3 layers (%4)")
-                          .arg(shapeName)
-                          .arg(options.shape.layers)
-                          .arg(modelLayers)
-                          .arg(parts.join(", "));
-    } else {
-      session.shape = synthetic ? request.synthetic : QFileInfo(request.modelDir).fileName();
-    }
-    if (doKernels && !request.unbenchmarkable.isEmpty())
-      session.note += (session.note.isEmpty() ? "" : " ") +
-                      tr("No kernel runs %1: not measured.").arg(request.unbenchmarkable.join(", "));
-    if (doDecode) {
-      const QString model =
-          synthetic ? (decode.layers > 0 ? tr("%1 (%2 of %3 layers)").arg(request.synthetic).arg(decode.layers).arg(modelLayers)
-                                         : request.synthetic)
-                    : tr("%1 as stored").arg(QFileInfo(request.modelDir).fileName());
-      session.decodeShape = tr("%1 · context %2 · %3 new tokens · %4 run(s) · %5")
-                                .arg(model)
-                                .arg(decode.contexts.front())
-                                .arg(decode.newTokens)
-                                .arg(decode.runs)
-                                .arg(cuda ? tr("CUDA graph") : tr("eager (CPU references)"));
-      if (synthetic && !request.notDecodable.isEmpty())
-        session.note += (session.note.isEmpty() ? "" : " ") +
-                        tr("The decode loop has no weight format for %1: not run.").arg(request.notDecodable.join(", "));
-    }
-    expected = (doKernels ? int(request.formats.size()) : 0) + int(decodeTargets.size());
-    session.formats = expected;
-    // The ceiling line: the device's copy bandwidth, (read + written bytes) / time, as core measures it.
-    session.copyGbPerSecond = measureCopyBandwidth(parseDevice(cuda ? str(request.device) : "cpu")) / 1e9;
+    options.decode = d;
+  }
+  options.cpu = request.cpu;
+
+  // The job's results as the strip shows them.
+  BenchmarkSession session;
+  int done = 0;
+  double denseMs = 0, denseTokens = 0;
+  int modelLayers = 0, timedLayers = 0;
+  BenchmarkCallbacks callbacks;
+  callbacks.planned = [&](const BenchmarkPlan& plan) {
+    session = describeSession(request, plan);
+    modelLayers = plan.modelLayers;
+    timedLayers = plan.kernels ? plan.kernels->shape.layers : 0;
     emit started(session);
-
-    std::vector<BenchmarkRow> rows;
-    std::string recordedDevice;
-    const double total = double(std::max(1, expected));
-    auto progressFrom = [this, total, &done](const ProgressUpdate& u) {
-      emit progress((double(done) + std::clamp(u.fraction, 0.0, 1.0)) / total, qs(u.message));
-    };
-
-    // Kernels, format by format, so that each result is shown when it is measured.
-    double denseMs = 0;
-    for (int i = 0; doKernels && i < request.formats.size(); ++i) {
-      if (cancel.isCancelled()) throw Cancelled();
-      options.formats = {str(request.formats[i])};
-      const KernelBenchReport report = runKernelBenchmark(options, progressFrom, cancel);
-      if (cancel.isCancelled()) throw Cancelled();   // asked while this format was timed: it is not shown either
-      recordedDevice = report.device;
-      for (const KernelBenchResult& r : report.results) {
-        BenchmarkPoint p;
-        p.kind = BenchmarkPoint::Kind::Kernel;
-        p.name = qs(r.format);
-        p.available = r.available;
-        p.note = qs(r.note);
-        if (r.available) {
-          p.msPerStep = r.msPerStep;
-          p.gbPerSecond = r.gbPerSecond;
-          p.bitsPerWeight = r.bitsPerWeight;
-          if (session.copyGbPerSecond > 0) p.fractionOfCopy = r.gbPerSecond / session.copyGbPerSecond;
-          if (r.format == "dense") denseMs = r.msPerStep;
-          if (denseMs > 0 && r.msPerStep > 0) p.speedupOverDense = denseMs / r.msPerStep;
-          p.tokensPerSecond = linearStepTokensPerSecond(r.msPerStep, options.shape.layers, modelLayers);
-          rows.push_back(benchmarkRow(report, r));   // as `pareto-cli bench kernels` records its rows
-        }
-        emit pointMeasured(p);
-      }
-      ++done;
+  };
+  callbacks.kernel = [&](const KernelBenchReport&, const KernelBenchResult& r) {
+    BenchmarkPoint p;
+    p.kind = BenchmarkPoint::Kind::Kernel;
+    p.name = qs(r.format);
+    p.available = r.available;
+    p.note = qs(r.note);
+    if (r.available) {
+      p.msPerStep = r.msPerStep;
+      p.gbPerSecond = r.gbPerSecond;
+      p.bitsPerWeight = r.bitsPerWeight;
+      if (session.copyGbPerSecond > 0) p.fractionOfCopy = r.gbPerSecond / session.copyGbPerSecond;
+      if (r.format == "dense") denseMs = r.msPerStep;
+      if (denseMs > 0 && r.msPerStep > 0) p.speedupOverDense = denseMs / r.msPerStep;
+      p.tokensPerSecond = linearStepTokensPerSecond(r.msPerStep, timedLayers, modelLayers);
     }
-
-    // The decode loop, after the kernels.
-    double denseTokens = 0;
-    std::string decodeModel, decodeMode;
-    int decodeRows = 0;
-    for (const QString& format : decodeTargets) {
-      if (cancel.isCancelled()) throw Cancelled();
-      DecodeBenchOptions o = decode;
-      if (synthetic) o.formats = {str(format)};
-      DecodeBenchReport report;
-      QString failure;
-      try {
-        report = runDecodeBenchmark(o, progressFrom, cancel);
-      } catch (const Cancelled&) {
-        throw;
-      } catch (const c10::Error& e) {   // a folder the decode runtime cannot load: shown, the kernels still count
-        failure = qs(e.what_without_backtrace());
-      } catch (const std::exception& e) {
-        failure = qs(e.what());
-      }
-      if (cancel.isCancelled()) throw Cancelled();
-      if (!failure.isEmpty()) {
-        BenchmarkPoint p;
-        p.kind = BenchmarkPoint::Kind::Decode;
-        p.name = synthetic ? format : tr("model");
-        p.available = false;
-        p.note = failure.section('\n', 0, 0);
-        emit pointMeasured(p);
-        ++done;
-        continue;
-      }
-      decodeModel = report.model;
-      decodeMode = report.mode;
-      if (recordedDevice.empty()) recordedDevice = report.device;
-      for (const DecodeBenchResult& r : report.results) {
-        BenchmarkPoint p;
-        p.kind = BenchmarkPoint::Kind::Decode;
-        p.name = qs(r.format);
-        p.available = r.available;
-        p.note = qs(r.note);
-        p.context = int(r.context);
-        p.newTokens = int(r.newTokens);
-        if (!report.notes.empty()) {
-          QStringList notes;
-          for (const std::string& n : report.notes) notes << qs(n);
-          p.note += (p.note.isEmpty() ? "" : "; ") + notes.join("; ");
-        }
-        if (r.available) {
-          p.msPerStep = r.msPerToken;
-          p.tokensPerSecond = r.tokensPerSecond;
-          p.gbPerSecond = r.gbPerSecond;
-          p.bitsPerWeight = r.bitsPerWeight;
-          if (session.copyGbPerSecond > 0) p.fractionOfCopy = r.gbPerSecond / session.copyGbPerSecond;
-          if (r.format == "dense") denseTokens = r.tokensPerSecond;
-          if (denseTokens > 0 && r.tokensPerSecond > 0) p.speedupOverDense = r.tokensPerSecond / denseTokens;
-          rows.push_back(benchmarkRow(report, r));   // as `pareto-cli bench decode` records its rows
-          ++decodeRows;
-        }
-        emit pointMeasured(p);
-      }
-      ++done;
+    emit pointMeasured(p);
+  };
+  callbacks.decode = [&](const DecodeBenchReport& report, const DecodeBenchResult& r) {
+    BenchmarkPoint p;
+    p.kind = BenchmarkPoint::Kind::Decode;
+    p.name = qs(r.format);
+    p.available = r.available;
+    p.note = qs(r.note);
+    p.context = int(r.context);
+    p.newTokens = int(r.newTokens);
+    if (!report.notes.empty()) {
+      QStringList notes;
+      for (const std::string& n : report.notes) notes << qs(n);
+      p.note += (p.note.isEmpty() ? "" : "; ") + notes.join("; ");
     }
+    if (r.available) {
+      p.msPerStep = r.msPerToken;
+      p.tokensPerSecond = r.tokensPerSecond;
+      p.gbPerSecond = r.gbPerSecond;
+      p.bitsPerWeight = r.bitsPerWeight;
+      if (session.copyGbPerSecond > 0) p.fractionOfCopy = r.gbPerSecond / session.copyGbPerSecond;
+      if (r.format == "dense") denseTokens = r.tokensPerSecond;
+      if (denseTokens > 0 && r.tokensPerSecond > 0) p.speedupOverDense = r.tokensPerSecond / denseTokens;
+    }
+    emit pointMeasured(p);
+  };
+  callbacks.decodeFailed = [&](const std::string& format, const std::string& message) {
+    BenchmarkPoint p;
+    p.kind = BenchmarkPoint::Kind::Decode;
+    p.name = synthetic ? qs(format) : tr("model");
+    p.available = false;
+    p.note = qs(message).section('\n', 0, 0);
+    emit pointMeasured(p);
+  };
+  callbacks.callDone = [&](int n) { done = n; };
+  const ProgressCallback progressed = [this](const ProgressUpdate& u) { emit progress(u.fraction, qs(u.message)); };
+
+  BenchmarkJob job(options, callbacks);
+  try {
+    QString storeError;
+    ExperimentStore* s = store(&storeError);
+    const int64_t id = runRecorded(job, s, progressed, cancel, [&](const std::string&, const std::string& error) {
+      storeError = qs(error);
+    });
     emit progress(1.0, tr("recording"));
-
-    // One bench run with every row, or nothing.
-    if (rows.empty()) {
+    const BenchmarkReport& report = job.report();
+    if (report.rows.empty()) {
       emit finished(tr("Nothing could run here; nothing recorded."), 0);
       return;
     }
-    const int kernelRows = int(rows.size()) - decodeRows;
+    int decodeRows = 0;
+    for (const BenchmarkRow& row : report.rows) decodeRows += row.kernel.rfind("decode ", 0) == 0 ? 1 : 0;
+    const int kernelRows = int(report.rows.size()) - decodeRows;
     QStringList measured;
     if (kernelRows > 0) measured << tr("%n kernel format(s)", nullptr, kernelRows);
     if (decodeRows > 0) measured << tr("%n decode format(s)", nullptr, decodeRows);
     const QString what = measured.join(tr(" and "));
-    QString storeError;
-    ExperimentStore* s = store(&storeError);
-    if (s == nullptr) {
+    if (id > 0)
+      emit finished(tr("Recorded %1 on %2 as run %3.").arg(what, qs(report.device)).arg(id), id);
+    else
       emit finished(tr("Measured %1; not recorded: %2").arg(what, storeError), 0);
-      return;
-    }
-    RunStart start;
-    start.kind = "bench";
-    if (!synthetic) {
-      try {
-        start.model = identifyModel(str(request.modelDir));
-      } catch (const std::exception&) {
-        // a model folder that cannot be identified any more: the rows are still worth keeping
-      }
-    }
-    auto list = [](const QStringList& l) {
-      nlohmann::json a = nlohmann::json::array();
-      for (const QString& f : l) a.push_back(str(f));
-      return a;
-    };
-    start.recipe = {{"benchmark", doKernels && doDecode ? "kernels+decode" : doKernels ? "kernels" : "decode"},
-                    {"source", "workbench"},
-                    {"copy_gb_per_s", session.copyGbPerSecond},
-                    {"cpu_reference", session.cpuReference}};
-    if (synthetic) start.recipe["synthetic"] = str(request.synthetic);
-    if (doKernels) {
-      start.recipe["shape"] = options.shape.name;
-      start.recipe["layers"] = options.shape.layers;
-      start.recipe["model_layers"] = modelLayers;
-      start.recipe["formats"] = list(request.formats);
-      start.recipe["runs"] = options.runs;
-    }
-    if (doDecode) {
-      start.recipe["decode"] = {{"model", decodeModel},
-                                {"mode", decodeMode},
-                                {"formats", synthetic ? list(request.decodeFormats) : nlohmann::json::array({"stored"})},
-                                {"context", decode.contexts.front()},
-                                {"new_tokens", decode.newTokens},
-                                {"runs", decode.runs},
-                                {"warmup", decode.warmup},
-                                {"layers", decode.layers}};
-    }
-    start.versions = {{"pareto", paretoVersion()}, {"libtorch", TORCH_VERSION}};
-    start.device = recordedDevice;
-    try {
-      const int64_t id = recordBenchmarks(*s, start, rows);
-      emit finished(tr("Recorded %1 on %2 as run %3.").arg(what, qs(recordedDevice)).arg(id), id);
-    } catch (const std::exception& e) {
-      emit finished(tr("Measured %1; not recorded: %2").arg(what, qs(e.what())), 0);
-    }
   } catch (const Cancelled&) {
-    emit cancelled(tr("Benchmark cancelled after %1 of %2 results; nothing recorded.").arg(done).arg(expected));
+    emit cancelled(tr("Benchmark cancelled after %1 of %2 results; nothing recorded.")
+                       .arg(done)
+                       .arg(session.formats));
   } catch (const c10::Error& e) {
     emit failed(qs(e.what_without_backtrace()));
   } catch (const std::exception& e) {

@@ -4,19 +4,13 @@
 // measurements predicted tokens/s use, and runs the user deletes. No SQLite or engine call runs on the GUI
 // thread.
 //
-// A benchmark session (run()) has up to two parts, by BenchmarkRequest::Kind:
-//   kernels: core's runKernelBenchmark (runtime/KernelBenchmark.h) at the model's linear shapes
-//     (benchmarkShapeOf), format by format (dense first) so that each result reaches the strip as soon as it is
-//     measured. On CUDA it times the kernels over all of the model's layers; without CUDA (no device, no CUDA
-//     build, or the CPU chosen) the kernels' float64 CPU references over one layer with few repetitions.
-//   decode: core's runDecodeBenchmark (decode/DecodeBenchmark.h), the real decode loop at batch 1: a model folder
-//     once, in the formats it stores; a synthetic model (a model/ModelPresets.h name) once per decode format, so
-//     each result streams in. On CUDA as `bench decode` defaults (CUDA graph, context 512, 256 new tokens, 5 runs);
-//     without CUDA eagerly through the references with tiny settings (context 8, 4 new tokens, 1 run, no
-//     warm-up; a synthetic model cut to 1 layer), labelled as such.
-// Results are BenchmarkPoints of the Kernel and Decode kinds. A finished session is recorded as one bench run
-// (store recordBenchmarks) whose rows are as `pareto-cli bench kernels` and `bench decode` write them (kernel
-// "<format>", shape "<model> step"; kernel "decode <format>", shape "<model> context N"); a cancelled or failed
+// A benchmark session (run()) is core's BenchmarkJob (jobs/BenchmarkJob.h) streamed: the kernels at the model's
+// linear shapes (benchmarkShapeOf) format by format (dense first), then the decode loop at batch 1 (a model folder
+// once, as stored; a synthetic model once per decode format), each result reaching the strip as soon as it is
+// measured. On CUDA with `bench kernels` and `bench decode` defaults; without CUDA (no device, no CUDA build, or
+// the CPU chosen) the kernels' float64 CPU references with tiny settings (CpuBenchmarkSettings), labelled as
+// such. Results are BenchmarkPoints of the Kernel and Decode kinds. A finished session is recorded by the job as
+// one bench run whose rows are as `pareto-cli bench kernels` and `bench decode` write them; a cancelled or failed
 // one records nothing. Cancel is checked between formats and between decode runs.
 #pragma once
 
@@ -29,7 +23,7 @@
 
 #include "app/gui/EngineWorker.h"
 #include "compress/RecipeEstimate.h"
-#include "runtime/KernelBenchmark.h"
+#include "jobs/BenchmarkJob.h"
 #include "util/Progress.h"
 #include "widgets/BenchmarkStrip.h"
 
@@ -50,13 +44,8 @@ struct BenchmarkRequest {
   QStringList notDecodable;      // kernel formats the decode loop has no weight format for (shown, not run)
   QString device;                // "cpu", "cuda:0"
   QString deviceLabel;           // "NVIDIA H200 (cuda:0)", "CPU"
-  int cpuLayers = 1;             // layers timed on the CPU references (they are slow)
-  int cpuRuns = 3;
-  int gpuRuns = 50;              // as `bench kernels` defaults
-  // The decode loop: on CUDA as `bench decode` defaults; on the CPU tiny, since the references run eagerly.
-  int gpuDecodeContext = 512, gpuDecodeNewTokens = 256, gpuDecodeRuns = 5;
-  int cpuDecodeContext = 8, cpuDecodeNewTokens = 4, cpuDecodeRuns = 1;
-  int cpuDecodeLayers = 1;       // synthetic models on the CPU: layers built and run (0: all)
+  // On CUDA the settings `bench kernels` and `bench decode` default to; on the CPU references these tiny ones.
+  CpuBenchmarkSettings cpu;
   std::shared_ptr<CancelToken> cancel;
 };
 
@@ -119,7 +108,6 @@ class BenchmarkWorker : public QObject {
   void runsDeleted(int deleted, const QString& error);
 
  private:
-  void runSession(const BenchmarkRequest& request);
   ExperimentStore* store(QString* error);
 
   std::unique_ptr<ExperimentStore> store_;

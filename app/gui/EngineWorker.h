@@ -1,22 +1,19 @@
-// The workbench's only caller of the engine. It lives on its own QThread; the window hands it work through
-// queued calls and hears back through queued signals, so no engine call ever runs on the GUI thread.
+// The workbench's only caller of the engine's compress+evaluate and generate jobs (core/jobs). It lives on its
+// own QThread; the window hands it work through queued calls and hears back through queued signals, so no
+// engine call ever runs on the GUI thread. It only turns the window's requests into job options and the jobs'
+// reports into RunRecords and signals.
 //
-// A run compresses the model with the recipe (compress/CompressJob.h: written under a temporary name, renamed
-// at the end), then evaluates the folder it wrote against the dense model: perplexity on held-out text, decode
-// fidelity and activation drift on held-out prompts, and, when asked, the Hessian-discrepancy study. Cancel
-// stops within one layer (the job checks its token between layers and batches) and leaves no output folder:
-// a cancel during compression leaves nothing by the job's guarantee, one during evaluation removes the folder
-// the run wrote.
+// A run is core's CompressEvaluateJob (jobs/CompressEvaluateJob.h) with the window's recipe and evaluation
+// settings: compress, then perplexity, decode fidelity, activation drift and, when asked, the Hessian study.
+// Cancel stops within one layer and leaves no output folder. The dense model, its perplexity and the Hessian
+// study are kept between runs (EvaluationCache).
 //
-// The dense model, its perplexity and the Hessian study depend only on the model, the device and the data, so
-// they are kept between runs.
-//
-// Every run is recorded in the experiment store (core/store) as pareto-cli records its jobs: kind "compress",
-// the recipe, the model's identity, status running → finished (with the metrics of the RunRecord), failed or
-// cancelled. The database is pareto-cli's default ($PARETO_DB, else the XDG location), so CLI and GUI runs land
-// in one file. The worker owns the only connection and uses it on its thread; loadHistory() reads the stored
-// finished compress runs there too, so no SQLite call ever runs on the GUI thread. History never costs a result:
-// a database that cannot be opened or written leaves the run unrecorded and is reported once (storeProblem).
+// Every run is recorded in the experiment store (core/store) as pareto-cli records its compress runs: the job
+// builds its run record (jobs/Job.h runRecorded). The database is pareto-cli's default ($PARETO_DB, else the XDG
+// location), so CLI and GUI runs land in one file. The worker owns the only connection and uses it on its
+// thread; loadHistory() reads the stored finished compress runs there too, so no SQLite call ever runs on the GUI
+// thread. History never costs a result: a database that cannot be opened or written leaves the run unrecorded
+// and is reported (storeProblem).
 #pragma once
 
 #include <QObject>
@@ -34,11 +31,8 @@
 
 namespace pareto {
 
-struct LoadedModel;
-struct HessianStudyResult;
-struct PerplexityResult;
 class ExperimentStore;
-class RunRecorder;
+struct EvaluationCache;
 
 struct RunRequest {
   QString modelDir;
@@ -96,22 +90,15 @@ class EngineWorker : public QObject {
   void storeProblem(const QString& message);
 
  private:
-  LoadedModel& denseModel(const QString& dir, const QString& device);
-  LoadedModel& compressedModel(const QString& dir, const QString& device);
-  void evaluate(const RunRequest& request, RunRecord& record, const ProgressCallback& progress);
   ExperimentStore* store();   // opened on first use; null when it cannot be
-  std::unique_ptr<RunRecorder> beginRecording(const RunRequest& request, const RunRecord& record);
 
   std::unique_ptr<ExperimentStore> store_;
   QString storeError_;
 
   QVector<ComputeDevice> devices_;   // as probed, for runs asked for before the window heard of them
-  std::unique_ptr<LoadedModel> dense_;
-  QString denseKey_;
-  std::unique_ptr<LoadedModel> compressed_;
-  QString compressedKey_;
-  std::map<QString, double> densePerplexity_;                          // by model, device, text, window
-  std::map<QString, std::shared_ptr<const HessianStudyResult>> studies_;   // by model, device, files, tokens
+  // The dense model, its perplexity and the Hessian study depend only on the model, the device and the data:
+  // kept between runs (and the models for generation).
+  std::unique_ptr<EvaluationCache> cache_;   // jobs/CompressEvaluateJob.h (LibTorch: not in a Qt header)
 };
 
 }  // namespace pareto

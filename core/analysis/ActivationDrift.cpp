@@ -9,7 +9,7 @@
 #include <string>
 
 #include "eval/DecodeFidelity.h"
-#include "model/Generation.h"
+#include "eval/Continuations.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -114,29 +114,25 @@ ActivationDriftResult activationDrift(const LlamaModel& dense, const LlamaModel&
   const int64_t L = dense.numLayers();
   const size_t rows = static_cast<size_t>(L + 1), steps = static_cast<size_t>(opts.steps);
 
-  GenerationOptions gen;
-  gen.maxNewTokens = opts.steps;   // step t consumes token t, so steps tokens cover steps 0 .. steps-1
-  gen.eosTokenIds = opts.eosTokenIds;
-
   std::vector<std::vector<double>> freeSums(rows, std::vector<double>(steps, 0.0)), forcedSums = freeSums;
   std::vector<int64_t> freeCounts(steps, 0), forcedCounts(steps, 0);
   for (size_t first = 0; first < prompts.size(); first += batch) {
     if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
     const size_t last = std::min(prompts.size(), first + batch);
-    std::vector<std::vector<TokenId>> group(prompts.begin() + first, prompts.begin() + last);
-    std::vector<std::vector<TokenId>> denseTokens = generateBatch(dense, group, gen);
-    std::vector<std::vector<TokenId>> ownTokens = generateBatch(compressed, group, gen);
+    // Step t consumes token t, so `steps` new tokens cover steps 0 .. steps-1.
+    const ContinuationBatch b = continuationsOf(dense, compressed, prompts, first, last, opts.steps,
+                                                opts.eosTokenIds, batch, opts.continuations);
 
     std::vector<size_t> denseSteps, ownSteps;
     int64_t width = 1;
     StepRows freeRows, forcedRows;
-    for (size_t i = 0; i < group.size(); ++i) {
-      denseSteps.push_back(consumedLength(denseTokens[i], opts.eosTokenIds));
-      ownSteps.push_back(consumedLength(ownTokens[i], opts.eosTokenIds));
-      width = std::max<int64_t>(width, static_cast<int64_t>(group[i].size() + std::max(denseSteps[i], ownSteps[i])));
+    for (size_t i = 0; i < b.prompts.size(); ++i) {
+      denseSteps.push_back(consumedLength(b.dense[i], opts.eosTokenIds));
+      ownSteps.push_back(consumedLength(b.compressed[i], opts.eosTokenIds));
+      width = std::max<int64_t>(width, static_cast<int64_t>(b.prompts[i].size() + std::max(denseSteps[i], ownSteps[i])));
     }
-    for (size_t i = 0; i < group.size(); ++i) {
-      const int64_t rowStart = static_cast<int64_t>(i) * width + static_cast<int64_t>(group[i].size());
+    for (size_t i = 0; i < b.prompts.size(); ++i) {
+      const int64_t rowStart = static_cast<int64_t>(i) * width + static_cast<int64_t>(b.prompts[i].size());
       for (size_t t = 0; t < denseSteps[i]; ++t) {
         forcedRows.rows.push_back(rowStart + static_cast<int64_t>(t));
         forcedRows.steps.push_back(static_cast<int64_t>(t));
@@ -149,8 +145,8 @@ ActivationDriftResult activationDrift(const LlamaModel& dense, const LlamaModel&
       }
     }
 
-    at::Tensor denseIds = paddedIds(group, denseTokens, denseSteps, width);
-    at::Tensor ownIds = paddedIds(group, ownTokens, ownSteps, width);
+    at::Tensor denseIds = paddedIds(b.prompts, b.dense, denseSteps, width);
+    at::Tensor ownIds = paddedIds(b.prompts, b.compressed, ownSteps, width);
     // Three streams of identical shape: dense on its tokens, compressed on its own, compressed on the dense
     // ones. Identical shapes also make a model compared with itself give exactly zero.
     HiddenStates denseStates(dense, denseIds), freeStates(compressed, ownIds), forcedStates(compressed, denseIds);

@@ -21,10 +21,15 @@
 
 namespace pareto {
 
+struct Continuations;
+
 struct ActivationDriftOptions {
   int64_t steps = 128;                 // decode steps measured (each model generates this many tokens)
   int64_t batch = 0;                   // prompts per generation / forward batch; 0 picks one for the device
   std::vector<TokenId> eosTokenIds;
+  // Continuations already generated for `steps` new tokens (eval/Continuations.h), shared with decode fidelity;
+  // null: generated here.
+  const Continuations* continuations = nullptr;
 };
 
 // Plateau and settling time of one D(l, ·) curve.

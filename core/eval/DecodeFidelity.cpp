@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string>
 
-#include "model/Generation.h"
+#include "eval/Continuations.h"
 #include "model/LoadedModel.h"
 #include "util/Error.h"
 
@@ -131,10 +131,6 @@ FidelityResult decodeFidelity(const LlamaModel& dense, const LlamaModel& compres
   const size_t batch = checkComparisonInputs("decode fidelity", dense, compressed, prompts, opts.maxNewTokens,
                                              "max new tokens", opts.batch);
 
-  GenerationOptions gen;
-  gen.maxNewTokens = opts.maxNewTokens;
-  gen.eosTokenIds = opts.eosTokenIds;
-
   FidelityResult r;
   r.prompts = static_cast<int64_t>(prompts.size());
   double nllSum = 0, denseNllSum = 0;
@@ -142,25 +138,24 @@ FidelityResult decodeFidelity(const LlamaModel& dense, const LlamaModel& compres
   for (size_t first = 0; first < prompts.size(); first += batch) {
     if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
     const size_t last = std::min(prompts.size(), first + batch);
-    std::vector<std::vector<TokenId>> group(prompts.begin() + first, prompts.begin() + last);
-    std::vector<std::vector<TokenId>> denseTokens = generateBatch(dense, group, gen);
-    std::vector<std::vector<TokenId>> ownTokens = generateBatch(compressed, group, gen);
-    TokenScores compressedScores = scoreContinuations(compressed, group, denseTokens);
-    TokenScores denseScores = scoreContinuations(dense, group, denseTokens);
+    const ContinuationBatch b = continuationsOf(dense, compressed, prompts, first, last, opts.maxNewTokens,
+                                                opts.eosTokenIds, batch, opts.continuations);
+    TokenScores compressedScores = scoreContinuations(compressed, b.prompts, b.dense);
+    TokenScores denseScores = scoreContinuations(dense, b.prompts, b.dense);
 
     size_t k = 0;   // index into the flattened scores
-    for (size_t i = 0; i < group.size(); ++i) {
+    for (size_t i = 0; i < b.prompts.size(); ++i) {
       PromptFidelity p;
-      p.promptTokens = static_cast<int64_t>(group[i].size());
-      p.denseTokens = static_cast<int64_t>(denseTokens[i].size());
-      p.compressedTokens = static_cast<int64_t>(ownTokens[i].size());
-      for (TokenId tok : denseTokens[i]) {
+      p.promptTokens = static_cast<int64_t>(b.prompts[i].size());
+      p.denseTokens = static_cast<int64_t>(b.dense[i].size());
+      p.compressedTokens = static_cast<int64_t>(b.compressed[i].size());
+      for (TokenId tok : b.dense[i]) {
         p.nllSum += compressedScores.nll[k];
         p.denseNllSum += denseScores.nll[k];
         p.agreements += compressedScores.argmax[k] == tok ? 1 : 0;
         ++k;
       }
-      p.sharedPrefix = sharedPrefixLength(denseTokens[i], ownTokens[i]);
+      p.sharedPrefix = sharedPrefixLength(b.dense[i], b.compressed[i]);
       nllSum += p.nllSum;
       denseNllSum += p.denseNllSum;
       agreements += p.agreements;

@@ -14,11 +14,15 @@
 namespace pareto {
 
 struct LoadedModel;
+struct Continuations;
 
 struct DecodeFidelityOptions {
   int64_t maxNewTokens = 128;          // T: tokens the dense model generates per prompt (fewer if it emits EOS)
   int64_t batch = 0;                   // prompts per generation / scoring batch; 0 picks one for the device
   std::vector<TokenId> eosTokenIds;    // generation stops after one of these; the EOS itself is scored
+  // Continuations already generated with these settings (eval/Continuations.h), shared with activation drift;
+  // null: generated here.
+  const Continuations* continuations = nullptr;
 };
 
 struct PromptFidelity {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "store/MetricNames.h"
 #include "store/Sqlite.h"
 #include "util/Error.h"
 
@@ -629,7 +630,10 @@ std::vector<RunSummary> ExperimentStore::listRuns(const RunFilter& filter) const
     s.bind(1, filter.model).bind(2, filter.kind);
     while (s.step()) {
       auto it = index.find(s.getInt(0));
-      if (it != index.end()) runs[it->second].metrics[s.getText(1)] = s.getDouble(2);
+      if (it != index.end()) {
+        RunSummary& run = runs[it->second];
+        metric::addStoredMetric(run.metrics, run.kind, s.getText(1), s.getDouble(2));
+      }
     }
     tx.commit();
     return runs;
@@ -661,10 +665,8 @@ RunDetails ExperimentStore::run(int64_t runId) const {
     {
       Statement s(db, "SELECT name, value FROM metrics WHERE run_id = ?1 ORDER BY name");
       s.bind(1, runId);
-      while (s.step()) {
-        d.metrics.push_back({s.getText(0), s.getDouble(1)});
-        d.summary.metrics[d.metrics.back().name] = d.metrics.back().value;
-      }
+      while (s.step()) metric::addStoredMetric(d.summary.metrics, d.summary.kind, s.getText(0), s.getDouble(1));
+      for (const auto& [name, value] : d.summary.metrics) d.metrics.push_back({name, value});
     }
     {
       Statement s(db, "SELECT module, name, value FROM module_stats WHERE run_id = ?1 ORDER BY rowid");

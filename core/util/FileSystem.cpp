@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "util/Error.h"
 
@@ -79,6 +80,13 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
   }
   if (::close(fd) != 0) fail("write failed");
   if (::rename(partial.c_str(), path.c_str()) != 0) fail("cannot be renamed into place");
+}
+
+std::string absolutePath(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
+  return ec ? std::filesystem::absolute(path).string() : p.string();
 }
 
 }  // namespace pareto

@@ -20,4 +20,8 @@ void replaceFolder(const std::string& staged, const std::string& target, const s
 // a crash leaves the previous file or none, never a short one. Throws Error naming the file and the reason.
 void writeFileAtomically(const std::string& path, const std::string& bytes);
 
+// `path` made absolute (and normalized where it exists) for what is recorded or shown later: a relative path
+// means nothing once the run is looked at from elsewhere. "" stays "".
+std::string absolutePath(const std::string& path);
+
 }  // namespace pareto

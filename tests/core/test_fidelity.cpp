@@ -8,6 +8,7 @@
 
 #include "SharedData.h"
 #include "analysis/ActivationDrift.h"
+#include "eval/Continuations.h"
 #include "eval/DecodeFidelity.h"
 #include "model/Generation.h"
 #include "model/LoadedModel.h"
@@ -107,6 +108,51 @@ TEST_F(Fidelity, BatchingDoesNotChangeTheResult) {
   EXPECT_NEAR(a.decodeNll, b.decodeNll, 1e-4);
   EXPECT_NEAR(a.denseNll, b.denseNll, 1e-4);
   EXPECT_EQ(a.continuationTokens, b.continuationTokens);
+}
+
+// Decode fidelity and activation drift handed the same continuations (generated once, eval/Continuations.h)
+// give exactly the numbers each gives generating its own; continuations for other settings are refused.
+TEST_F(Fidelity, SharedContinuationsGiveTheNumbersOfSeparateRuns) {
+  auto light = pruned(0.5);
+  const FidelityResult fidelity = decodeFidelity(*dense_->model, *light->model, prompts_, fidelityOptions());
+  const ActivationDriftResult drift = activationDrift(*dense_->model, *light->model, prompts_, driftOptions());
+
+  const Continuations shared = generateContinuations(*dense_->model, *light->model, prompts_, 24,
+                                                     dense_->eosTokenIds, 4);
+  ASSERT_EQ(shared.dense.size(), prompts_.size());
+  DecodeFidelityOptions f = fidelityOptions();
+  f.continuations = &shared;
+  ActivationDriftOptions d = driftOptions();
+  d.continuations = &shared;
+  const FidelityResult sharedFidelity = decodeFidelity(*dense_->model, *light->model, prompts_, f);
+  const ActivationDriftResult sharedDrift = activationDrift(*dense_->model, *light->model, prompts_, d);
+
+  EXPECT_EQ(sharedFidelity.decodeNll, fidelity.decodeNll);
+  EXPECT_EQ(sharedFidelity.denseNll, fidelity.denseNll);
+  EXPECT_EQ(sharedFidelity.top1Agreement, fidelity.top1Agreement);
+  EXPECT_EQ(sharedFidelity.sharedPrefixMean, fidelity.sharedPrefixMean);
+  EXPECT_EQ(sharedFidelity.continuationTokens, fidelity.continuationTokens);
+  EXPECT_LT(fidelity.top1Agreement, 1.0);   // the pruned model does disagree: the comparison means something
+  for (const auto* curves : {&drift.free, &drift.forced}) {
+    const DriftCurves& other = curves == &drift.free ? sharedDrift.free : sharedDrift.forced;
+    EXPECT_EQ(other.counts, curves->counts);
+    ASSERT_EQ(other.drift.size(), curves->drift.size());
+    for (size_t l = 0; l < curves->drift.size(); ++l)
+      for (size_t t = 0; t < curves->drift[l].size(); ++t) {
+        if (std::isnan(curves->drift[l][t])) {
+          EXPECT_TRUE(std::isnan(other.drift[l][t]));
+          continue;
+        }
+        EXPECT_EQ(other.drift[l][t], curves->drift[l][t]) << "layer " << l << " step " << t;
+      }
+  }
+
+  DecodeFidelityOptions fewer = f;
+  fewer.maxNewTokens = 12;
+  EXPECT_THROW(decodeFidelity(*dense_->model, *light->model, prompts_, fewer), Error);
+  DecodeFidelityOptions rebatched = f;
+  rebatched.batch = 2;
+  EXPECT_THROW(decodeFidelity(*dense_->model, *light->model, prompts_, rebatched), Error);
 }
 
 // The teacher-forced shortcut: the decode NLL equals the one of a real KV-cache decode loop in which the

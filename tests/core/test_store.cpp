@@ -15,11 +15,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "InputErrors.h"
 #include "SharedData.h"
 #include "store/ExperimentStore.h"
+#include "store/MetricNames.h"
 #include "store/ResultJson.h"
 #include "store/RunRecorder.h"
 #include "util/Error.h"
@@ -293,6 +295,56 @@ TEST_F(Store, BenchmarkHook) {
   EXPECT_EQ(store.benchmarks("cpu").size(), 1u);
   EXPECT_TRUE(std::isnan(store.benchmarks("cpu")[0].gbps));
   EXPECT_THROW(store.addBenchmarks(std::nullopt, {{"cpu", "", "8x8", 1, 1.0, NAN}}), InputError);
+}
+
+// One set of metric names (store/MetricNames.h): compress runs the workbench recorded under its old names read
+// under today's, wherever the store is read (listRuns and run); today's name wins where a run holds both; other
+// kinds keep names that are only old names of compress metrics ("seconds" of a fidelity run).
+TEST_F(Store, OldMetricNamesReadUnderTodaysNames) {
+  ExperimentStore store(db());
+  const std::map<std::string, double> old = {{"linear_bpw", 4.5}, {"model_bpw", 5.0}, {"dense_linear_bpw", 16.0},
+                                             {"dense_decode_nll", 0.9}, {"seconds", 12.0}, {"ppl", 21.0}};
+  int64_t gui = 0, both = 0, fidelity = 0;
+  {
+    RunRecorder rec(store, start("compress"));
+    gui = rec.id();
+    for (const auto& [name, value] : old) rec.metric(name, value);
+    rec.finish();
+  }
+  {
+    RunRecorder rec(store, start("compress"));
+    both = rec.id();
+    rec.metric("linear_bpw", 1.0);
+    rec.metric(metric::kLinearBitsPerWeight, 2.0);
+    rec.metric("seconds", 3.0);
+    rec.metric(metric::kSeconds, 4.0);
+    rec.finish();
+  }
+  {
+    RunRecorder rec(store, start("fidelity"));
+    fidelity = rec.id();
+    rec.metric("seconds", 7.0);
+    rec.metric("dense_nll", 0.5);
+    rec.finish();
+  }
+  const std::map<std::string, double> today = {{"linear_bits_per_weight", 4.5}, {"model_bits_per_weight", 5.0},
+                                               {"dense_linear_bits_per_weight", 16.0}, {"dense_nll", 0.9},
+                                               {"timings.total_s", 12.0}, {"ppl", 21.0}};
+  EXPECT_EQ(store.run(gui).summary.metrics, today);
+  std::map<std::string, double> listed;
+  for (const RunSummary& r : store.listRuns())
+    if (r.id == gui) listed = r.metrics;
+  EXPECT_EQ(listed, today);
+  std::vector<std::string> names;
+  for (const Metric& m : store.run(gui).metrics) names.push_back(m.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"dense_linear_bits_per_weight", "dense_nll", "linear_bits_per_weight",
+                                             "model_bits_per_weight", "ppl", "timings.total_s"}));
+  EXPECT_EQ(store.run(both).summary.metrics,
+            (std::map<std::string, double>{{metric::kLinearBitsPerWeight, 2.0}, {metric::kSeconds, 4.0}}));
+  EXPECT_EQ(store.run(fidelity).summary.metrics, (std::map<std::string, double>{{"seconds", 7.0}, {"dense_nll", 0.5}}));
+  EXPECT_EQ(metric::canonicalMetricName("compress", "linear_bpw"), metric::kLinearBitsPerWeight);
+  EXPECT_EQ(metric::canonicalMetricName("fidelity", "seconds"), "seconds");
+  EXPECT_EQ(metric::canonicalMetricName("compress", "ppl"), "ppl");
 }
 
 TEST(ResultJson, NumbersArraysAndNamedObjects) {

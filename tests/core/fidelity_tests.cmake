@@ -1,1 +1,1 @@
-pareto_add_test(test_fidelity SOURCES test_fidelity.cpp LIBS pareto_fidelity)
+pareto_add_test(test_fidelity SOURCES test_fidelity.cpp LIBS pareto_eval pareto_analysis)

@@ -73,6 +73,19 @@ at::Tensor packWords(const at::Tensor& unsignedValues, int bits) {
   return words.to(at::kInt).contiguous();
 }
 
+// `t` in `dtype`, counting into `changed` the values the cast does not keep. A finite value that overflows is
+// refused: the checkpoint would hold an infinity where the model has a number.
+at::Tensor castChecked(const at::Tensor& t, at::ScalarType dtype, const std::string& name, int64_t& changed) {
+  at::Tensor out = t.to(dtype).contiguous();
+  if (out.scalar_type() == t.scalar_type()) return out;
+  const at::Tensor wide = t.to(at::kDouble), back = out.to(at::kDouble);
+  if ((at::isfinite(wide) & ~at::isfinite(back)).any().item<bool>())
+    throw InputError("tensor " + name + " holds values beyond " + dtypeLabel(dtype) + "'s range; export with "
+                     "--dtype source or float32");
+  changed += at::ne(wide, back).sum().item<int64_t>();
+  return out;
+}
+
 bool isFusedPartner(const std::string& a, const std::string& b) {
   auto parentOf = [](const std::string& m) { return m.substr(0, m.rfind('.')); };
   auto kind = [](const std::string& m) -> int {
@@ -281,6 +294,7 @@ CompressedTensorsExportReport exportCompressedTensors(const CompressedTensorsExp
   }
 
   report("load", 0, src.string());
+  int64_t denseChanged = 0;
   NamedTensors tensors;
   tensors.reserve(ckpt.tensors().size());
   // Dense tensors as stored, cast to the written dtype; packed modules are read through their format below.
@@ -293,7 +307,7 @@ CompressedTensorsExportReport exportCompressedTensors(const CompressedTensorsExp
       throw InputError(fileMessage(e->file, "holds a dense " + e->name + ", but pareto.json stores " + module +
                                                 " as " + f->format));
     at::Tensor t = readTensor(*e);
-    if (isFloating(e->dtype)) t = t.to(dtype);
+    if (isFloating(e->dtype)) t = castChecked(t, dtype, e->name, denseChanged);
     tensors.emplace_back(e->name, std::move(t));
   }
 
@@ -310,7 +324,8 @@ CompressedTensorsExportReport exportCompressedTensors(const CompressedTensorsExp
                                                  record);
     if (!p.scheme) {
       // Pruned-only (zeros in place) or the output head: dense, exactly as Pareto's loader unpacks it.
-      tensors.emplace_back(p.module + ".weight", packed.unpack().to(dtype).contiguous());
+      tensors.emplace_back(p.module + ".weight", castChecked(packed.unpack(), dtype, p.module + ".weight",
+                                                             denseChanged));
       ++result.denseModules;
       continue;
     }
@@ -332,6 +347,10 @@ CompressedTensorsExportReport exportCompressedTensors(const CompressedTensorsExp
   }
   for (const Plan& p : plans)
     if (p.format == nullptr && !p.scheme) ++result.denseModules;
+  if (denseChanged > 0)
+    result.notes.push_back(std::to_string(denseChanged) + " values of the dense tensors (embedding, norms, dense "
+                           "linears) are not exact in " + dtypeLabel(dtype) + " and were rounded; --dtype source "
+                           "keeps them");
   if (scalesChanged > 0)
     result.notes.push_back(std::to_string(scalesChanged) + " of " + std::to_string(scalesTotal) + " scales changed "
                            "when rounded to " + dtypeLabel(dtype) + " (vLLM computes with the checkpoint's dtype; "

@@ -1,17 +1,19 @@
-// `pareto-cli export hf`: a compressed folder as a dense Hugging Face checkpoint (core/export/HfExport.h).
+// `pareto-cli export hf | gguf | compressed-tensors`: the exports of core/export/ (HfExport.h, GgufExport.h,
+// CompressedTensorsExport.h).
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <sstream>
 
 #include "CliSupport.h"
 #include "Commands.h"
+#include "export/CompressedTensorsExport.h"
 #include "export/GgufExport.h"
 #include "export/HfExport.h"
 
 namespace pareto::cli {
 
 void addExportCommand(CLI::App& app) {
-  CLI::App* exp = app.add_subcommand("export", "Exports that other tools read (see `export hf --help`, `export gguf --help`)");
+  CLI::App* exp = app.add_subcommand("export", "Exports that other tools read (see `export hf --help`, `export gguf --help`, `export compressed-tensors --help`)");
   exp->require_subcommand(1);
   struct Args {
     HfExportOptions opts;
@@ -89,6 +91,58 @@ void addExportCommand(CLI::App& app) {
                  {"bytes", r.bytes},
                  {"tensors_by_type", r.tensorsByType},
                  {"linear_bits_per_weight", r.linearBitsPerWeight},
+                 {"notes", r.notes},
+                 {"seconds", r.seconds}},
+                text.str());
+  });
+
+  struct CtArgs {
+    CompressedTensorsExportOptions opts;
+    bool json = false;
+  };
+  auto cargs = std::make_shared<CtArgs>();
+  CLI::App* ccmd = exp->add_subcommand(
+      "compressed-tensors",
+      "Write a compressed folder as a compressed-tensors \"pack-quantized\" checkpoint that vLLM and SGLang serve "
+      "with their W4A16 / W8A16 kernels: each int4 / int8 module (groups, per channel, per tensor written per "
+      "channel, GPTQ act-order) keeps Pareto's codes and scales exactly (int32 weight_packed, weight_scale, "
+      "weight_zero_point when asymmetric, weight_shape); 2:4-pruned, unstructured and unquantized modules and "
+      "lm_head are written dense (zeros in place) and listed in quantization_config.ignore. A module stored in a "
+      "format compressed-tensors has no scheme for (3-bit, SpQR, 2:4 + int) is refused, naming it. config.json "
+      "gets quantization_config; tokenizer and generation_config are copied. Nothing is left behind on failure or "
+      "Ctrl-C.");
+  ccmd->add_option("--model", cargs->opts.modelDir, "Compressed model folder (written by compress)")->required();
+  ccmd->add_option("--out", cargs->opts.outDir, "Output folder (must not exist unless --overwrite)")->required();
+  ccmd->add_option("--dtype", cargs->opts.dtype,
+                   "dtype of the scales and the dense tensors, which vLLM runs in: float16 keeps Pareto's fp16 "
+                   "scales exact; bfloat16 or float32, or source (config.json's dtype; bfloat16 rounds the scales "
+                   "and the report says how many changed)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"float16", "bfloat16", "float32", "source"}));
+  ccmd->add_flag("--overwrite", cargs->opts.overwrite,
+                 "Replace an existing output folder that Pareto wrote, once the new one is complete");
+  ccmd->add_flag("--json", cargs->json,
+                 "Print one JSON object (out, dtype, tensors, quantized_modules, dense_modules, schemes, ignore, "
+                 "bytes, files, notes)");
+  ccmd->callback([cargs] {
+    CompressedTensorsExportReport r = exportCompressedTensors(cargs->opts, terminalProgress(), &interruptToken());
+    std::ostringstream text;
+    text.precision(3);
+    text << "wrote " << r.outDir << ": " << r.quantizedModules << " modules pack-quantized, " << r.denseModules
+         << " dense (ignored), " << r.tensors << " tensors in " << r.dtype << ", " << std::fixed
+         << r.bytes / 1048576.0 << " MiB";
+    for (const auto& s : r.schemes) text << "\n  " << s;
+    for (const auto& note : r.notes) text << "\n  note: " << note;
+    printResult(cargs->json,
+                {{"out", r.outDir},
+                 {"dtype", r.dtype},
+                 {"tensors", r.tensors},
+                 {"quantized_modules", r.quantizedModules},
+                 {"dense_modules", r.denseModules},
+                 {"schemes", r.schemes},
+                 {"ignore", r.ignore},
+                 {"bytes", r.bytes},
+                 {"files", r.files},
                  {"notes", r.notes},
                  {"seconds", r.seconds}},
                 text.str());

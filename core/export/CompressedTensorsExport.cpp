@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "export/ExportFolder.h"
 #include "formats/PackedModuleIO.h"
 #include "model/CompressionManifest.h"
 #include "model/Device.h"
@@ -23,7 +24,6 @@
 #include "util/FileSystem.h"
 #include "util/Json.h"
 #include "util/OutputFolder.h"
-#include "util/Version.h"
 
 namespace pareto {
 namespace fs = std::filesystem;
@@ -49,16 +49,6 @@ class CheckpointParts : public StoredTensors {
  private:
   const Checkpoint& ckpt_;
 };
-
-// The files of a compressed folder that the export keeps as they are (config.json is rewritten).
-bool copiedAsIs(const fs::path& file) {
-  const std::string name = file.filename().string();
-  if (name.empty() || name[0] == '.') return false;
-  if (name == kCompressManifestFile || name == kExportManifestFile || name == "config.json" ||
-      name == "model.safetensors.index.json")
-    return false;
-  return file.extension() != ".safetensors" && file.extension() != ".partial";
-}
 
 // Unsigned b-bit values [n, k] (k a multiple of 32 / b) packed along k into int32 words, value i of a word in
 // bits b·i .. b·i + b − 1.
@@ -401,24 +391,13 @@ CompressedTensorsExportReport exportCompressedTensors(const CompressedTensorsExp
                                        {"ignore", ignore},
                                        {"kv_cache_scheme", nullptr}};
   writeFileAtomically((tmp / "config.json").string(), configJson.dump(2) + "\n");
-  for (const auto& entry : fs::directory_iterator(src)) {
-    if (!entry.is_regular_file() || !copiedAsIs(entry.path())) continue;
-    const fs::path to = tmp / entry.path().filename();
-    fs::copy_file(entry.path(), to);
-    fs::permissions(to, fs::perms::owner_write, fs::perm_options::add);
-  }
-  const nlohmann::json record = {{"producer", std::string("pareto ") + paretoVersion()},
-                                 {kOutputRunKey, output.runId()},
-                                 {"export", "compressed-tensors"},
-                                 {"source", src.string()},
-                                 {"dtype", dtypeLabel(dtype)}};
-  writeFileAtomically((tmp / kExportManifestFile).string(), record.dump(2) + "\n");
+  copyUnchangedFiles(src.string(), tmp.string());
+  writeExportRecord(tmp.string(), output.runId(), "compressed-tensors", src.string(), dtypeLabel(dtype));
   report("write", 0.9, "files");
   checkCancel();
   output.commit();
 
-  for (const auto& entry : fs::directory_iterator(out)) result.files.push_back(entry.path().filename().string());
-  std::sort(result.files.begin(), result.files.end());
+  result.files = folderFileNames(out.string());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report("write", 1.0, out.string());
   return result;

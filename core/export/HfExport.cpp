@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "export/DenseWeights.h"
+#include "export/ExportFolder.h"
 #include "model/CompressionManifest.h"
 #include "model/Device.h"
 #include "model/ModelConfig.h"
@@ -19,22 +20,10 @@
 #include "util/FileSystem.h"
 #include "util/Json.h"
 #include "util/OutputFolder.h"
-#include "util/Version.h"
 
 namespace pareto {
 namespace fs = std::filesystem;
 namespace {
-
-// The files of a compressed folder that a Hugging Face checkpoint keeps: everything but the weights (rewritten),
-// Pareto's manifest and hidden or partial files.
-bool copiedAsIs(const fs::path& file) {
-  const std::string name = file.filename().string();
-  if (name.empty() || name[0] == '.') return false;
-  if (name == kCompressManifestFile || name == kExportManifestFile || name == "config.json" ||
-      name == "model.safetensors.index.json")
-    return false;
-  return file.extension() != ".safetensors" && file.extension() != ".partial";
-}
 
 }  // namespace
 
@@ -116,28 +105,14 @@ HfExportReport exportHuggingFace(const HfExportOptions& opts, const ProgressCall
       fs::copy_file(configPath, tmp / "config.json");
       fs::permissions(tmp / "config.json", fs::perms::owner_write, fs::perm_options::add);
     }
-    for (const auto& entry : fs::directory_iterator(src)) {
-      if (!entry.is_regular_file() || !copiedAsIs(entry.path())) continue;
-      const fs::path to = tmp / entry.path().filename();
-      fs::copy_file(entry.path(), to);
-      // Copies keep the source's mode; files of a read-only model store would stay read-only in a folder the
-      // user owns and may want to edit (a chat template, a generation setting).
-      fs::permissions(to, fs::perms::owner_write, fs::perm_options::add);
-    }
-    // The record that Pareto wrote this folder (what --overwrite may replace) and where it came from.
-    const nlohmann::json record = {{"producer", std::string("pareto ") + paretoVersion()},
-                                   {kOutputRunKey, output.runId()},
-                                   {"export", "hf"},
-                                   {"source", src.string()},
-                                   {"dtype", dtypeLabel(dtype)}};
-    writeFileAtomically((tmp / kExportManifestFile).string(), record.dump(2) + "\n");
+    copyUnchangedFiles(src.string(), tmp.string());
+    writeExportRecord(tmp.string(), output.runId(), "hf", src.string(), dtypeLabel(dtype));
     report("write", 0.9, "files");
     checkCancel();
 
     output.commit();
   }
-  for (const auto& entry : fs::directory_iterator(out)) result.files.push_back(entry.path().filename().string());
-  std::sort(result.files.begin(), result.files.end());
+  result.files = folderFileNames(out.string());
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report("write", 1.0, out.string());
   return result;

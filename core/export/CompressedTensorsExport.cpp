@@ -377,13 +377,7 @@ CompressedTensorsExportReport exportCompressedTensors(const CompressedTensorsExp
   checkCancel();
 
   // transformers and vLLM load the dense tensors and the scales in the config's dtype.
-  bool set = false;
-  for (const char* key : {"torch_dtype", "dtype"})
-    if (configJson.contains(key)) {
-      configJson[key] = dtypeLabel(dtype);
-      set = true;
-    }
-  if (!set) configJson["torch_dtype"] = dtypeLabel(dtype);
+  setConfigDtype(configJson, dtypeLabel(dtype));
   configJson["quantization_config"] = {{"quant_method", "compressed-tensors"},
                                        {"format", "pack-quantized"},
                                        {"quantization_status", "compressed"},

@@ -44,6 +44,16 @@ void writeExportRecord(const std::string& staging, const std::string& runId, con
   writeFileAtomically((fs::path(staging) / kExportManifestFile).string(), record.dump(2) + "\n");
 }
 
+void setConfigDtype(nlohmann::json& config, const std::string& dtype) {
+  bool set = false;
+  for (const char* key : {"torch_dtype", "dtype"})
+    if (config.contains(key)) {
+      config[key] = dtype;
+      set = true;
+    }
+  if (!set) config["torch_dtype"] = dtype;
+}
+
 std::vector<std::string> folderFileNames(const std::string& dir) {
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path().filename().string());

@@ -2,6 +2,7 @@
 // their weights: copy the files a checkpoint keeps unchanged, record that Pareto wrote the folder, list it.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@ void copyUnchangedFiles(const std::string& src, const std::string& staging);
 // run, by which export, from which folder, in which dtype.
 void writeExportRecord(const std::string& staging, const std::string& runId, const std::string& exportKind,
                        const std::string& src, const std::string& dtype);
+
+// Makes config.json name the dtype the weights were written in: every spelling it has ("torch_dtype", the
+// older one, and "dtype"), else "torch_dtype", which transformers of every version reads.
+void setConfigDtype(nlohmann::json& config, const std::string& dtype);
 
 // The file names of a folder, sorted.
 std::vector<std::string> folderFileNames(const std::string& dir);

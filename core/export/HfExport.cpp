@@ -91,13 +91,7 @@ HfExportReport exportHuggingFace(const HfExportOptions& opts, const ProgressCall
     // transformers loads the weights in the config's dtype: keep it in step with what was written. Otherwise
     // config.json is copied byte for byte.
     if (dtype != source || (!configJson.contains("torch_dtype") && !configJson.contains("dtype"))) {
-      bool set = false;
-      for (const char* key : {"torch_dtype", "dtype"})
-        if (configJson.contains(key)) {
-          configJson[key] = dtypeLabel(dtype);
-          set = true;
-        }
-      if (!set) configJson["torch_dtype"] = dtypeLabel(dtype);
+      setConfigDtype(configJson, dtypeLabel(dtype));
       std::ofstream cfg(tmp / "config.json");
       cfg << configJson.dump(2) << "\n";
       if (!cfg.flush()) throw Error(fileMessage((tmp / "config.json").string(), "write failed"));

@@ -14,6 +14,7 @@
 
 #include "export/ExportFolder.h"
 #include "formats/PackedModuleIO.h"
+#include "model/CheckpointTensors.h"
 #include "model/CompressionManifest.h"
 #include "model/Device.h"
 #include "model/ModelConfig.h"
@@ -33,22 +34,6 @@ constexpr const char* kOutputHead = "lm_head";
 const char* const kUseInstead =
     "; compressed-tensors has no scheme vLLM runs for it. `pareto-cli export hf` writes a dense checkpoint, and a "
     "recipe with int4 or int8 groups (or per channel) gives modules this export keeps";
-
-// A checkpoint's tensors as formats/PackedModuleIO.h reads a module's.
-class CheckpointParts : public StoredTensors {
- public:
-  explicit CheckpointParts(const Checkpoint& ckpt) : ckpt_(ckpt) {}
-  std::optional<Entry> find(const std::string& name) const override {
-    const TensorEntry* e = ckpt_.find(name);
-    if (e == nullptr) return std::nullopt;
-    return Entry{scalarType(e->dtype), e->shape, e->file};
-  }
-  at::Tensor read(const std::string& name) const override { return readTensor(ckpt_.at(name)); }
-  std::string location() const override { return ckpt_.directory(); }
-
- private:
-  const Checkpoint& ckpt_;
-};
 
 // Unsigned b-bit values [n, k] (k a multiple of 32 / b) packed along k into int32 words, value i of a word in
 // bits b·i .. b·i + b − 1.
@@ -301,7 +286,7 @@ CompressedTensorsExportReport exportCompressedTensors(const CompressedTensorsExp
     tensors.emplace_back(e->name, std::move(t));
   }
 
-  const CheckpointParts parts(ckpt);
+  const CheckpointTensors parts(ckpt);
   int64_t scalesChanged = 0, scalesTotal = 0, done = 0;
   for (const Plan& p : plans) {
     ++done;

@@ -16,6 +16,7 @@
 #include "compress/Spqr.h"
 #include "formats/PackedModuleIO.h"
 #include "InputErrors.h"
+#include "model/CheckpointTensors.h"
 #include "model/Safetensors.h"
 #include "model/TensorIO.h"
 #include "SharedData.h"
@@ -31,19 +32,11 @@ using test::inputErrorOf;
 constexpr int64_t kRows = 32, kCols = 64;
 
 // The folder's model.safetensors as PackedModuleIO reads it.
-class FileTensors : public StoredTensors {
- public:
-  explicit FileTensors(const std::string& dir) : ckpt_(Checkpoint::open(dir)) {}
-  std::optional<Entry> find(const std::string& name) const override {
-    const TensorEntry* e = ckpt_.find(name);
-    if (e == nullptr) return std::nullopt;
-    return Entry{scalarType(e->dtype), e->shape, e->file};
-  }
-  at::Tensor read(const std::string& name) const override { return readTensor(ckpt_.at(name)); }
-  std::string location() const override { return ckpt_.directory(); }
-
- private:
-  Checkpoint ckpt_;
+struct FileTensors {
+  explicit FileTensors(const std::string& dir) : ckpt(Checkpoint::open(dir)), tensors(ckpt) {}
+  FileTensors(const FileTensors&) = delete;   // `tensors` refers to this `ckpt`
+  Checkpoint ckpt;
+  CheckpointTensors tensors;
 };
 
 at::Tensor weight(uint64_t seed) {
@@ -192,13 +185,13 @@ TEST_F(PackedModuleIO, EveryFormatReadsBackAsWritten) {
   const FileTensors file = stored(tensors);
   for (size_t i = 0; i < formats.size(); ++i) {
     SCOPED_TRACE(formats[i]);
-    const PackedModule read = readPackedModule(file, "model.layers." + std::to_string(i) + ".mlp.up_proj",
+    const PackedModule read = readPackedModule(file.tensors, "model.layers." + std::to_string(i) + ".mlp.up_proj",
                                                written[i].format, kRows, kCols, recordOf(written[i]));
     expectSameModule(read, written[i]);
     EXPECT_EQ(read.storedBytes(), written[i].storedBytes());
     EXPECT_TRUE(at::equal(read.unpack(), written[i].unpack()));
   }
-  const PackedModule read = readPackedModule(file, "model.layers.99.mlp.up_proj", actOrder.format, kRows, kCols,
+  const PackedModule read = readPackedModule(file.tensors, "model.layers.99.mlp.up_proj", actOrder.format, kRows, kCols,
                                              recordOf(actOrder));
   expectSameModule(read, actOrder);
   EXPECT_EQ(read.storedBytes(), actOrder.storedBytes());
@@ -247,7 +240,7 @@ TEST_F(PackedModuleIO, RefusesAMissingTensorNamingModuleAndTensor) {
   const std::string tensor = std::string(kModule) + ".weight.qzeros";
   const FileTensors file = stored(alteredInt4(tensor, [](const at::Tensor&) { return at::Tensor(); }));
   EXPECT_THAT(inputErrorOf([&] {
-                readPackedModule(file, kModule, WeightFormat::parse("int4-g32-asym"), kRows, kCols);
+                readPackedModule(file.tensors, kModule, WeightFormat::parse("int4-g32-asym"), kRows, kCols);
               }),
               AllOf(HasSubstr(dir_), HasSubstr(tensor), HasSubstr(kModule), HasSubstr("missing")));
 }
@@ -256,7 +249,7 @@ TEST_F(PackedModuleIO, RefusesAWrongDtypeNamingFileModuleAndTensor) {
   const std::string tensor = std::string(kModule) + ".weight.qscales";
   const FileTensors file = stored(alteredInt4(tensor, [](const at::Tensor& t) { return t.to(at::kFloat); }));
   EXPECT_THAT(inputErrorOf([&] {
-                readPackedModule(file, kModule, WeightFormat::parse("int4-g32-asym"), kRows, kCols);
+                readPackedModule(file.tensors, kModule, WeightFormat::parse("int4-g32-asym"), kRows, kCols);
               }),
               AllOf(HasSubstr(fileName()), HasSubstr(tensor), HasSubstr(kModule), HasSubstr("is F32 [32, 2]"),
                     HasSubstr("stores F16 [32, 2]")));
@@ -266,14 +259,14 @@ TEST_F(PackedModuleIO, RefusesAWrongShapeNamingFileModuleAndTensor) {
   const std::string tensor = std::string(kModule) + ".weight.qcodes";
   const FileTensors file = stored(alteredInt4(tensor, [](const at::Tensor& t) { return t.narrow(1, 0, 16).clone(); }));
   EXPECT_THAT(inputErrorOf([&] {
-                readPackedModule(file, kModule, WeightFormat::parse("int4-g32-asym"), kRows, kCols);
+                readPackedModule(file.tensors, kModule, WeightFormat::parse("int4-g32-asym"), kRows, kCols);
               }),
               AllOf(HasSubstr(fileName()), HasSubstr(tensor), HasSubstr(kModule), HasSubstr("U8 [32, 16]"),
                     HasSubstr("U8 [32, 32]")));
   // The same tensors under a module of other columns do not fit either.
   const FileTensors whole = stored(alteredInt4("", {}));
   EXPECT_THAT(inputErrorOf([&] {
-                readPackedModule(whole, kModule, WeightFormat::parse("int4-g32-asym"), kRows, 2 * kCols);
+                readPackedModule(whole.tensors, kModule, WeightFormat::parse("int4-g32-asym"), kRows, 2 * kCols);
               }),
               AllOf(HasSubstr(tensor), HasSubstr(kModule), HasSubstr("[32, 128] weight")));
 }
@@ -287,7 +280,7 @@ TEST_F(PackedModuleIO, RefusesPartsThatDoNotFitTogether) {
   PackedModuleRecord record;
   record.spqrScaleGroup = 16;
   EXPECT_THAT(inputErrorOf([&] {
-                readPackedModule(file, kModule, WeightFormat::parse("spqr-3bit"), kRows, kCols, record);
+                readPackedModule(file.tensors, kModule, WeightFormat::parse("spqr-3bit"), kRows, kCols, record);
               }),
               AllOf(HasSubstr(fileName()), HasSubstr(kModule), HasSubstr("not a valid CSR")));
 }
@@ -298,7 +291,7 @@ TEST_F(PackedModuleIO, RefusesAnActOrderThatIsNoPermutation) {
   p.columnOrder[3] = 4;
   const FileTensors file = stored(writePackedModule(kModule, p));
   const std::string tensor = std::string(kModule) + ".weight.qperm";
-  EXPECT_THAT(inputErrorOf([&] { readPackedModule(file, kModule, p.format, kRows, kCols, recordOf(p)); }),
+  EXPECT_THAT(inputErrorOf([&] { readPackedModule(file.tensors, kModule, p.format, kRows, kCols, recordOf(p)); }),
               AllOf(HasSubstr(fileName()), HasSubstr(tensor), HasSubstr(kModule), HasSubstr("not a permutation")));
 }
 
@@ -306,7 +299,7 @@ TEST_F(PackedModuleIO, RefusesAnUnknownFormatNamingTheModule) {
   const FileTensors file = stored(writePackedModule(kModule, packedModule("int4-g32", 6)));
   WeightFormat nineBits = WeightFormat::parse("int4-g32");
   nineBits.bits = 9;
-  EXPECT_THAT(inputErrorOf([&] { readPackedModule(file, kModule, nineBits, kRows, kCols); }),
+  EXPECT_THAT(inputErrorOf([&] { readPackedModule(file.tensors, kModule, nineBits, kRows, kCols); }),
               AllOf(HasSubstr(dir_), HasSubstr(kModule), HasSubstr("not a weight format")));
   PackedModule p = packedModule("int4-g32", 6);
   p.format = nineBits;
@@ -314,10 +307,10 @@ TEST_F(PackedModuleIO, RefusesAnUnknownFormatNamingTheModule) {
               AllOf(HasSubstr(kModule), HasSubstr("not a weight format")));
   WeightFormat badMask = WeightFormat::parse("bitmask-2:4");
   badMask.m = 3;
-  EXPECT_THAT(inputErrorOf([&] { readPackedModule(file, kModule, badMask, kRows, kCols); }),
+  EXPECT_THAT(inputErrorOf([&] { readPackedModule(file.tensors, kModule, badMask, kRows, kCols); }),
               AllOf(HasSubstr(kModule), HasSubstr("not a weight format")));
   // A format the module's shape cannot take.
-  EXPECT_THAT(inputErrorOf([&] { readPackedModule(file, kModule, WeightFormat::parse("int4-g48"), kRows, kCols); }),
+  EXPECT_THAT(inputErrorOf([&] { readPackedModule(file.tensors, kModule, WeightFormat::parse("int4-g48"), kRows, kCols); }),
               AllOf(HasSubstr(kModule), HasSubstr("do not divide")));
 }
 

@@ -7,8 +7,8 @@
 
 #include "CliSupport.h"
 #include "Commands.h"
+#include "checkpoint/ModelPresets.h"
 #include "jobs/BenchmarkJob.h"
-#include "model/ModelPresets.h"
 
 namespace pareto::cli {
 

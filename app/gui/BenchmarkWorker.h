@@ -36,7 +36,7 @@ struct BenchmarkRequest {
   enum class Kind { Kernels, Decode, KernelsAndDecode };
   Kind kind = Kind::Kernels;
   QString modelDir;              // the loaded model folder: its identity is recorded with the bench run, or
-  QString synthetic;             // a synthetic model (model/ModelPresets.h name); modelDir is then empty
+  QString synthetic;             // a synthetic model (checkpoint/ModelPresets.h name); modelDir is then empty
   ModelShape shape;              // benchmarkShapeOf(the model)
   QStringList formats;           // kernel formats (runtime/KernelBenchmark.h names), dense first
   QStringList unbenchmarkable;   // layouts of the recipe no kernel runs (shown, not measured)

@@ -15,7 +15,7 @@
 // headers for the summary stays on the GUI thread: it touches no weights and is instant.
 //
 // A synthetic model (File ▸ Open Synthetic Model, or the Model dock) is a published configuration with random
-// weights (model/ModelPresets.h): the Model dock and the Recipe dock's estimates work from its configuration and
+// weights (checkpoint/ModelPresets.h): the Model dock and the Recipe dock's estimates work from its configuration and
 // Benchmark measures it; compressing, evaluating and generating need real weights and are disabled with a reason.
 #pragma once
 
@@ -62,7 +62,7 @@ class MainWindow : public QMainWindow {
   // Reads the folder's config and safetensors headers and shows them. On failure the message (naming the folder
   // or file at fault) goes to the error reporter and the model shown before stays; returns whether it loaded.
   bool openModel(const QString& dir);
-  // Opens a synthetic model of a known architecture (a model/ModelPresets.h name); reports an unknown name.
+  // Opens a synthetic model of a known architecture (a checkpoint/ModelPresets.h name); reports an unknown name.
   bool openSyntheticModel(const QString& preset);
   // The synthetic model open ("" : a folder or nothing).
   QString currentSyntheticModel() const { return syntheticPreset_; }

@@ -4,7 +4,7 @@
 #include <QObject>
 #include <algorithm>
 
-#include "model/ModelPresets.h"
+#include "checkpoint/ModelPresets.h"
 
 namespace pareto {
 

@@ -1,4 +1,4 @@
-// Synthetic models in the workbench: a published configuration (model/ModelPresets.h) with random weights,
+// Synthetic models in the workbench: a published configuration (checkpoint/ModelPresets.h) with random weights,
 // opened like a model so that the Recipe dock can estimate and the Benchmark action can measure the real
 // architecture's speed without downloading it. Nothing here touches weights: the summary is made from the
 // configuration alone (its tensors as a checkpoint of it would hold them, 2 bytes per weight).
@@ -11,7 +11,7 @@
 
 namespace pareto {
 
-// The preset names, in model/ModelPresets.h order.
+// The preset names, in checkpoint/ModelPresets.h order.
 QStringList syntheticModelNames();
 
 // What the Model dock shows for `preset`: architecture, parameters, size at 16 bits, the published torch_dtype

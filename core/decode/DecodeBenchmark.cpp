@@ -11,10 +11,10 @@
 #include <optional>
 #include <sstream>
 
+#include "checkpoint/ModelPresets.h"
 #include "decode/DecodeModel.h"
 #include "decode/DecodeSession.h"
 #include "model/LoadedModel.h"
-#include "model/ModelPresets.h"
 #include "model/OutOfMemory.h"
 #include "runtime/KernelBenchmark.h"
 #include "runtime/PackedLinear.h"

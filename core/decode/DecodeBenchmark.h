@@ -26,7 +26,7 @@ namespace pareto {
 
 struct DecodeBenchOptions {
   std::string modelDir;                       // a model folder, or
-  std::string synthetic;                      // a model/ModelPresets.h name
+  std::string synthetic;                      // a checkpoint/ModelPresets.h name
   std::vector<std::string> formats = {"dense"};   // synthetic only (runtime/PackedLinear.h names)
   std::vector<int64_t> contexts = {512};
   int64_t newTokens = 256;

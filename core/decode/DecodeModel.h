@@ -2,7 +2,7 @@
 // linear each (one kernel reads what three or two would), each linear in its own weight format (dense or
 // packed: runtime/PackedLinear.h), plus the norms, the embedding and the output head. Built from a loaded model
 // (a dense folder or a `compress` output loaded with packed weights) or as a synthetic model: a published
-// configuration (model/ModelPresets.h) with random weights made directly on the device in the requested format,
+// configuration (checkpoint/ModelPresets.h) with random weights made directly on the device in the requested format,
 // so speed can be measured without downloading weights, the way serving engines offer dummy weights.
 #pragma once
 
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/ModelConfig.h"
 #include "model/Device.h"
-#include "model/ModelConfig.h"
 #include "runtime/PackedLinear.h"
 #include "util/Progress.h"
 

@@ -12,14 +12,14 @@
 #include <tuple>
 #include <utility>
 
+#include "checkpoint/ModelConfig.h"
+#include "checkpoint/ModelPresets.h"
+#include "checkpoint/Safetensors.h"
 #include "export/ExportFolder.h"
+#include "formats/CompressionManifest.h"
 #include "formats/PackedModuleIO.h"
 #include "model/CheckpointTensors.h"
-#include "model/CompressionManifest.h"
 #include "model/Device.h"
-#include "model/ModelConfig.h"
-#include "model/ModelPresets.h"
-#include "model/Safetensors.h"
 #include "model/TensorIO.h"
 #include "util/Error.h"
 #include "util/FileSystem.h"

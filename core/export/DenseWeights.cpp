@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "checkpoint/ModelConfig.h"
+#include "checkpoint/Safetensors.h"
 #include "formats/PackedModuleIO.h"
-#include "model/LlamaModel.h"
 #include "model/Device.h"
-#include "model/ModelConfig.h"
-#include "model/Safetensors.h"
+#include "model/LlamaModel.h"
 #include "model/TensorIO.h"
 #include "util/Error.h"
 #include "util/Json.h"

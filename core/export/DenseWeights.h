@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "model/CompressionManifest.h"
+#include "formats/CompressionManifest.h"
 #include "util/Progress.h"
 
 namespace pareto {

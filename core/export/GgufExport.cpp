@@ -13,10 +13,10 @@
 #include <regex>
 #include <utility>
 
+#include "checkpoint/ModelConfig.h"
 #include "export/DenseWeights.h"
 #include "export/GgufWriter.h"
 #include "formats/GgufQuant.h"
-#include "model/ModelConfig.h"
 #include "util/Error.h"
 #include "util/InputFile.h"
 #include "util/Json.h"

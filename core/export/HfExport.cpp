@@ -10,11 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "checkpoint/ModelConfig.h"
 #include "export/DenseWeights.h"
 #include "export/ExportFolder.h"
-#include "model/CompressionManifest.h"
+#include "formats/CompressionManifest.h"
 #include "model/Device.h"
-#include "model/ModelConfig.h"
 #include "model/TensorIO.h"
 #include "util/Error.h"
 #include "util/FileSystem.h"

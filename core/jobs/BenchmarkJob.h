@@ -28,7 +28,7 @@ struct CpuBenchmarkSettings {
 
 struct BenchmarkOptions {
   std::string modelDir;          // the model benchmarked (its identity is recorded; decode runs it as stored)
-  std::string synthetic;         // or a synthetic model (model/ModelPresets.h name)
+  std::string synthetic;         // or a synthetic model (checkpoint/ModelPresets.h name)
   int modelLayers = 0;           // the model's layers (tokens/s of a cut shape, and the record); 0: the shape's
   std::string device = "cuda";   // "cuda", "cuda:N" or "cpu"
   std::optional<KernelBenchOptions> kernels;   // run when given (its device is the job's)

@@ -2,8 +2,8 @@
 // safetensors headers, data read on demand.
 #pragma once
 
+#include "checkpoint/Safetensors.h"
 #include "formats/PackedModuleIO.h"
-#include "model/Safetensors.h"
 
 namespace pareto {
 

@@ -7,9 +7,9 @@
 #include <optional>
 #include <set>
 
+#include "checkpoint/Safetensors.h"
+#include "formats/CompressionManifest.h"
 #include "formats/PackedModuleIO.h"
-#include "model/CompressionManifest.h"
-#include "model/Safetensors.h"
 #include "model/TensorIO.h"
 #include "runtime/PackedLinear.h"
 #include "util/Error.h"

@@ -7,10 +7,10 @@
 #include <functional>
 #include <vector>
 
+#include "checkpoint/ModelConfig.h"
 #include "model/Device.h"
 #include "model/KVCache.h"
 #include "model/Linear.h"
-#include "model/ModelConfig.h"
 
 namespace pareto {
 

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "model/CompressionManifest.h"
+#include "checkpoint/Safetensors.h"
+#include "formats/CompressionManifest.h"
 #include "model/OutOfMemory.h"
-#include "model/Safetensors.h"
 #include "util/Error.h"
 #include "util/Json.h"
 

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "model/CompressionManifest.h"
-#include "model/ModelConfig.h"
-#include "model/ModelPresets.h"
-#include "model/Safetensors.h"
+#include "checkpoint/ModelConfig.h"
+#include "checkpoint/ModelPresets.h"
+#include "checkpoint/Safetensors.h"
+#include "formats/CompressionManifest.h"
 #include "util/Error.h"
 
 namespace pareto {

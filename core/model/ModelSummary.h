@@ -48,7 +48,7 @@ struct ModelSummary {
 // Throws InputError naming the folder or file when it is missing, unreadable or inconsistent.
 ModelSummary summarizeModel(const std::string& modelDir);
 
-// A synthetic model (model/ModelPresets.h): the summary of a checkpoint of that published configuration, made
+// A synthetic model (checkpoint/ModelPresets.h): the summary of a checkpoint of that published configuration, made
 // from the configuration alone — its tensors at 2 bytes a weight, storage type from torch_dtype ("BF16"/"F16"),
 // path "synthetic:<preset>", no files. Throws InputError for an unknown name (listing the known ones).
 ModelSummary summarizePreset(const std::string& preset);

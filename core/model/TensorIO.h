@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/Safetensors.h"
+#include "checkpoint/Safetensors.h"
 
 namespace pareto {
 

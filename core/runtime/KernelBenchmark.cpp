@@ -10,7 +10,7 @@
 #include <regex>
 #include <sstream>
 
-#include "model/ModelPresets.h"
+#include "checkpoint/ModelPresets.h"
 #include "runtime/CopyBandwidth.h"
 #include "runtime/PackedLinear.h"
 #include "runtime/SyntheticWeights.h"

@@ -37,7 +37,7 @@ struct ModelShape {
 ModelShape decodeStepShape(const std::string& name, int layers, int64_t hidden, int64_t intermediate, int64_t heads,
                            int64_t kvHeads, int64_t headDim);
 
-// Built-in shapes by name (the models of model/ModelPresets.h: "llama-3.1-8b", "llama-3.2-1b", "qwen3-14b", ...),
+// Built-in shapes by name (the models of checkpoint/ModelPresets.h: "llama-3.1-8b", "llama-3.2-1b", "qwen3-14b", ...),
 // or a JSON file
 // {"name": ..., "layers": N, "linears": [{"name": "qkv", "rows": 6144, "cols": 4096}, ...]}.
 // Throws InputError naming the file or listing the known names.

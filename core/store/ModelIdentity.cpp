@@ -5,7 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/CompressionManifest.h"
+#include "formats/CompressionManifest.h"
 #include "util/Error.h"
 #include "util/Json.h"
 

@@ -16,11 +16,11 @@
 #include <sys/wait.h>
 
 #include "SharedData.h"
+#include "checkpoint/Safetensors.h"
 #include "compress/CompressJob.h"
 #include "export/CompressedTensorsExport.h"
+#include "formats/CompressionManifest.h"
 #include "formats/PackedModuleIO.h"
-#include "model/CompressionManifest.h"
-#include "model/Safetensors.h"
 #include "model/TensorIO.h"
 #include "util/Error.h"
 #include "util/Json.h"

@@ -10,13 +10,13 @@
 #include <fstream>
 
 #include "SharedData.h"
+#include "checkpoint/ModelPresets.h"
 #include "compress/CompressJob.h"
 #include "decode/DecodeBenchmark.h"
 #include "decode/DecodeModel.h"
 #include "decode/DecodeSession.h"
 #include "model/Generation.h"
 #include "model/LoadedModel.h"
-#include "model/ModelPresets.h"
 #include "runtime/DecodeOps.h"
 #include "runtime/PackedLinear.h"
 #include "util/Error.h"

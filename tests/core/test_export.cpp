@@ -16,10 +16,10 @@
 #include <sys/wait.h>
 
 #include "SharedData.h"
+#include "checkpoint/Safetensors.h"
 #include "compress/CompressJob.h"
 #include "export/HfExport.h"
 #include "model/LoadedModel.h"
-#include "model/Safetensors.h"
 #include "model/TensorIO.h"
 #include "util/Error.h"
 #include "util/Json.h"

@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "SharedData.h"
+#include "checkpoint/Safetensors.h"
 #include "eval/Perplexity.h"
 #include "export/GgufExport.h"
 #include "export/GgufWriter.h"
 #include "formats/GgufQuant.h"
 #include "model/LoadedModel.h"
-#include "model/Safetensors.h"
 #include "model/TensorIO.h"
 #include "tokenizer/Tokenizer.h"
 #include "util/Error.h"

@@ -21,8 +21,8 @@
 
 #include "InputErrors.h"
 #include "SharedData.h"
-#include "model/ModelConfig.h"
-#include "model/Safetensors.h"
+#include "checkpoint/ModelConfig.h"
+#include "checkpoint/Safetensors.h"
 #include "tokenizer/Tokenizer.h"
 #include "util/Error.h"
 #include "util/InputFile.h"

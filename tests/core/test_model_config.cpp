@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "SharedData.h"
-#include "model/ModelConfig.h"
+#include "checkpoint/ModelConfig.h"
 #include "model/ModelSummary.h"
 #include "util/Error.h"
 

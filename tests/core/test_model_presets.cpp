@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "model/ModelPresets.h"
+#include "checkpoint/ModelPresets.h"
 #include "util/Error.h"
 
 namespace pareto {

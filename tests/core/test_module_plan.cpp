@@ -15,8 +15,8 @@
 #include "compress/ModulePlan.h"
 #include "compress/Recipe.h"
 #include "compress/RecipeEstimate.h"
+#include "formats/CompressionManifest.h"
 #include "formats/WeightFormat.h"
-#include "model/CompressionManifest.h"
 #include "model/ModelSummary.h"
 #include "util/Error.h"
 

@@ -21,7 +21,7 @@
 
 #include "InputErrors.h"
 #include "SharedData.h"
-#include "model/Safetensors.h"
+#include "checkpoint/Safetensors.h"
 #include "util/Error.h"
 #include "util/MappedFile.h"
 

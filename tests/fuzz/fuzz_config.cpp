@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "model/ModelConfig.h"
+#include "checkpoint/ModelConfig.h"
 #include "util/Error.h"
 #include "util/Json.h"
 

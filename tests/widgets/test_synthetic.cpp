@@ -21,7 +21,7 @@
 #include "SharedData.h"
 #include "WidgetTestSupport.h"
 #include "app/gui/BenchmarkWorker.h"
-#include "model/ModelPresets.h"
+#include "checkpoint/ModelPresets.h"
 #include "store/ExperimentStore.h"
 #include "widgets/BenchmarkStrip.h"
 #include "widgets/GenerationPanel.h"

@@ -1,4 +1,4 @@
-#include "model/ModelPresets.h"
+#include "checkpoint/ModelPresets.h"
 
 #include <map>
 #include <nlohmann/json.hpp>

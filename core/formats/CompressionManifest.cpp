@@ -1,12 +1,12 @@
-#include "model/CompressionManifest.h"
+#include "formats/CompressionManifest.h"
 #include <algorithm>
 #include <fstream>
 
 #include <cstdio>
 #include <filesystem>
 
-#include "util/Error.h"
 #include "formats/WeightFormat.h"
+#include "util/Error.h"
 #include "util/Json.h"
 
 namespace pareto {

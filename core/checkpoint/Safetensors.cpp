@@ -1,4 +1,4 @@
-#include "model/Safetensors.h"
+#include "checkpoint/Safetensors.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "model/ModelConfig.h"
+#include "checkpoint/ModelConfig.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/ModelConfig.h"
+#include "checkpoint/ModelConfig.h"
 
 namespace pareto {
 

@@ -30,5 +30,6 @@ void runBenchmark(const BenchmarkOptions& options, const std::string& output, bo
 void addRecordingOptions(CLI::App& app);   // global --db, --no-record (RunRecording.h)
 void addRunsCommand(CLI::App& app);        // runs list/show/compare/export/delete
 void addExportCommand(CLI::App& app);      // export hf
+void addSynthesizeCommand(CLI::App& app);  // synthesize (a random-weight checkpoint of a preset)
 
 }  // namespace pareto::cli

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   pareto::cli::addBenchCommand(app);
   pareto::cli::addRunsCommand(app);
   pareto::cli::addExportCommand(app);
+  pareto::cli::addSynthesizeCommand(app);
 
   try {
     app.parse(argc, argv);

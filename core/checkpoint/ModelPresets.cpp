@@ -36,6 +36,8 @@ const std::map<std::string, nlohmann::json>& presets() {
     std::map<std::string, nlohmann::json> t;
     t["llama-3.1-8b"] = llama(4096, 14336, 32, 32, 8, 128);
     t["llama-3.1-8b"]["rope_scaling"] = llama3Rope;
+    t["llama-3.3-70b"] = llama(8192, 28672, 80, 64, 8, 128);
+    t["llama-3.3-70b"]["rope_scaling"] = llama3Rope;
     t["llama-3.2-1b"] = llama(2048, 8192, 16, 32, 8, 64);
     t["llama-3.2-1b"]["rope_scaling"] = llama32Rope;
     t["llama-3.2-1b"]["tie_word_embeddings"] = true;
@@ -69,14 +71,18 @@ std::vector<std::string> knownModelPresets() {
   return names;
 }
 
-ModelConfig modelPreset(const std::string& name) {
+nlohmann::json modelPresetConfig(const std::string& name) {
   const auto it = presets().find(name);
   if (it == presets().end()) {
     std::string known;
     for (const auto& n : knownModelPresets()) known += (known.empty() ? "" : ", ") + n;
     throw InputError("unknown model \"" + name + "\" (known: " + known + ")");
   }
-  return ModelConfig::fromJson(it->second, "built-in configuration of " + name);
+  return it->second;
+}
+
+ModelConfig modelPreset(const std::string& name) {
+  return ModelConfig::fromJson(modelPresetConfig(name), "built-in configuration of " + name);
 }
 
 std::vector<ConfigTensor> checkpointTensors(const ModelConfig& c) {

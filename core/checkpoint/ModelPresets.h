@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -11,9 +12,11 @@
 
 namespace pareto {
 
-// "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "qwen2.5-7b", "qwen3-8b", "qwen3-14b", and
-// "tiny-llama" (2 layers, hidden 256: for tests). Throws InputError listing the known names.
+// "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b", "llama-3.3-70b", "mistral-7b", "qwen2.5-7b", "qwen3-8b",
+// "qwen3-14b", and "tiny-llama" (2 layers, hidden 256: for tests). Throws InputError listing the known names.
 ModelConfig modelPreset(const std::string& name);
+// The same preset as the config.json object a Hugging Face folder of that model holds.
+nlohmann::json modelPresetConfig(const std::string& name);
 std::vector<std::string> knownModelPresets();
 
 // The weight tensors a Hugging Face checkpoint of `config` holds, named and shaped as in its safetensors files

@@ -16,3 +16,7 @@ target_compile_definitions(test_gguf PRIVATE PARETO_NODE_LLAMA_CPP_DIR="${PROJEC
 pareto_add_test(test_compressed_tensors SOURCES test_compressed_tensors.cpp LIBS pareto_export pareto_compress)
 add_dependencies(test_compressed_tensors pareto-cli)
 target_compile_definitions(test_compressed_tensors PRIVATE PARETO_CLI_PATH="$<TARGET_FILE:pareto-cli>")
+# synthesize: a random-weight checkpoint of a preset, sharded as transformers shards one.
+pareto_add_test(test_synthesize SOURCES test_synthesize.cpp LIBS pareto_export)
+add_dependencies(test_synthesize pareto-cli)
+target_compile_definitions(test_synthesize PRIVATE PARETO_CLI_PATH="$<TARGET_FILE:pareto-cli>")

@@ -34,7 +34,7 @@ TEST(ModelPresets, ParameterCountsMatchThePublishedCheckpoints) {
   const std::map<std::string, int64_t> published = {
       {"llama-3.1-8b", 8030261248},  {"llama-3.2-1b", 1235814400}, {"llama-3.2-3b", 3212749824},
       {"mistral-7b", 7248023552},    {"qwen2.5-7b", 7615616512},   {"qwen3-8b", 8190735360},
-      {"qwen3-14b", 14768307200},    {"tiny-llama", 1443072}};
+      {"qwen3-14b", 14768307200},    {"tiny-llama", 1443072},      {"llama-3.3-70b", 70553706496}};
   for (const auto& [name, count] : published) EXPECT_EQ(parameterCount(modelPreset(name)), count) << name;
 }
 

@@ -1,4 +1,5 @@
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <iomanip>
 #include <memory>
 #include <sstream>
@@ -6,6 +7,7 @@
 #include "CliSupport.h"
 #include "Commands.h"
 #include "RunRecording.h"
+#include "compress/CompressResume.h"
 #include "jobs/CompressEvaluateJob.h"
 
 namespace pareto::cli {
@@ -21,11 +23,16 @@ void addCompressCommand(CLI::App& app) {
       "compress",
       "Compress a model as a recipe says (calibration, pruning, overrides) with the layer-wise sequential pass, "
       "and write a model folder that every command accepts (weights in safetensors, packed formats as tensors, "
-      "pareto.json manifest). Nothing is left behind on failure or Ctrl-C.");
+      "pareto.json manifest). Each finished layer is kept as it completes: after a kill, a crash or Ctrl-C, --resume "
+      "continues from the last one; a run that fails before finishing a layer leaves nothing behind.");
   cmd->add_option("--model", args->opts.modelDir, "Dense Hugging Face model folder")->required();
   cmd->add_option("--recipe", args->opts.recipePath, "Recipe JSON (see resources/recipes/)")->required();
   cmd->add_option("--out", args->opts.outDir, "Output folder (must not exist unless --overwrite)")->required();
   cmd->add_flag("--overwrite", args->opts.overwrite, "Replace an existing output folder once the new one is complete");
+  cmd->add_flag("--resume", args->opts.resume,
+                "Continue the interrupted run to --out (killed, crashed or cancelled) from its last finished layer; "
+                "the model, recipe, --device, --dtype and --batch must be that run's. The result is the one an "
+                "uninterrupted run gives");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Compute dtype during calibration (float32, bfloat16, float16)")
       ->capture_default_str();
@@ -38,7 +45,15 @@ void addCompressCommand(CLI::App& app) {
     options.device = args->device;
     options.dtype = args->dtype;
     CompressEvaluateJob job(options);
-    run.run(job);
+    try {
+      run.run(job);
+    } catch (...) {
+      const InterruptedCompress kept = interruptedCompress(args->opts.outDir);
+      if (kept.layersDone > 0)
+        std::fprintf(stderr, "pareto-cli: %lld finished layers are kept in %s; run the same command with --resume "
+                             "to continue from there\n", static_cast<long long>(kept.layersDone), kept.staging.c_str());
+      throw;
+    }
     const CompressReport& r = job.report().compress;
     std::ostringstream text;
     text << std::fixed;

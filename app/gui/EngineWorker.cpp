@@ -141,6 +141,7 @@ void EngineWorker::run(const RunRequest& request) {
     // The folder must not pre-exist (the window picks a fresh name), so anything there after a cancel was
     // written by this run and the job removes it.
     options.compress.outDir = str(request.outDir);
+    options.compress.keepFinishedLayers = false;   // the workbench has no --resume: a cancelled run keeps nothing
     options.device = str(request.device);
     options.recipeSource = "the workbench's recipe";
     options.recipeDocument = parseJson(request.recipeJson, options.recipeSource);

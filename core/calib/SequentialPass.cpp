@@ -101,8 +101,20 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
                        const SequentialPassOptions& opts) {
   std::vector<CalibrationBatch> batches = prepareBatches(model, data, defaultBatch(model, opts));
   const int64_t layers = model.numLayers();
+  if (opts.restoredLayers < 0 || opts.restoredLayers > layers)
+    throw Error("sequential pass: " + std::to_string(opts.restoredLayers) + " restored layers of a model with " +
+                std::to_string(layers));
   for (int64_t layer = 0; layer < layers; ++layer) {
     if (opts.cancel != nullptr && opts.cancel->isCancelled()) throw Cancelled();
+    if (layer < opts.restoredLayers) {
+      opts.restoreLayer(layer);
+      for (auto& b : batches) {
+        LlamaModel::Context ctx = model.prepare(b.ids.size(0), b.ids.size(1), nullptr, nullptr);
+        b.hidden = model.block(layer, b.hidden, ctx);
+      }
+      reportLayer(opts, layer, layers);
+      continue;
+    }
     std::map<LinearGroup, HessianAccumulator> hessians = makeAccumulators(model, layer);
     std::vector<at::Tensor> outputs = observeLayer(model, layer, batches, hessians);
 
@@ -126,6 +138,7 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
         b.hidden = outputs[i];
       }
     }
+    if (opts.layerDone) opts.layerDone(layer);
     reportLayer(opts, layer, layers);
   }
 }

@@ -25,6 +25,13 @@ struct SequentialPassOptions {
   int64_t batch = 0;   // calibration sequences per forward; 0 picks one for the device
   ProgressCallback progress;
   const CancelToken* cancel = nullptr;   // checked between blocks
+  // Resuming: blocks [0, restoredLayers) were processed by an earlier run. For each, restoreLayer installs its
+  // weights as that run left them, and the pass only carries the activations through it (no Hessians, no
+  // callback), so the blocks after it see exactly the inputs an uninterrupted pass gives them.
+  int64_t restoredLayers = 0;
+  std::function<void(int64_t layer)> restoreLayer;
+  // Called once every linear of a block has its new weight, before the next block starts.
+  std::function<void(int64_t layer)> layerDone;
 };
 
 // Runs the pass over `data`, installing what the callback returns. Throws Cancelled between blocks; the model

@@ -12,6 +12,7 @@
 #include "calib/SequentialPass.h"
 #include "calib/TextCalibration.h"
 #include "checkpoint/Safetensors.h"
+#include "compress/CompressResume.h"
 #include "compress/Gptq.h"
 #include "compress/MagnitudePrune.h"
 #include "compress/ModulePlan.h"
@@ -220,6 +221,31 @@ PackedModule packOutcome(const ModuleOutcome& o, const at::Tensor& weight) {
   return p;
 }
 
+// pareto.json's entry for a compressed module; sets the report's bits per weight, known now that the stored
+// bytes are.
+nlohmann::json manifestEntry(ModuleOutcome& o, const PackedModule& packed, const TensorEntry& e) {
+  nlohmann::json quantInfo;
+  if (packed.quant) {
+    quantInfo = {{"bits", packed.quant->bits}, {"symmetric", packed.quant->symmetric},
+                 {"group_size", packed.quant->groupSize}};
+    if (packed.columnOrder.defined()) quantInfo["act_order"] = true;
+  } else if (packed.spqr) {
+    quantInfo = {{"bits", packed.spqr->bits}, {"scale_bits", packed.spqr->scaleBits},
+                 {"group_size", packed.spqr->groupSize}, {"scale_group", packed.spqr->scaleGroup},
+                 {"outliers", packed.spqr->outlierValues.numel()}};
+  }
+  o.report.bitsPerWeight = 8.0 * static_cast<double>(packed.storedBytes()) / static_cast<double>(e.numel());
+  nlohmann::json entry = {{"format", o.report.format},  {"bits_per_weight", o.report.bitsPerWeight},
+                          {"sparsity", o.report.sparsity}, {"method", o.report.method},
+                          {"pattern", o.report.pattern}, {"seconds", o.report.seconds}, {"shape", e.shape}};
+  if (!quantInfo.is_null()) entry[packed.spqr ? "spqr" : "quant"] = quantInfo;
+  if (o.report.method == "sparsegpt") {
+    entry["damp_used"] = o.report.dampUsed;
+    entry["damp_retries"] = o.report.dampRetries;
+  }
+  return entry;
+}
+
 void copyIfPresent(const fs::path& from, const fs::path& to) {
   if (fs::exists(from)) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
 }
@@ -238,6 +264,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
   OutputClaim claim;
   claim.path = opts.outDir;
   claim.overwrite = opts.overwrite;
+  claim.resume = opts.resume;
   claim.inputs = {opts.modelDir, recipe.path};
   if (recipe.calibration) claim.inputs.push_back(recipe.calibration->file);
   claim.job = "compress";
@@ -251,9 +278,24 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
   LoadedModel m = loadModel(opts.modelDir, opts.runtime);
   if (CompressionManifest::readFrom(opts.modelDir))
     throw InputError(fileMessage(opts.modelDir, "is already a compressed folder; compress the dense source model"));
+  const Checkpoint source = Checkpoint::open(opts.modelDir);
+  const int64_t layers = m.model->numLayers();
+
+  // Each finished layer goes into the staging folder at once: an interrupted run keeps it for --resume, and
+  // the whole model's compressed modules are never held in memory together.
+  const nlohmann::json identity = {{"source", checkpointIdentityHash(opts.modelDir)},
+                                   {"recipe", recipe.document},
+                                   {"device", deviceDescription(opts.runtime.device)},
+                                   {"dtype", dtypeLabel(opts.runtime.dtype)},
+                                   {"batch", opts.batch},
+                                   {"pareto", paretoVersion()}};
+  CompressResume resume(output.staging(), identity, layers);
+  const int64_t restored = resume.start(output.resumed());
+  if (restored > 0) report("resume", double(restored) / layers, std::to_string(restored) + " of " +
+                                                                   std::to_string(layers) + " layers already done");
 
   CompressReport result;
-  std::map<std::string, ModuleOutcome> outcomes;
+  std::map<std::string, ModuleOutcome> outcomes;   // the modules of the layer in progress
   auto onModule = [&](const std::string& name, const at::Tensor& weight, const HessianAccumulator* h) -> at::Tensor {
     const ModulePlan plan = planModule(recipe, name, weight.size(0), weight.size(1));
     if (!plan.touched()) return {};
@@ -262,6 +304,36 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     o.weight = at::Tensor();   // the model holds it from here on
     outcomes[name] = std::move(o);
     return pruned;
+  };
+  auto finishLayer = [&](int64_t layer) {
+    std::vector<FinishedModule> finished;
+    std::vector<ModuleReport> reports;
+    for (const auto& [group, linear] : m.model->layerLinears(layer)) {
+      const auto it = outcomes.find(linear->name());
+      if (it == outcomes.end()) continue;
+      const TensorEntry& e = source.at(linear->name() + ".weight");
+      // Stored in the source dtype: the pass computes in the runtime dtype, the file keeps the checkpoint's.
+      const at::Tensor w = linear->weight().to(at::kCPU, scalarType(e.dtype)).contiguous();
+      const PackedModule packed = packOutcome(it->second, w);
+      FinishedModule f;
+      f.module = linear->name();
+      f.stored = writePackedModule(f.module, packed);
+      f.storedBytes = static_cast<uint64_t>(packed.storedBytes());
+      f.manifestEntry = manifestEntry(it->second, packed, e);
+      f.heldWeight = linear->weight().to(at::kCPU).contiguous();
+      reports.push_back(it->second.report);
+      finished.push_back(std::move(f));
+      outcomes.erase(it);
+    }
+    resume.writeLayer(layer, finished, reports);
+    if (opts.keepFinishedLayers) output.keepStagingOnFailure();
+  };
+  auto restoreLayer = [&](int64_t layer) {
+    const std::map<std::string, at::Tensor> held = resume.heldWeights(layer);
+    for (const auto& [group, linear] : m.model->layerLinears(layer)) {
+      const auto it = held.find(linear->name());
+      if (it != held.end()) linear->setWeight(it->second.to(m.model->options().device));
+    }
   };
 
   const auto calibStart = clock::now();
@@ -276,6 +348,9 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     pass.batch = opts.batch;
     pass.progress = progress;
     pass.cancel = cancel;
+    pass.restoredLayers = restored;
+    pass.restoreLayer = restoreLayer;
+    pass.layerDone = finishLayer;
     guardMemory("compression (sequential pass)", "lower --batch, or compress on the CPU", [&] {
       runSequentialPass(*m.model, data,
                         [&](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
@@ -285,16 +360,17 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     });
     result.passSeconds = since(passStart);
   } else {
-    // Magnitude pruning needs no activations: no calibration, no pass.
+    // Magnitude pruning needs no activations: no calibration, no pass, and a finished layer needs no restoring.
     const auto passStart = clock::now();
     guardMemory("compression", "compress on the CPU", [&] {
-      for (int64_t layer = 0; layer < m.model->numLayers(); ++layer) {
+      for (int64_t layer = restored; layer < layers; ++layer) {
         if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
         for (auto& [group, linear] : m.model->layerLinears(layer)) {
           at::Tensor w = onModule(linear->name(), linear->weight(), nullptr);
           if (w.defined()) linear->setWeight(w);
         }
-        report("prune", double(layer + 1) / m.model->numLayers(), "layer " + std::to_string(layer + 1));
+        finishLayer(layer);
+        report("prune", double(layer + 1) / layers, "layer " + std::to_string(layer + 1));
       }
     });
     result.passSeconds = since(passStart);
@@ -305,11 +381,17 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
   const auto writeStart = clock::now();
   const fs::path tmp = output.staging();
   try {
-    Checkpoint source = Checkpoint::open(opts.modelDir);
-    std::map<std::string, at::Tensor> current;   // compressed modules' weights, from the model
-    for (int64_t layer = 0; layer < m.model->numLayers(); ++layer)
-      for (const auto& [group, linear] : m.model->layerLinears(layer))
-        if (outcomes.count(linear->name())) current[linear->name() + ".weight"] = linear->weight();
+    std::map<std::string, std::vector<std::pair<std::string, at::Tensor>>> stored;   // by module
+    std::map<std::string, nlohmann::json> entries;
+    std::map<std::string, uint64_t> storedBytes;
+    std::map<std::string, ModuleReport> reports;
+    for (int64_t layer = 0; layer < layers; ++layer) {
+      CompressResume::Layer l = resume.readLayer(layer);
+      for (auto& [module, tensors] : l.stored) stored[module] = std::move(tensors);
+      for (auto& [module, entry] : l.manifestEntries) entries[module] = std::move(entry);
+      for (const auto& [module, bytes] : l.storedBytes) storedBytes[module] = bytes;
+      for (ModuleReport& r : l.reports) reports[r.name] = std::move(r);
+    }
 
     NamedTensors tensors;
     uint64_t linearBits = 0, linearWeights = 0, totalBytes = 0, totalWeights = 0;
@@ -320,8 +402,8 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
       const std::string module = e->name.size() > 7 && e->name.compare(e->name.size() - 7, 7, ".weight") == 0
                                      ? e->name.substr(0, e->name.size() - 7)
                                      : std::string();
-      auto it = current.find(e->name);
-      if (it == current.end()) {
+      auto it = stored.find(module);
+      if (module.empty() || it == stored.end()) {
         tensors.emplace_back(e->name, readTensor(*e));
         totalBytes += e->nbytes;
         if (module.find(".layers.") != std::string::npos && e->shape.size() == 2) {
@@ -332,35 +414,13 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
         }
         continue;
       }
-      ModuleOutcome& o = outcomes.at(module);
-      // Stored in the source dtype: the pass computes in the runtime dtype, the file keeps the checkpoint's.
-      at::Tensor w = it->second.to(at::kCPU, scalarType(e->dtype)).contiguous();
-      const PackedModule packed = packOutcome(o, w);
-      for (auto& named : writePackedModule(module, packed)) tensors.push_back(std::move(named));
-      const uint64_t bytes = static_cast<uint64_t>(packed.storedBytes());
-      nlohmann::json quantInfo;
-      if (packed.quant) {
-        quantInfo = {{"bits", packed.quant->bits}, {"symmetric", packed.quant->symmetric},
-                     {"group_size", packed.quant->groupSize}};
-        if (packed.columnOrder.defined()) quantInfo["act_order"] = true;
-      } else if (packed.spqr) {
-        quantInfo = {{"bits", packed.spqr->bits}, {"scale_bits", packed.spqr->scaleBits},
-                     {"group_size", packed.spqr->groupSize}, {"scale_group", packed.spqr->scaleGroup},
-                     {"outliers", packed.spqr->outlierValues.numel()}};
-      }
-      o.report.bitsPerWeight = 8.0 * bytes / e->numel();
+      for (auto& named : it->second) tensors.push_back(std::move(named));
+      const uint64_t bytes = storedBytes.at(module);
       totalBytes += bytes;
       linearBits += bytes * 8;
       linearWeights += static_cast<uint64_t>(e->numel());
-      modules[module] = {{"format", o.report.format},  {"bits_per_weight", o.report.bitsPerWeight},
-                         {"sparsity", o.report.sparsity}, {"method", o.report.method},
-                         {"pattern", o.report.pattern}, {"seconds", o.report.seconds}, {"shape", e->shape}};
-      if (!quantInfo.is_null()) modules[module][packed.spqr ? "spqr" : "quant"] = quantInfo;
-      if (o.report.method == "sparsegpt") {
-        modules[module]["damp_used"] = o.report.dampUsed;
-        modules[module]["damp_retries"] = o.report.dampRetries;
-      }
-      result.modules.push_back(o.report);
+      modules[module] = entries.at(module);
+      result.modules.push_back(reports.at(module));
     }
     result.bytes = totalBytes;
     result.linearBitsPerWeight = linearWeights ? double(linearBits) / linearWeights : 0;
@@ -402,6 +462,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     }
     if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
 
+    resume.finish();
     output.commit();   // a failed rename puts the previous result back; checks the files are this run's
   } catch (...) {
     rethrowAsOutOfMemory("writing " + out.string(), "free memory, or compress on the CPU");   // others unchanged

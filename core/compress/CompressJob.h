@@ -20,6 +20,12 @@ struct CompressOptions {
   RuntimeOptions runtime;
   bool overwrite = false;   // replace an existing output folder (only once the new one is complete)
   int64_t batch = 0;        // calibration sequences per forward; 0 picks
+  // Continue the interrupted run to outDir from its last finished layer (compress/CompressResume.h); the
+  // model, recipe, device, dtype and batch must be the interrupted run's.
+  bool resume = false;
+  // Keep the finished layers when the run fails or is cancelled, for --resume. Off: nothing is left behind (the
+  // workbench, which has no resume, runs so).
+  bool keepFinishedLayers = true;
 };
 
 struct ModuleReport {

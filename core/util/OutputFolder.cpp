@@ -64,7 +64,33 @@ bool isLeftoverOf(const std::string& entry, const std::string& name) {
   return false;
 }
 
+bool holdsResumeProgress(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / kResumeStateFile, ec);
+}
+
+// The most recently changed leftover of `name` in `parent` that holds resume progress.
+fs::path findResumable(const fs::path& parent, const std::string& name) {
+  fs::path best;
+  fs::file_time_type bestTime{};
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string entryName = entry.path().filename().string();
+    if (!isLeftoverOf(entryName, name) || !holdsResumeProgress(entry.path())) continue;
+    const fs::file_time_type t = fs::last_write_time(entry.path() / kResumeStateFile, ec);
+    if (best.empty() || t > bestTime) best = entry.path(), bestTime = t;
+  }
+  return best;
+}
+
 }  // namespace
+
+std::string resumableStaging(const std::string& path) {
+  const fs::path target = fs::weakly_canonical(normalizeOutputPath(path));
+  std::error_code ec;
+  if (!fs::is_directory(target.parent_path(), ec)) return {};
+  return findResumable(target.parent_path(), target.filename().string()).string();
+}
 
 std::string normalizeOutputPath(const std::string& path) {
   if (path.empty()) throw InputError("no output folder given");
@@ -176,10 +202,24 @@ OutputFolder::OutputFolder(const OutputClaim& claim)
                                                   "replaces only Pareto's own output; move it away or choose "
                                                   "another --out"));
     }
-    for (const auto& entry : fs::directory_iterator(parent))
-      if (isLeftoverOf(entry.path().filename().string(), name)) removeTree(entry.path().string());
+    const fs::path progress = file_ ? fs::path() : findResumable(parent, name);
+    if (!progress.empty() && !claim.resume)
+      throw InputError(fileMessage(progress.string(), "holds the finished part of an interrupted run to " + target_ +
+                                                          ": add --resume to continue it, or remove this folder to "
+                                                          "start over"));
+    if (progress.empty() && claim.resume)
+      throw InputError(fileMessage(target_, "has no interrupted run to resume (no ." + name +
+                                                ".partial-* folder with its progress beside it)"));
     staging_ = (parent / ("." + name + ".partial-" + runId_)).string();
-    if (!file_) fs::create_directory(staging_);
+    if (!progress.empty()) {
+      fs::rename(progress, staging_);
+      resumed_ = keepStaging_ = true;
+    }
+    for (const auto& entry : fs::directory_iterator(parent))
+      if (isLeftoverOf(entry.path().filename().string(), name) && entry.path() != fs::path(staging_) &&
+          !holdsResumeProgress(entry.path()))
+        removeTree(entry.path().string());
+    if (!file_ && !resumed_) fs::create_directory(staging_);
   } catch (const fs::filesystem_error& e) {
     release();
     throw InputError(fileMessage(target_, std::string("cannot prepare the output: ") + e.code().message()));
@@ -221,7 +261,7 @@ void requireSameFiles(const std::string& dir, const FolderIdentity& expected) {
 OutputFolder::~OutputFolder() { release(); }
 
 void OutputFolder::release() noexcept {
-  if (!committed_ && !staging_.empty()) {
+  if (!committed_ && !staging_.empty() && !keepStaging_) {
     try {
       removeTree(staging_);
     } catch (const std::exception&) {

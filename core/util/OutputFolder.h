@@ -15,6 +15,11 @@ inline constexpr const char* kCompressManifestFile = "pareto.json";
 inline constexpr const char* kExportManifestFile = "pareto-export.json";
 // The key under which a job records its run id in its manifest (which run wrote the folder).
 inline constexpr const char* kOutputRunKey = "pareto_run";
+// Inside a staging folder: the finished part of a resumable job (compress: its finished layers) and the file
+// that says what it is. A staging folder holding it is progress, not a leftover: it is kept when the run fails,
+// is cancelled or is killed, and only a run with `resume` takes it up; no run removes it.
+inline constexpr const char* kResumeFolder = "resume";
+inline constexpr const char* kResumeStateFile = "resume/state.json";
 
 // "x/", "./x/.", "a/../x" → one absolute, lexically normal path without a trailing separator. Throws
 // InputError for an empty path and for one that names no folder of its own ("/", ".", "..").
@@ -44,7 +49,14 @@ struct OutputClaim {
   // place, and --overwrite replaces an existing file only when writtenByPareto says Pareto wrote it.
   bool file = false;
   std::function<bool(const std::string& path)> writtenByPareto;
+  // Continue an interrupted run: the staging folder of an earlier run to this destination that holds resume
+  // progress (kResumeStateFile) becomes this run's staging folder. Without it, such a folder makes the claim
+  // fail, naming it: progress is never removed by a run that was not asked to continue it.
+  bool resume = false;
 };
+
+// The staging folder of an interrupted run to `path` that holds resume progress, or "" when there is none.
+std::string resumableStaging(const std::string& path);
 
 class OutputFolder {
  public:
@@ -60,6 +72,11 @@ class OutputFolder {
   const std::string& staging() const { return staging_; }
   // Unique to this run; jobs record it in their manifest so that the final check can tell their folder apart.
   const std::string& runId() const { return runId_; }
+  // With OutputClaim::resume: whether an interrupted run's staging folder was taken up.
+  bool resumed() const { return resumed_; }
+  // From now on a failure or cancel leaves the staging folder in place (it holds resume progress) instead of
+  // removing it.
+  void keepStagingOnFailure() { keepStaging_ = true; }
 
   // Makes the staging folder the destination (a failed swap puts the previous result back), then checks that
   // the destination holds exactly the files staged (requireSameFiles). If a folder the run may not replace
@@ -70,7 +87,7 @@ class OutputFolder {
  private:
   void release() noexcept;
   std::string target_, staging_, lockPath_, runId_;
-  bool overwrite_ = false, committed_ = false, file_ = false;
+  bool overwrite_ = false, committed_ = false, file_ = false, resumed_ = false, keepStaging_ = false;
   std::function<bool(const std::string&)> writtenByPareto_;
   int lockFd_ = -1;
 };

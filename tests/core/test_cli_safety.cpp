@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -325,6 +326,78 @@ TEST_F(CliSafety, EscapeSequencesFromFilesNeverReachTheTerminal) {
   EXPECT_EQ(o.code, 2) << o.err;
   EXPECT_THAT(o.err, AllOf(HasSubstr("Evil\\x1b[2J\\x1b[31mForCausalLM\\x0d\\x9b"), Not(HasSubstr("\x1b")),
                            Not(HasSubstr("\r")), Not(HasSubstr("\xc2\x9b"))));
+}
+
+}  // namespace
+}  // namespace pareto
+
+namespace pareto {
+namespace {
+
+// The layers an interrupted compress to `out` has finished (0 while none).
+int64_t layersDone(const fs::path& out) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(out.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("." + out.filename().string() + ".partial-", 0) != 0) continue;
+    std::ifstream state(entry.path() / kResumeStateFile);
+    if (!state) continue;
+    try {
+      return nlohmann::json::parse(state).at("layers_done").get<int64_t>();
+    } catch (const std::exception&) {
+      return 0;   // caught between the write and the rename of a fresh state file cannot happen; a torn read can
+    }
+  }
+  return 0;
+}
+
+// SIGKILL in the middle of a compress leaves its finished layers; a run without --resume is refused rather than
+// throwing them away, and --resume finishes with the weights an uninterrupted run writes, byte for byte.
+TEST_F(CliSafety, AKilledCompressResumesToTheSameWeights) {
+  const std::string model = test::sharedPath("models/ref-small");
+  const std::string recipe = (fs::path(dir_) / "gptq.json").string();
+  std::ofstream(recipe) << R"({"calibration": {"source": "text", "text": ")" +
+                               test::sharedPath("data/heldout-prose.txt") + R"(", "tokens": 4096, "window": 256},
+                              "prune": {"method": "sparsegpt", "pattern": "2:4"},
+                              "quantize": {"method": "gptq", "bits": 4, "group_size": 64}})";
+  Outcome whole = cli({"compress", "--model", model, "--recipe", recipe, "--out", dir_ + "/whole"});
+  ASSERT_EQ(whole.code, 0) << whole.err;
+
+  const fs::path out = fs::path(dir_) / "resumed";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  test::Child c = test::spawnCli({"--no-record", "compress", "--model", model, "--recipe", recipe, "--out", out.string()},
+                                 fds[1], [] {});
+  ::close(fds[1]);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  int64_t done = 0;
+  while ((done = layersDone(out)) < 3 && std::chrono::steady_clock::now() < deadline) ::usleep(5 * 1000);
+  ::kill(c.pid, SIGKILL);
+  EXPECT_EQ(test::waitExit(c.pid, 60), 1000 + SIGKILL);
+  ::close(fds[0]);
+  ASSERT_GE(done, 3) << "the run ended before three layers were done";
+  ASSERT_LT(layersDone(out), 8) << "the run finished before it was killed: nothing to resume";
+  EXPECT_FALSE(fs::exists(out));
+
+  Outcome fresh = cli({"compress", "--model", model, "--recipe", recipe, "--out", out.string()});
+  EXPECT_EQ(fresh.code, 2) << fresh.err;
+  EXPECT_THAT(fresh.err, AllOf(HasSubstr("finished part of an interrupted run"), HasSubstr("--resume")));
+  Outcome other = cli({"compress", "--model", model, "--recipe", magnitude_, "--out", out.string(), "--resume"});
+  EXPECT_EQ(other.code, 2) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("another recipe"));
+
+  Outcome resumed = cli({"compress", "--model", model, "--recipe", recipe, "--out", out.string(), "--resume"});
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_EQ(fileText(out / "model.safetensors"), fileText(dir_ + "/whole/model.safetensors"));
+  const nlohmann::json a = nlohmann::json::parse(std::ifstream(dir_ + "/whole/pareto.json"));
+  const nlohmann::json b = nlohmann::json::parse(std::ifstream(out / "pareto.json"));
+  EXPECT_EQ(a.at("modules").size(), b.at("modules").size());
+  EXPECT_EQ(a.at("bytes"), b.at("bytes"));
+  EXPECT_EQ(entries(dir_), (std::vector<std::string>{"gptq.json", "magnitude.json", "resumed", "whole"}));
+
+  Outcome nothing = cli({"compress", "--model", model, "--recipe", recipe, "--out", dir_ + "/none", "--resume"});
+  EXPECT_EQ(nothing.code, 2) << nothing.err;
+  EXPECT_THAT(nothing.err, HasSubstr("no interrupted run to resume"));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "calib/TextCalibration.h"
 #include "checkpoint/Safetensors.h"
 #include "compress/CompressJob.h"
+#include "compress/CompressResume.h"
 #include "compress/MagnitudePrune.h"
 #include "compress/QuantGrid.h"
 #include "compress/SparseGpt.h"
@@ -336,6 +337,64 @@ TEST_F(CompressJob, ActOrderStoresAndChecksThePermutation) {
     EXPECT_THAT(e.what(), HasSubstr(module + ".weight.qperm"));
     EXPECT_THAT(e.what(), HasSubstr("not a permutation"));
   }
+}
+
+}  // namespace
+}  // namespace pareto
+
+namespace pareto {
+namespace {
+
+// A cancelled compress keeps its finished layers; --resume continues from them and writes what an
+// uninterrupted run writes. The workbench's runs (keepFinishedLayers off) keep nothing.
+TEST_F(CompressJob, ResumeContinuesACancelledRunToTheSameResult) {
+  const std::string recipe = textRecipe("sparsegpt", R"("pattern": "2:4")");
+  runCompress(options(recipe, "whole"));
+
+  CancelToken cancel;
+  auto cancelAfterTwoLayers = [&](const ProgressUpdate& u) {
+    if (u.stage == "sequential pass" && u.message == "layer 2/4") cancel.cancel();
+  };
+  EXPECT_THROW(runCompress(options(recipe, "part"), cancelAfterTwoLayers, &cancel), Cancelled);
+  EXPECT_FALSE(fs::exists(dir_ + "/part"));
+  const InterruptedCompress kept = interruptedCompress(dir_ + "/part");
+  EXPECT_EQ(kept.layersDone, 2);
+  EXPECT_THAT(kept.staging, HasSubstr("/.part.partial-"));
+
+  CompressOptions again = options(recipe, "part");
+  EXPECT_THROW(runCompress(again), InputError);   // would throw the finished layers away
+  again.resume = true;
+  again.batch = 3;   // not the interrupted run's
+  try {
+    runCompress(again);
+    FAIL() << "a resume with another batch was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("another batch"));
+  }
+  again.batch = 0;
+  std::vector<std::string> messages;
+  runCompress(again, [&](const ProgressUpdate& u) { messages.push_back(u.stage + ": " + u.message); });
+  EXPECT_THAT(messages, ::testing::Contains("resume: 2 of 4 layers already done"));
+  EXPECT_EQ(interruptedCompress(dir_ + "/part").layersDone, 0);
+  const Checkpoint a = Checkpoint::open(dir_ + "/whole"), b = Checkpoint::open(dir_ + "/part");
+  ASSERT_EQ(a.tensors().size(), b.tensors().size());
+  for (size_t i = 0; i < a.tensors().size(); ++i) {
+    const TensorEntry& x = *a.tensors()[i];
+    const TensorEntry& y = *b.tensors()[i];
+    ASSERT_EQ(x.name, y.name);
+    EXPECT_TRUE(readTensor(x).equal(readTensor(y))) << x.name;
+  }
+
+  CompressOptions workbench = options(recipe, "gui");
+  workbench.keepFinishedLayers = false;
+  CancelToken cancel2;
+  EXPECT_THROW(runCompress(workbench,
+                           [&](const ProgressUpdate& u) {
+                             if (u.message == "layer 2/4") cancel2.cancel();
+                           },
+                           &cancel2),
+               Cancelled);
+  EXPECT_EQ(interruptedCompress(dir_ + "/gui").staging, "");
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+// The finished layers of a compress run, kept in its staging folder (util/OutputFolder.h: kResumeFolder) as
+// each one completes, so that `compress --resume` continues an interrupted run (killed, crashed, cancelled)
+// from its last complete layer with the result an uninterrupted run gives:
+//   resume/layer-NNNNN.safetensors  the layer's modules in their stored form (PackedModuleIO, final names) and
+//                                   each module's weight as the model held it after the solvers (what the later
+//                                   layers' calibration inputs were computed with)
+//   resume/layer-NNNNN.json         the layer's manifest entries and module reports
+//   resume/state.json               what the run is (source checkpoint, recipe, device, dtype, batch) and how
+//                                   many layers are done; written last, so a layer counts once it is complete
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pareto {
+
+struct ModuleReport;
+
+// One finished module of a layer.
+struct FinishedModule {
+  std::string module;                                   // "model.layers.3.mlp.up_proj"
+  std::vector<std::pair<std::string, at::Tensor>> stored;   // as writePackedModule gives them (CPU)
+  at::Tensor heldWeight;                                // the weight the model runs with from here on (CPU)
+  nlohmann::json manifestEntry;                         // pareto.json's "modules" entry
+  uint64_t storedBytes = 0;
+};
+
+class CompressResume {
+ public:
+  // `staging`: the run's staging folder; `identity`: what must match for a resume (JSON object).
+  CompressResume(std::string staging, nlohmann::json identity, int64_t layers);
+
+  // A fresh run: creates the resume folder. A resumed one: checks the identity (InputError naming the first
+  // setting that differs from the interrupted run's) and returns the layers already done.
+  int64_t start(bool resumed);
+
+  void writeLayer(int64_t layer, const std::vector<FinishedModule>& modules, const std::vector<ModuleReport>& reports);
+
+  // A finished layer as written: its modules' weights as held, their stored tensors, entries and reports.
+  std::map<std::string, at::Tensor> heldWeights(int64_t layer) const;
+  struct Layer {
+    std::map<std::string, std::vector<std::pair<std::string, at::Tensor>>> stored;   // by module
+    std::map<std::string, nlohmann::json> manifestEntries;
+    std::map<std::string, uint64_t> storedBytes;
+    std::vector<ModuleReport> reports;
+  };
+  Layer readLayer(int64_t layer) const;
+
+  int64_t layersDone() const { return done_; }
+  // Removes the resume folder (before the staging folder becomes the result).
+  void finish();
+
+ private:
+  std::string path(const char* kind, int64_t layer) const;
+  std::string dir_;
+  nlohmann::json identity_;
+  int64_t layers_ = 0, done_ = 0;
+};
+
+// An interrupted compress to `outDir` that --resume would continue: its staging folder and finished layers, or
+// {"", 0} when there is none.
+struct InterruptedCompress {
+  std::string staging;
+  int64_t layersDone = 0;
+};
+InterruptedCompress interruptedCompress(const std::string& outDir);
+
+}  // namespace pareto

@@ -6,6 +6,38 @@
 #include "util/Error.h"
 
 namespace pareto {
+namespace {
+
+// Appends prompt + continuation (its final EOS left out, trimmed to the budget) with weights 0 then 1.
+void appendDecodeSequence(CalibrationSet& set, const std::vector<TokenId>& prompt, std::vector<TokenId> cont,
+                          const DecodeCalibrationOptions& opts, int64_t& counted) {
+  if (!cont.empty() &&
+      std::find(opts.eosTokenIds.begin(), opts.eosTokenIds.end(), cont.back()) != opts.eosTokenIds.end())
+    cont.pop_back();
+  const int64_t take = std::min<int64_t>(static_cast<int64_t>(cont.size()), opts.tokens - counted);
+  if (take <= 0) return;
+  CalibrationSequence seq;
+  seq.ids = prompt;
+  seq.weights.assign(seq.ids.size(), 0.0f);
+  seq.ids.insert(seq.ids.end(), cont.begin(), cont.begin() + take);
+  seq.weights.resize(seq.ids.size(), 1.0f);
+  counted += take;
+  set.sequences.push_back(std::move(seq));
+}
+
+int64_t generationBatch(const LlamaModel& model, const DecodeCalibrationOptions& opts) {
+  return opts.batch > 0 ? opts.batch : (model.options().device.is_cuda() ? 64 : 8);
+}
+
+std::vector<TokenId> promptIds(const Tokenizer& tokenizer, const std::string& prompt, const DecodeCalibrationOptions& opts) {
+  std::vector<TokenId> ids;
+  if (opts.bosTokenId) ids.push_back(*opts.bosTokenId);
+  const auto text = tokenizer.encode(prompt);
+  ids.insert(ids.end(), text.begin(), text.end());
+  return ids;
+}
+
+}  // namespace
 
 CalibrationSet decodeCalibration(const LlamaModel& model, const Tokenizer& tokenizer,
                                  const std::vector<std::string>& prompts, const DecodeCalibrationOptions& opts,
@@ -13,7 +45,7 @@ CalibrationSet decodeCalibration(const LlamaModel& model, const Tokenizer& token
   if (opts.tokens < 1) throw InputError("calibration needs at least one token");
   if (opts.maxNewTokens < 1) throw InputError("decode calibration needs max_new_tokens >= 1");
   if (prompts.empty()) throw InputError("decode calibration needs prompts");
-  const int64_t batch = opts.batch > 0 ? opts.batch : (model.options().device.is_cuda() ? 64 : 8);
+  const int64_t batch = generationBatch(model, opts);
   std::vector<size_t> order = seededPermutation(prompts.size(), opts.seed);
 
   CalibrationSet set;
@@ -24,34 +56,16 @@ CalibrationSet decodeCalibration(const LlamaModel& model, const Tokenizer& token
     if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
     std::vector<std::vector<TokenId>> promptIds;
     const size_t batchStart = next;
-    for (; next < order.size() && static_cast<int64_t>(promptIds.size()) < batch; ++next) {
-      std::vector<TokenId> ids;
-      if (opts.bosTokenId) ids.push_back(*opts.bosTokenId);
-      auto text = tokenizer.encode(prompts[order[next]]);
-      ids.insert(ids.end(), text.begin(), text.end());
-      promptIds.push_back(std::move(ids));
-    }
+    for (; next < order.size() && static_cast<int64_t>(promptIds.size()) < batch; ++next)
+      promptIds.push_back(pareto::promptIds(tokenizer, prompts[order[next]], opts));
     GenerationOptions gen;
     gen.maxNewTokens = opts.maxNewTokens;
     gen.sampling = opts.sampling;
     gen.sampling.seed = opts.sampling.seed + batchStart;   // prompt k of the run always samples with seed + k
     gen.eosTokenIds = opts.eosTokenIds;
     auto continuations = generateBatch(model, promptIds, gen);
-    for (size_t i = 0; i < promptIds.size() && counted < opts.tokens; ++i) {
-      std::vector<TokenId> cont = continuations[i];
-      if (!cont.empty() &&
-          std::find(opts.eosTokenIds.begin(), opts.eosTokenIds.end(), cont.back()) != opts.eosTokenIds.end())
-        cont.pop_back();
-      const int64_t take = std::min<int64_t>(static_cast<int64_t>(cont.size()), opts.tokens - counted);
-      if (take == 0) continue;
-      CalibrationSequence seq;
-      seq.ids = promptIds[i];
-      seq.weights.assign(seq.ids.size(), 0.0f);
-      seq.ids.insert(seq.ids.end(), cont.begin(), cont.begin() + take);
-      seq.weights.resize(seq.ids.size(), 1.0f);
-      counted += take;
-      set.sequences.push_back(std::move(seq));
-    }
+    for (size_t i = 0; i < promptIds.size() && counted < opts.tokens; ++i)
+      appendDecodeSequence(set, promptIds[i], continuations[i], opts, counted);
     if (progress)
       progress({"decode calibration", std::min(1.0, double(counted) / opts.tokens),
                 std::to_string(counted) + "/" + std::to_string(opts.tokens) + " decode tokens"});
@@ -61,6 +75,49 @@ CalibrationSet decodeCalibration(const LlamaModel& model, const Tokenizer& token
                      " decode tokens of the " + std::to_string(opts.tokens) +
                      " asked for (raise max_new_tokens or add prompts)");
   return set;
+}
+
+CalibrationSet continuationCalibration(const std::vector<PromptContinuation>& records,
+                                       const DecodeCalibrationOptions& opts, const std::string& source) {
+  if (opts.tokens < 1) throw InputError("calibration needs at least one token");
+  CalibrationSet set;
+  set.source = "decode";
+  int64_t counted = 0;
+  for (size_t k : seededPermutation(records.size(), opts.seed)) {
+    if (counted >= opts.tokens) break;
+    appendDecodeSequence(set, records[k].prompt, records[k].continuation, opts, counted);
+  }
+  if (counted < opts.tokens)
+    throw InputError(fileMessage(source, "the " + std::to_string(records.size()) + " continuations hold only " +
+                                             std::to_string(counted) + " decode tokens of the " +
+                                             std::to_string(opts.tokens) + " asked for"));
+  return set;
+}
+
+std::vector<PromptContinuation> generateContinuations(const LlamaModel& model, const Tokenizer& tokenizer,
+                                                      const std::vector<std::string>& prompts,
+                                                      const DecodeCalibrationOptions& opts,
+                                                      const ProgressCallback& progress, const CancelToken* cancel) {
+  if (opts.maxNewTokens < 1) throw InputError("generation needs max_new_tokens >= 1");
+  const size_t batch = static_cast<size_t>(generationBatch(model, opts));
+  std::vector<PromptContinuation> out;
+  for (size_t start = 0; start < prompts.size(); start += batch) {
+    if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
+    std::vector<std::vector<TokenId>> ids;
+    for (size_t i = start; i < std::min(prompts.size(), start + batch); ++i)
+      ids.push_back(promptIds(tokenizer, prompts[i], opts));
+    GenerationOptions gen;
+    gen.maxNewTokens = opts.maxNewTokens;
+    gen.sampling = opts.sampling;
+    gen.sampling.seed = opts.sampling.seed + start;
+    gen.eosTokenIds = opts.eosTokenIds;
+    std::vector<std::vector<TokenId>> continuations = generateBatch(model, ids, gen);
+    for (size_t i = 0; i < ids.size(); ++i) out.push_back({std::move(ids[i]), std::move(continuations[i])});
+    if (progress)
+      progress({"generate", double(out.size()) / prompts.size(),
+                std::to_string(out.size()) + "/" + std::to_string(prompts.size()) + " prompts"});
+  }
+  return out;
 }
 
 }  // namespace pareto

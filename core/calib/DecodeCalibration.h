@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "calib/CalibrationSet.h"
+#include "calib/ContinuationsFile.h"
 #include "model/Generation.h"
 #include "util/Progress.h"
 
@@ -31,5 +32,20 @@ struct DecodeCalibrationOptions {
 CalibrationSet decodeCalibration(const LlamaModel& model, const Tokenizer& tokenizer,
                                  const std::vector<std::string>& prompts, const DecodeCalibrationOptions& opts,
                                  const ProgressCallback& progress = {}, const CancelToken* cancel = nullptr);
+
+// The same calibration from continuations generated elsewhere (calib/ContinuationsFile.h): records taken in the
+// seeded order of opts.seed until opts.tokens continuation tokens, as decodeCalibration takes its prompts, so
+// greedy continuations written by `generate --prompts` give exactly the set decodeCalibration makes. Throws
+// InputError when all records together fall short of the budget.
+CalibrationSet continuationCalibration(const std::vector<PromptContinuation>& records,
+                                       const DecodeCalibrationOptions& opts, const std::string& source);
+
+// Continues every prompt (BOS + prompt, in order) as decode calibration does, `opts.batch` at a time; prompt k
+// samples with opts.sampling.seed + k. For `generate --prompts ... --out FILE`.
+std::vector<PromptContinuation> generateContinuations(const LlamaModel& model, const Tokenizer& tokenizer,
+                                                      const std::vector<std::string>& prompts,
+                                                      const DecodeCalibrationOptions& opts,
+                                                      const ProgressCallback& progress = {},
+                                                      const CancelToken* cancel = nullptr);
 
 }  // namespace pareto

@@ -71,6 +71,8 @@ CalibrationSet calibrate(const LoadedModel& m, const CalibrationSpec& spec, cons
   o.batch = batch;
   o.eosTokenIds = m.eosTokenIds;
   o.bosTokenId = m.config.bosTokenId;
+  if (spec.fromContinuations)
+    return continuationCalibration(readContinuationsFile(spec.file, m.config.vocabSize), o, spec.file);
   return decodeCalibration(*m.model, *m.tokenizer, readPrompts(spec.file), o, progress, cancel);
 }
 

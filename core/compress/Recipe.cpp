@@ -68,14 +68,22 @@ class RecipeReader {
 
   CalibrationSpec calibration(const json& j, const std::string& baseDir) const {
     const std::string path = "calibration";
-    onlyKeys(j, path, {"source", "text", "prompts", "tokens", "window", "max_new_tokens", "seed"});
+    onlyKeys(j, path, {"source", "text", "prompts", "continuations", "tokens", "window", "max_new_tokens", "seed"});
     if (!j.contains("source")) fail(path, "missing \"source\" (\"text\" or \"decode\")");
     CalibrationSpec c;
     c.source = string(j, path, "source", {"text", "decode"});
-    const char* fileKey = c.source == "text" ? "text" : "prompts";
-    const char* otherKey = c.source == "text" ? "prompts" : "text";
-    if (!j.contains(fileKey)) fail(path, std::string("source \"") + c.source + "\" needs \"" + fileKey + "\": FILE");
-    if (j.contains(otherKey)) fail(join(path, otherKey), std::string("does not apply to source \"") + c.source + "\"");
+    // Decode calibration generates from prompts, or reads continuations generated elsewhere (a model too large
+    // to generate here, a serving engine's output).
+    c.fromContinuations = c.source == "decode" && j.contains("continuations");
+    const char* fileKey = c.source == "text" ? "text" : c.fromContinuations ? "continuations" : "prompts";
+    if (!j.contains(fileKey))
+      fail(path, std::string("source \"") + c.source + "\" needs \"" + fileKey + "\": FILE" +
+                     (c.source == "decode" ? " (or \"continuations\": FILE)" : ""));
+    for (const char* other : {"text", "prompts", "continuations"})
+      if (std::string(other) != fileKey && j.contains(other))
+        fail(join(path, other), std::string("does not apply with \"") + fileKey + "\" (source \"" + c.source + "\")");
+    if (c.fromContinuations && j.contains("max_new_tokens"))
+      fail(join(path, "max_new_tokens"), "does not apply to continuations read from a file");
     std::string file = string(j, path, fileKey, {});
     std::filesystem::path p(file);
     c.file = p.is_absolute() || baseDir.empty() ? file : (std::filesystem::path(baseDir) / p).string();

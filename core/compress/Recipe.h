@@ -16,7 +16,8 @@ namespace pareto {
 
 struct CalibrationSpec {
   std::string source;          // "text" or "decode"
-  std::string file;            // text file or prompts file, resolved against the recipe's folder
+  std::string file;            // text, prompts or continuations file, resolved against the recipe's folder
+  bool fromContinuations = false;   // decode: `file` holds generated continuations (calib/ContinuationsFile.h)
   int64_t tokens = 16384;      // tokens that reach the Hessian
   int64_t window = 512;        // text: window length
   int64_t maxNewTokens = 128;  // decode: per prompt

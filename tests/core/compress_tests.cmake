@@ -5,3 +5,7 @@ pareto_add_test(test_compress_bitmask SOURCES test_compress_bitmask.cpp LIBS par
 pareto_add_test(test_compress_quant SOURCES test_compress_quant.cpp LIBS pareto_compress)
 pareto_add_test(test_compress_spqr SOURCES test_compress_spqr.cpp LIBS pareto_compress)
 pareto_add_test(test_obs_sweep SOURCES test_obs_sweep.cpp LIBS pareto_compress)
+# Decode calibration from a continuations file (generate --prompts --out, a recipe's "continuations").
+pareto_add_test(test_continuations SOURCES test_continuations.cpp LIBS pareto_compress)
+add_dependencies(test_continuations pareto-cli)
+target_compile_definitions(test_continuations PRIVATE PARETO_CLI_PATH="$<TARGET_FILE:pareto-cli>")

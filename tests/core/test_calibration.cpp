@@ -87,6 +87,61 @@ TEST_F(Calibration, DecodeSequencesWeightOnlyContinuations) {
   }
 }
 
+// Continuations generated elsewhere and read from a file give the set decode calibration makes itself: the same
+// prompts in the same seeded order, the same greedy tokens, the same trimming.
+TEST_F(Calibration, ContinuationsFromAFileGiveTheDecodeCalibrationSet) {
+  const auto prompts = readPrompts(test::sharedPath("data/prompts-prose.txt"));
+  const DecodeCalibrationOptions o = decodeOptions(50, 12);
+  const std::vector<PromptContinuation> generated = generateContinuations(*m_->model, *m_->tokenizer, prompts, o);
+  ASSERT_EQ(generated.size(), prompts.size());
+  const std::string file = test::scratchDir("continuations") + "/c.jsonl";
+  writeContinuationsFile(file, generated, prompts);
+  const std::vector<PromptContinuation> read = readContinuationsFile(file, m_->config.vocabSize);
+  ASSERT_EQ(read.size(), generated.size());
+  EXPECT_EQ(read[7].continuation, generated[7].continuation);
+  const CalibrationSet fromFile = continuationCalibration(read, o, file);
+  const CalibrationSet direct = decodeCalibration(*m_->model, *m_->tokenizer, prompts, o);
+  ASSERT_EQ(fromFile.sequences.size(), direct.sequences.size());
+  for (size_t i = 0; i < direct.sequences.size(); ++i) {
+    EXPECT_EQ(fromFile.sequences[i].ids, direct.sequences[i].ids) << i;
+    EXPECT_EQ(fromFile.sequences[i].weights, direct.sequences[i].weights) << i;
+  }
+  DecodeCalibrationOptions more = o;
+  more.tokens = 1000000;
+  try {
+    continuationCalibration(read, more, file);
+    FAIL() << "a budget beyond the file was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("c.jsonl: the " + std::to_string(read.size()) + " continuations hold only"));
+  }
+}
+
+TEST(ContinuationsFile, LinesThatAreNotContinuationsOfThisModelAreRefusedByLine) {
+  const std::string dir = test::scratchDir("continuations-bad");
+  auto refused = [&](const std::string& text, const std::string& expected) {
+    const std::string path = dir + "/bad.jsonl";
+    std::ofstream(path) << text;
+    try {
+      readContinuationsFile(path, 100);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const InputError& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(expected)) << text;
+    }
+  };
+  refused("{\"prompt\": [1, 2], \"continuation\": [3]}\n\n{\"prompt\": [1], \"continuation\": [100]}\n",
+          "bad.jsonl:3: \"continuation\" holds 100, not a token id of this model (0..99)");
+  refused("{\"prompt\": [1]}\n", "bad.jsonl:1: expected {\"prompt\": [ids], \"continuation\": [ids]}");
+  refused("{\"prompt\": [], \"continuation\": [1]}\n", "bad.jsonl:1: the prompt is empty");
+  refused("{\"prompt\": [1.5], \"continuation\": [1]}\n", "not a token id");
+  refused("[1, 2]\n", "bad.jsonl:1: expected");
+  refused("{nope\n", "bad.jsonl:1");
+  refused("\n  \n", "holds no continuation");
+  std::ofstream(dir + "/ok.jsonl") << "{\"prompt\": [0, 5], \"continuation\": [7, 1], \"text\": \"anything\"}\n";
+  const auto ok = readContinuationsFile(dir + "/ok.jsonl", 100);
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok[0].continuation, (std::vector<TokenId>{7, 1}));
+}
+
 // The teacher-forced shortcut: block 0's Hessians from the decode calibration set equal those accumulated from
 // the activations of real KV-cache decode steps (prefill excluded).
 TEST_F(Calibration, DecodeHessianEqualsRecordedDecodeSteps) {

@@ -8,32 +8,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "CliRun.h"
 #include "SharedData.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-struct RunResult {
-  int exitCode = -1;
-  std::string out, err;
-};
-
-RunResult runCli(const std::string& args) {
-  const std::string errFile = pareto::test::scratchDir("cli-stderr") + "/err.txt";
-  std::string cmd = std::string(PARETO_CLI_PATH) + " " + args + " 2>" + errFile;
-  RunResult r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  int status = ::pclose(pipe);
-  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(errFile);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
-}
+using pareto::test::RunResult;
+using pareto::test::runCli;
 
 TEST(Cli, HelpListsCommands) {
   RunResult r = runCli("--help");

@@ -357,7 +357,7 @@ TEST_F(CliSafety, AKilledCompressResumesToTheSameWeights) {
   const std::string model = test::sharedPath("models/ref-small");
   const std::string recipe = (fs::path(dir_) / "gptq.json").string();
   std::ofstream(recipe) << R"({"calibration": {"source": "text", "text": ")" +
-                               test::sharedPath("data/heldout-prose.txt") + R"(", "tokens": 4096, "window": 256},
+                               test::sharedPath("data/heldout-prose.txt") + R"(", "tokens": 2048, "window": 256},
                               "prune": {"method": "sparsegpt", "pattern": "2:4"},
                               "quantize": {"method": "gptq", "bits": 4, "group_size": 64}})";
   Outcome whole = cli({"compress", "--model", model, "--recipe", recipe, "--out", dir_ + "/whole"});

@@ -4,13 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
+#include "CliRun.h"
 #include "FolderContents.h"
 #include "SharedData.h"
 #include "checkpoint/ModelConfig.h"
@@ -155,18 +153,10 @@ TEST_F(Synthesize, RefusesBadInputAndKeepsWhatTheUserOwns) {
 }
 
 TEST_F(Synthesize, Cli) {
-  const std::string out = dir_ + "/cli";
-  const std::string cmd = std::string(PARETO_CLI_PATH) + " synthesize --preset tiny-llama --layers 1 --shard-size 1MB --out " +
-                          out + " --json 2>" + dir_ + "/cli-err.txt";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string text;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) text.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << test::fileText(dir_ + "/cli-err.txt");
-  const nlohmann::json j = nlohmann::json::parse(text);
+  const test::RunResult r = test::runCli("--no-record synthesize --preset tiny-llama --layers 1 --shard-size 1MB --out " +
+                                         dir_ + "/cli --json");
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["layers"], 1);
   EXPECT_EQ(j["files"], (nlohmann::json{"config.json", "generation_config.json", "model-00001-of-00002.safetensors",
                                         "model-00002-of-00002.safetensors", "model.safetensors.index.json",

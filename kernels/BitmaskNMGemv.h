@@ -40,8 +40,10 @@ inline int bitmaskKeptPerWord(int n, int m) { return m > 0 ? 32 * n / m : 0; }
 // columns (2:4), from batch 2 on: in 2:4 the two kept values of each group of 4 columns are a whole 32-bit word
 // of the lane's value stream, so ldmatrix over the lane-interleaved values hands each lane the words of its A
 // fragment, and the group's mask nibble expands them in registers (two byte permutes). Other patterns (16:32
-// keeps 16 of 32 anywhere in the word) and batch 1 stay on the FFMA path. PARETO_BITMASK_MMA=0 in the environment
-// sends everything to the FFMA path, =1 2:4 to the tensor cores at batch 1 too (for A/B timing; read once).
+// keeps 16 of 32 anywhere in the word) stay on the FFMA path, and so do batch 1 and 2, where it measured faster
+// on the H200 (batch 1: 2.24 against 3.28 ms a Llama-3.1-8B step, batch 2: 2.62 against 3.12; from batch 4 the
+// ring wins, 2.88 against 4.34: bench/NOTES.md v6d). PARETO_BITMASK_MMA=0 in the environment sends everything to
+// the FFMA path, =1 2:4 to the tensor cores at every batch (for A/B timing; read once).
 bool bitmaskUsesTensorCores(int n, int m, int compiledBatch);
 // Its weight stream: each warp a ring of kBitmaskRingStages shared-memory slots of one 128-column chunk (half a
 // layout chunk): 8 value pieces of 512 bytes and the 32 lanes' 4 mask words, filled by cp.async.

@@ -35,7 +35,7 @@ bool bitmaskUsesTensorCores(int n, int m, int compiledBatch) {
     return v == nullptr ? -1 : std::strcmp(v, "0") == 0 ? 0 : 1;
   }();
   if (mode == 0 || n != 2 || m != 4) return false;
-  return compiledBatch >= 2 || mode == 1;
+  return compiledBatch >= 4 || mode == 1;
 }
 
 GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, const BitmaskNMGemvWeight& w, int multiprocessors) {

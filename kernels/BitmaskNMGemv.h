@@ -37,7 +37,7 @@ inline int64_t bitmaskChunks(int64_t cols) { return ceilDiv(cols, kBitmaskChunkC
 inline int bitmaskKeptPerWord(int n, int m) { return m > 0 ? 32 * n / m : 0; }
 
 // The tensor-core path (bitmask_nm_gemv.cu: BitmaskMmaFormat) for patterns that keep exactly two of every four
-// columns (2:4), from batch 2 on: in 2:4 the two kept values of each group of 4 columns are a whole 32-bit word
+// columns (2:4), from batch 4 on: in 2:4 the two kept values of each group of 4 columns are a whole 32-bit word
 // of the lane's value stream, so ldmatrix over the lane-interleaved values hands each lane the words of its A
 // fragment, and the group's mask nibble expands them in registers (two byte permutes). Other patterns (16:32
 // keeps 16 of 32 anywhere in the word) stay on the FFMA path, and so do batch 1 and 2, where it measured faster

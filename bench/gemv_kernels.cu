@@ -118,17 +118,19 @@ std::vector<uint16_t> randomValues(size_t n, k::ActivationType t, float scale, s
   for (auto& x : v) x = bits16(t, normal(rng));
   return v;
 }
-// Mask words of exactly `kept` set bits.
-std::vector<uint32_t> randomMasks(size_t n, int kept, std::mt19937_64& rng) {
-  std::vector<uint32_t> v(n);
+// Mask words of an N:M pattern: exactly n set bits in every group of m bits (so 32·n/m in every word).
+std::vector<uint32_t> randomMasks(size_t words, int n, int m, std::mt19937_64& rng) {
+  std::vector<uint32_t> v(words);
   int index[32];
   for (auto& word : v) {
-    for (int i = 0; i < 32; ++i) index[i] = i;
     word = 0;
-    for (int i = 0; i < kept; ++i) {
-      const int j = i + int(rng() % uint64_t(32 - i));
-      std::swap(index[i], index[j]);
-      word |= 1u << index[i];
+    for (int base = 0; base < 32; base += m) {
+      for (int i = 0; i < m; ++i) index[i] = i;
+      for (int i = 0; i < n; ++i) {
+        const int j = i + int(rng() % uint64_t(m - i));
+        std::swap(index[i], index[j]);
+        word |= 1u << (base + index[i]);
+      }
     }
   }
   return v;
@@ -138,7 +140,7 @@ Linear bitmaskLinear(int64_t rows, int64_t cols, int n, int m, k::ActivationType
   std::mt19937_64 rng(seed);
   const int kept = k::bitmaskKeptPerWord(n, m);
   const int64_t g = k::rowGroups(rows), c = k::bitmaskChunks(cols);
-  auto masks = std::make_shared<std::vector<uint32_t>>(randomMasks(size_t(g * c * 32 * 8), kept, rng));
+  auto masks = std::make_shared<std::vector<uint32_t>>(randomMasks(size_t(g * c * 32 * 8), n, m, rng));
   auto values = std::make_shared<std::vector<uint16_t>>(randomValues(size_t(g * c * kept * 32 * 8), t, 0.05f, rng));
   Linear l;
   l.rows = rows, l.cols = cols;
@@ -147,9 +149,9 @@ Linear bitmaskLinear(int64_t rows, int64_t cols, int n, int m, k::ActivationType
   l.bytes = dm->bytes + dv->bytes;
   k::BitmaskNMGemvWeight dw{dm->as<uint32_t>(), dv->ptr, n, m};
   l.run = [dw](const k::GemvProblem& p, float* partials, int* counters, cudaStream_t s) {
-    return k::runBitmaskNMGemv(p, dw, k::bitmaskNMGemvSplit(p, multiprocessors()), partials, counters, s);
+    return k::runBitmaskNMGemv(p, dw, k::bitmaskNMGemvSplit(p, dw, multiprocessors()), partials, counters, s);
   };
-  l.split = [](const k::GemvProblem& p) { return k::bitmaskNMGemvSplit(p, multiprocessors()); };
+  l.split = [dw](const k::GemvProblem& p) { return k::bitmaskNMGemvSplit(p, dw, multiprocessors()); };
   l.reference = [masks, values, n, m](const k::GemvProblem& p) {
     return k::bitmaskNMGemvReference(p, {masks->data(), values->data(), n, m});
   };
@@ -188,7 +190,7 @@ Linear bitmaskInt4Linear(int64_t rows, int64_t cols, bool symmetric, int64_t gro
   std::mt19937_64 rng(seed);
   const int64_t g = k::rowGroups(rows), c = k::ceilDiv(cols, 256);
   const int64_t columns = k::bitmaskInt4ScaleColumns(cols, groupSize);
-  auto masks = std::make_shared<std::vector<uint32_t>>(randomMasks(size_t(g * c * 32 * 8), 16, rng));
+  auto masks = std::make_shared<std::vector<uint32_t>>(randomMasks(size_t(g * c * 32 * 8), 16, 32, rng));
   auto codes = std::make_shared<std::vector<uint8_t>>(randomBytes(size_t(g * c * 4 * 32 * 16), rng));
   auto scales = std::make_shared<std::vector<uint16_t>>(
       randomValues(size_t(g * columns * 32), k::ActivationType::Float16, 1.2f / std::sqrt(float(cols)), rng));
@@ -483,7 +485,7 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
     k::BitmaskNMGemvWeight w{masks->as<uint32_t>(), values->ptr, 2, 4};
     l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
       const k::GemvProblem p = problem(*l, x, y, batch);
-      check(k::runBitmaskNMGemv(p, w, k::bitmaskNMGemvSplit(p, sms), partials, counters, stream), "bitmask");
+      check(k::runBitmaskNMGemv(p, w, k::bitmaskNMGemvSplit(p, w, sms), partials, counters, stream), "bitmask");
     };
   } else if (format == "int8-channel" || format == "int4-g128") {
     const int bits = format == "int4-g128" ? 4 : 8;

@@ -2,7 +2,7 @@
 # One device call for the kernels-only loop: build bench/gemv_kernels (about a minute), run its correctness test
 # (every kernel, batch 1-16, fp16/bf16), compute-sanitizer memcheck over the small shapes, the benchmark at
 # Llama-3.1-8B shapes, and the quantized kernels again with PARETO_QUANT_MMA=0 (the v5 FFMA path) for an A/B in the
-# same session. Results in OUTDIR (default build-kernels/results).
+# same session (GEMV_AB_ENV, GEMV_AB_FORMATS: another A/B). Results in OUTDIR (default build-kernels/results).
 #   bench/gpu-gemv-kernels.sh [OUTDIR]
 # GEMV_BATCHES (default 1,2,4,8,16), GEMV_SANITIZE=0 skips memcheck, GEMV_AB=0 skips the A/B, GEMV_TEST=0 the test.
 set -uo pipefail
@@ -29,9 +29,14 @@ for f in ${GEMV_FORMATS:-int4-g128 int8-channel bitmask-2:4+int4-g128 spqr-3bit 
     2>&1 | tee -a "$out/bench.txt" || status=1
 done
 if [ "${GEMV_AB:-1}" = 1 ]; then
-  step "A/B: quantized kernels on the FFMA path (PARETO_QUANT_MMA=0)"
-  PARETO_QUANT_MMA=0 "$bin" bench --batch "${GEMV_BATCHES:-1,2,4,8,16}" --runs 50 --formats dense,int4-g128 \
-    2>&1 | tee "$out/bench-ffma.txt" || status=1
+  # GEMV_AB_ENV: the variable setting of the other side (default the quantized kernels' FFMA path), GEMV_AB_FORMATS
+  # the formats timed with it, one process each.
+  ab_env="${GEMV_AB_ENV:-PARETO_QUANT_MMA=0}"
+  step "A/B: $ab_env"
+  for f in ${GEMV_AB_FORMATS:-int4-g128}; do
+    env "$ab_env" "$bin" bench --batch "${GEMV_BATCHES:-1,2,4,8,16}" --runs 50 --formats "dense,$f" \
+      2>&1 | tee -a "$out/bench-ab.txt" || status=1
+  done
 fi
 if [ "${GEMV_SANITIZE:-1}" = 1 ]; then
   step "compute-sanitizer memcheck (small shapes)"

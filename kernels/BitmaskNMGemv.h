@@ -36,9 +36,29 @@ struct BitmaskNMGemvWeight {
 inline int64_t bitmaskChunks(int64_t cols) { return ceilDiv(cols, kBitmaskChunkCols); }
 inline int bitmaskKeptPerWord(int n, int m) { return m > 0 ? 32 * n / m : 0; }
 
+// The tensor-core path (bitmask_nm_gemv.cu: BitmaskMmaFormat) for patterns that keep exactly two of every four
+// columns (2:4), from batch 4 on: in 2:4 the two kept values of each group of 4 columns are a whole 32-bit word
+// of the lane's value stream, so ldmatrix over the lane-interleaved values hands each lane the words of its A
+// fragment, and the group's mask nibble expands them in registers (two byte permutes). Other patterns (16:32
+// keeps 16 of 32 anywhere in the word) stay on the FFMA path, and so do batch 1 and 2, where it measured faster
+// on the H200 (batch 1: 2.24 against 3.28 ms a Llama-3.1-8B step, batch 2: 2.62 against 3.12; from batch 4 the
+// ring wins, 2.88 against 4.34: bench/NOTES.md v6d). PARETO_BITMASK_MMA=0 in the environment sends everything to
+// the FFMA path, =1 2:4 to the tensor cores at every batch (for A/B timing; read once).
+bool bitmaskUsesTensorCores(int n, int m, int compiledBatch);
+// Its weight stream: each warp a ring of kBitmaskRingStages shared-memory slots of one 128-column chunk (half a
+// layout chunk): 8 value pieces of 512 bytes and the 32 lanes' 4 mask words, filled by cp.async.
+inline constexpr int kBitmaskMmaChunkCols = 128;
+inline constexpr int kBitmaskRingStages = 2;
+inline constexpr int kBitmaskValueBytes = 8 * 512;
+inline constexpr int kBitmaskSlotBytes = kBitmaskValueBytes + 32 * 16;
+inline constexpr size_t kBitmaskRingBytes = size_t(kRingWarpsPerBlock) * kBitmaskRingStages * kBitmaskSlotBytes;
+// x is staged as 16-bit rows padded by this many values, so that the 4 batch rows a quarter-warp's B-fragment
+// loads touch at once (32 bytes each) start in different banks.
+inline constexpr int kBitmaskStagePadHalves = 16;
+
 // "" when the kernel can run this problem, else why not (pattern, shape, alignment).
 std::string checkBitmaskNMGemv(const GemvProblem& p, const BitmaskNMGemvWeight& w);
-GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, int multiprocessors);
+GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, const BitmaskNMGemvWeight& w, int multiprocessors);
 // Runs on `stream`; partials/counters as GemvProblem.h describes. Returns "" or the CUDA error.
 std::string runBitmaskNMGemv(const GemvProblem& p, const BitmaskNMGemvWeight& w, const GemvSplit& s,
                              float* partials, int* counters, CUstream_st* stream);

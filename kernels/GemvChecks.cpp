@@ -28,7 +28,25 @@ std::string checkBitmaskNMGemv(const GemvProblem& p, const BitmaskNMGemvWeight& 
   return {};
 }
 
-GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, int multiprocessors) {
+bool bitmaskUsesTensorCores(int n, int m, int compiledBatch) {
+  // PARETO_BITMASK_MMA: unset = the policy, 0 = the FFMA path everywhere, 1 = the tensor cores wherever they can.
+  static const int mode = [] {
+    const char* v = std::getenv("PARETO_BITMASK_MMA");
+    return v == nullptr ? -1 : std::strcmp(v, "0") == 0 ? 0 : 1;
+  }();
+  if (mode == 0 || n != 2 || m != 4) return false;
+  return compiledBatch >= 4 || mode == 1;
+}
+
+GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, const BitmaskNMGemvWeight& w, int multiprocessors) {
+  const int batch = compiledBatch(p.batch);
+  if (bitmaskUsesTensorCores(w.n, w.m, batch)) {
+    // 16-bit rows of x padded by kBitmaskStagePadHalves, and the warps' rings after them (+16 bytes of alignment).
+    const size_t pad = size_t(kBitmaskStagePadHalves);
+    return chooseRingSplit(p.rows, ceilDiv(p.cols, kBitmaskMmaChunkCols), kBitmaskMmaChunkCols, batch, 0,
+                           multiprocessors, kRingMaxSharedBytes, 2 * size_t(batch),
+                           2 * size_t(batch) * pad + 16 + kBitmaskRingBytes);
+  }
   return chooseGemvSplit(p.rows, bitmaskChunks(p.cols), kBitmaskChunkCols, compiledBatch(p.batch), 0,
                          multiprocessors, kMaxStagedBytes);
 }
@@ -61,7 +79,7 @@ bool quantUsesTensorCores(int bits, ActivationType type, int compiledBatch) {
     return v == nullptr ? -1 : std::strcmp(v, "0") == 0 ? 0 : 1;
   }();
   if (mode == 0) return false;
-  return bits == 4 || (type == ActivationType::Float16 && (compiledBatch >= 4 || mode == 1));
+  return bits == 4 || (type == ActivationType::Float16 && (compiledBatch >= 2 || mode == 1));
 }
 
 bool quantOddExponent() {

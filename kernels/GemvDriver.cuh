@@ -195,6 +195,15 @@ struct RingOf<F, std::void_t<decltype(F::kRingStages)>> {
   static constexpr int kStages = F::kRingStages;
   static constexpr int kSlotBytes = F::kSlotBytes;
 };
+// Optional: `__device__ static void prepareBlock()`, run by every thread of a ring block beside the staging of x
+// (before its barrier), for the format's own static shared memory (the bitmask format's selector table).
+template <class F, class = void> struct PrepareOf {
+  __device__ static void run() {}
+};
+template <class F>
+struct PrepareOf<F, std::void_t<decltype(F::prepareBlock())>> {
+  __device__ static void run() { F::prepareBlock(); }
+};
 // Byte offset of the ring in the dynamic shared memory: after the staged x and the unit sums, 16-byte aligned
 // (the host reserves 16 bytes of slack for the rounding).
 __host__ __device__ constexpr int64_t ringOffsetBytes(int64_t stagedWords, int64_t sumFloats) {
@@ -449,6 +458,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   auto* xs = reinterpret_cast<typename Staging::type*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
   stageSlice<Format, B, T>(a, x, chunk0 * Format::kChunkCols, xs, xsum, lane);
+  PrepareOf<Format>::run();
   __syncthreads();
 
   typename Format::template Accumulator<B> acc{};

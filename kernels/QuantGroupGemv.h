@@ -53,13 +53,13 @@ inline int64_t quantScaleColumns(int64_t cols, int64_t groupSize, int bits) {
 }
 
 // The tensor-core path (quant_group_gemv.cu: QuantMmaFormat): 4-bit codes at every batch 1-16 in fp16 and bf16,
-// 8-bit codes in fp16 from batch 4 on. At batch 1-2 the 8-bit FFMA path was faster on the H200 (2.37 against
-// 2.96 ms a Llama-3.1-8B step at batch 1, bench/NOTES.md v6: at 1 byte a weight the FFMA path's 16 warps a
-// multiprocessor already keep ~74% of copy bandwidth busy, the ring's 8 do not); 8-bit codes with bf16
-// activations stay on the FFMA path: 128 + an 8-bit code is not exact in bf16's 8 significant bits, so the
-// exponent trick does not apply. (v6c: with 16 warps a multiprocessor the ring wins at batch 2 too, 2.87 against
-// 3.19 ms; the policy stays at 4 until the kernel tests' expectation of it moves.) PARETO_QUANT_MMA=0 in the environment sends everything to the FFMA path, =1 8-bit fp16 codes to the
-// tensor cores at every batch (for A/B timing; read once).
+// 8-bit codes in fp16 from batch 2 on. At batch 1 the 8-bit FFMA path is faster on the H200 (2.36 against 2.87 ms
+// a Llama-3.1-8B step, bench/NOTES.md v6c: at 1 byte a weight its 16 warps a multiprocessor with two chunks in
+// registers each already keep ~70% of copy bandwidth busy); from batch 2 its per-batch-row FMAs lose (3.19 against
+// the ring's 2.87 ms at batch 2). 8-bit codes with bf16 activations stay on the FFMA path: 128 + an 8-bit code is
+// not exact in bf16's 8 significant bits, so the exponent trick does not apply. PARETO_QUANT_MMA=0 in the
+// environment sends everything to the FFMA path, =1 8-bit fp16 codes to the tensor cores at every batch (for A/B
+// timing; read once).
 bool quantUsesTensorCores(int bits, ActivationType type, int compiledBatch);
 // 4-bit codes with fp16 activations on the tensor cores read odd columns under a second exponent
 // (quant_group_gemv.cu: kOddExponent); PARETO_QUANT_ODD=0 turns it off (for A/B timing; read once).

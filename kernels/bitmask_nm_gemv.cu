@@ -3,6 +3,7 @@
 
 #include "BitmaskNMGemv.h"
 #include "GemvDriver.cuh"
+#include "TensorCoreOps.cuh"
 
 namespace pareto::kernels {
 namespace {
@@ -86,9 +87,152 @@ struct BitmaskFormat {
                                                   float (&)[B]) {}
 };
 
+// Byte-permute selectors that expand the two kept values of a 2:4 group (one 32-bit word: the first kept value in
+// the low half) into the group's 4 columns, indexed by the group's mask nibble: .x gives columns 0-1, .y columns
+// 2-3 (selector 4 picks a zero byte). Column 0 is the first value if bit 0 is set; column 1 the second if bits 0
+// and 1 are set, the first if only bit 1; column 2 the first if bits 2 and 3 are set, the second if only bit 2;
+// column 3 the second if bit 3 is set. Nibbles without exactly two bits occur only in padding, whose values are 0.
+__shared__ uint2 gNibbleSelectors[16];
+
+__host__ __device__ constexpr uint32_t halfSelector(int byteLow) { return uint32_t(byteLow) | uint32_t(byteLow + 1) << 4; }
+constexpr uint32_t kZeroHalf = 0x44u;
+__device__ __forceinline__ uint2 nibbleSelectors(int n) {
+  const bool b0 = n & 1, b1 = n & 2, b2 = n & 4, b3 = n & 8;
+  const uint32_t c0 = b0 ? halfSelector(0) : kZeroHalf;
+  const uint32_t c1 = b1 ? halfSelector(b0 ? 2 : 0) : kZeroHalf;
+  const uint32_t c2 = b2 ? halfSelector(b3 ? 0 : 2) : kZeroHalf;
+  const uint32_t c3 = b3 ? halfSelector(2) : kZeroHalf;
+  return make_uint2(c0 | c1 << 8, c2 | c3 << 8);
+}
+
+// 2:4 on the tensor cores (bitmaskUsesTensorCores), through the shared-memory ring of GemvDriver.cuh, from the
+// lane-interleaved layout as it is (the float64 reference reads the same bytes).
+//
+// Stream: the ring's chunk is half a layout chunk (128 columns: 4 mask words, 64 kept values a row). The 32
+// lanes copy its 8 value pieces (piece i: 16 bytes of each of the row group's 32 rows) and their 16 bytes of
+// mask words with cp.async (values evict-first) into a slot of the warp's ring.
+//
+// A fragment: in 2:4 the kept values 2q and 2q + 1 of a row are those of its column group q, so value piece p
+// (values 8p .. 8p + 7) holds groups 4p .. 4p + 3, i.e. columns 16p .. 16p + 15, and ldmatrix.x4 over it hands
+// lane l = 4g + t the kept pair of group 4p + t of rows g, g + 8, g + 16, g + 24. Let the MMA's k slots (2t, 2t+1)
+// be columns 4t, 4t+1 of the 16 and (2t+8, 2t+9) columns 4t+2, 4t+3: the pair expands into exactly the lane's A
+// registers, two byte permutes with the selectors of the group's mask nibble (gNibbleSelectors, looked up in
+// shared memory; the lane reads the mask words of its four rows from the slot). The same k order makes the B
+// fragment (x, batch as N) the 8 contiguous bytes at column 16p + 4t of the lane's batch row: x is staged as
+// plain 16-bit rows. 1 ldmatrix, 4 selector loads, 8 permutes and 2 MMAs a batch tile for 512 weights.
+//
+// Accumulator C: two chains (even and odd pieces) so that consecutive MMAs do not wait on each other; lane (g, t)
+// of tile (m, n) holds rows 16m + g (c0, c1) and 16m + g + 8 (c2, c3) for batch rows 8n + 2t and 8n + 2t + 1.
+template <ActivationType T>
+struct BitmaskMmaFormat {
+  static constexpr int kChunkCols = kBitmaskMmaChunkCols;
+  static constexpr int kRingStages = kBitmaskRingStages;
+  static constexpr int kSlotBytes = kBitmaskSlotBytes;
+  static constexpr int kPadHalves = kBitmaskStagePadHalves;
+  struct Params {
+    const uint4* masks;
+    const uint4* values;
+    int64_t chunks;  // the layout's 256-column chunks a row (the ring's chunks are halves of them)
+  };
+  template <int B> static constexpr int kTiles = B > 8 ? 2 : 1;  // batch tiles of 8
+  template <int B> struct Accumulator {
+    float v[2][2][kTiles<B>][4];  // [chain][m-tile][batch tile][register]
+  };
+
+  __device__ static __forceinline__ void prepareBlock() {
+    if (threadIdx.x < 16) gNibbleSelectors[threadIdx.x] = nibbleSelectors(int(threadIdx.x));
+  }
+
+  template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
+    return int64_t(B) * (sliceCols + kPadHalves) / 2;
+  }
+  template <int B>
+  __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
+                                               const uint4& v) {
+    *reinterpret_cast<uint4*>(xs + b * ((sliceCols + kPadHalves) / 2) + col / 2) = v;
+  }
+
+  __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
+                                                   uint32_t slot, uint64_t evictFirst) {
+    const int64_t base = group * w.chunks + chunk / 2;
+    const int half = int(chunk % 2);
+    const uint4* values = w.values + (base * 16 + half * 8) * 32 + lane;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) detail::copyAsyncEvictFirst(slot + i * 512 + lane * 16, values + i * 32, evictFirst);
+    // The lane's 8 mask words of the layout chunk are 32 contiguous bytes; the half's 4 are one 16-byte vector.
+    detail::copyAsyncEvictFirst(slot + kBitmaskValueBytes + lane * 16, w.masks + (base * 32 + lane) * 2 + half,
+                                evictFirst);
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void computeSlot(const Params&, const uint8_t* slot, int64_t, int64_t,
+                                                     int64_t localChunk, int lane, const uint32_t* xs,
+                                                     int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
+    constexpr int kN = kTiles<B>;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t rowWords = (sliceCols + kPadHalves) / 2;
+    const uint32_t* xRow[kN];
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 2 * t : nullptr;
+    // Mask words of the lane's rows g + 8j, shifted so that the nibble of piece p is at bit 16·(p % 2) of word p / 2.
+    uint32_t mw[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint4 v = *reinterpret_cast<const uint4*>(slot + kBitmaskValueBytes + (g + 8 * j) * 16);
+      mw[j][0] = v.x >> (4 * t), mw[j][1] = v.y >> (4 * t), mw[j][2] = v.z >> (4 * t), mw[j][3] = v.w >> (4 * t);
+    }
+    const uint32_t slotAddress = detail::sharedAddressOf(slot);
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+      uint32_t r[4];
+      detail::ldmatrixX4(r, slotAddress + p * 512 + lane * 16);
+      uint32_t lo[4], hi[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint2 sel = gNibbleSelectors[(mw[j][p / 2] >> (16 * (p % 2))) & 0xFu];
+        lo[j] = __byte_perm(r[j], 0u, sel.x);
+        hi[j] = __byte_perm(r[j], 0u, sel.y);
+      }
+      uint2 xb[kN];
+#pragma unroll
+      for (int n = 0; n < kN; ++n)
+        xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + p * 8) : make_uint2(0, 0);
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+          detail::mma16816<T>(acc.v[p % 2][m][n], lo[2 * m], lo[2 * m + 1], hi[2 * m], hi[2 * m + 1], xb[n].x, xb[n].y);
+    }
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void finish(const Accumulator<B>& acc, int lane, float (&total)[B]) {
+    float c[2][kTiles<B>][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int n = 0; n < kTiles<B>; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) c[m][n][i] = acc.v[0][m][n][i] + acc.v[1][m][n][i];
+    detail::rowsOfFragments<B, kTiles<B>>(c, lane, total);
+  }
+};
+
 template <int K, ActivationType T>
 std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
+  if constexpr (K == 16) {
+    if (bitmaskUsesTensorCores(w.n, w.m, compiledBatch(p.batch))) {
+      using M = BitmaskMmaFormat<T>;
+      const typename M::Params params{reinterpret_cast<const uint4*>(w.masks), static_cast<const uint4*>(w.values),
+                                      bitmaskChunks(p.cols)};
+      // The split (bitmaskNMGemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
+      const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskMmaChunkCols), 0, partials, counters);
+      const cudaError_t e = detail::launchPackedGemv<M, T>(params, a, s.sharedBytes, stream);
+      return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_nm_gemv launch");
+    }
+  }
   using F = BitmaskFormat<K, T>;
   typename F::Params params{reinterpret_cast<const uint4*>(w.masks), static_cast<const uint4*>(w.values),
                             bitmaskChunks(p.cols)};

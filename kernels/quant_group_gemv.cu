@@ -2,6 +2,7 @@
 // decomposition).
 #include "GemvDriver.cuh"
 #include "QuantGroupGemv.h"
+#include "TensorCoreOps.cuh"
 
 namespace pareto::kernels {
 namespace {
@@ -128,20 +129,6 @@ struct QuantFfmaFormat : QuantCodeStream {
     }
   }
 };
-
-// One m16n8k16 tensor-core product with fp32 accumulation: c += a · b (a: 4 registers of A, b: 2 of B).
-template <ActivationType T>
-__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  if constexpr (T == ActivationType::Float16)
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  else
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ uint32_t lop3Mask(uint32_t a, uint32_t mask, uint32_t set) {
   // (a & mask) | set in one LOP3: with the constants as register operands ptxas cannot split it into two
@@ -279,9 +266,7 @@ struct QuantMmaFormat : QuantCodeStream {
 #pragma unroll
     for (int piece = 0; piece < 8; ++piece) {
       uint32_t r[4];
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                   : "r"(slotAddress + piece * 512 + lane * 16));
+      detail::ldmatrixX4(r, slotAddress + piece * 512 + lane * 16);
       if constexpr (Bits == 4) {
         uint4 xb[kN];
 #pragma unroll
@@ -306,12 +291,12 @@ struct QuantMmaFormat : QuantCodeStream {
           }
 #pragma unroll
           for (int n = 0; n < kN; ++n) {
-            mma16816<T>(c[0][m][n], lo04, hi04, lo15, hi15, xb[n].x, xb[n].y);
-            mma16816<T>(c[1][m][n], lo26, hi26, lo37, hi37, xb[n].z, xb[n].w);
+            detail::mma16816<T>(c[0][m][n], lo04, hi04, lo15, hi15, xb[n].x, xb[n].y);
+            detail::mma16816<T>(c[1][m][n], lo26, hi26, lo37, hi37, xb[n].z, xb[n].w);
             if constexpr (kOddExponent) {
               const uint32_t k960 = 0x63806380u;  // 960 in fp16, twice
               // Into the other chain for m = 0 than for m = 1, so that no chain gets two MMAs a piece.
-              mma16816<T>(c[m][m][n], k960, k960, k960, k960, xb[n].y, xb[n].w);
+              detail::mma16816<T>(c[m][m][n], k960, k960, k960, k960, xb[n].y, xb[n].w);
             }
           }
         }
@@ -327,7 +312,7 @@ struct QuantMmaFormat : QuantCodeStream {
           const uint32_t lo01 = __byte_perm(lo, 0x64646464u, 0x4140), hi01 = __byte_perm(hi, 0x64646464u, 0x4140);
           const uint32_t lo23 = __byte_perm(lo, 0x64646464u, 0x4342), hi23 = __byte_perm(hi, 0x64646464u, 0x4342);
 #pragma unroll
-          for (int n = 0; n < kN; ++n) mma16816<T>(c[piece & 1][m][n], lo01, hi01, lo23, hi23, xb[n].x, xb[n].y);
+          for (int n = 0; n < kN; ++n) detail::mma16816<T>(c[piece & 1][m][n], lo01, hi01, lo23, hi23, xb[n].x, xb[n].y);
         }
       }
       // End of a sum unit (a group, or the chunk when groups are wider): scales and zeros of the lane's four
@@ -364,19 +349,9 @@ struct QuantMmaFormat : QuantCodeStream {
     }
   }
 
-  // Row r = lane, batch b: tile (r / 16, b / 8), register 2·((r / 8) & 1) + b % 2 of lane 4·(r % 8) + (b % 8) / 2.
   template <int B>
   __device__ static __forceinline__ void finish(const Accumulator<B>& acc, int lane, float (&total)[B]) {
-    const int m = lane >> 4, upper = (lane >> 3) & 1;
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-      const int n = b / 8, source = 4 * (lane & 7) + (b % 8) / 2, reg = b % 2;
-      const float v00 = __shfl_sync(0xFFFFFFFFu, acc.v[0][n][reg], source);
-      const float v01 = __shfl_sync(0xFFFFFFFFu, acc.v[0][n][reg + 2], source);
-      const float v10 = __shfl_sync(0xFFFFFFFFu, acc.v[1][n][reg], source);
-      const float v11 = __shfl_sync(0xFFFFFFFFu, acc.v[1][n][reg + 2], source);
-      total[b] = m == 0 ? (upper ? v01 : v00) : (upper ? v11 : v10);
-    }
+    detail::rowsOfFragments<B, kTiles<B>>(acc.v, lane, total);
   }
 };
 

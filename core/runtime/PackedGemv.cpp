@@ -163,7 +163,7 @@ at::Tensor gemv(const BitmaskNMKernelWeight& w, const at::Tensor& x, at::Tensor 
   kw.m = w.m;
   return runGemv(
       x, out, w.rows, w.cols, w.masks, w.launch, what,
-      [&](const k::GemvProblem& p, int sms) { return k::bitmaskNMGemvSplit(p, sms); },
+      [&](const k::GemvProblem& p, int sms) { return k::bitmaskNMGemvSplit(p, kw, sms); },
       [&](const k::GemvProblem& p, const k::GemvSplit& s, float* partials, int* counters, CUstream_st* stream) {
 #ifdef PARETO_WITH_CUDA
         return k::runBitmaskNMGemv(p, kw, s, partials, counters, stream);

@@ -22,6 +22,7 @@
 #include "formats/BitPacking.h"
 #include "formats/QuantGroupWeight.h"
 #include "formats/SpqrWeight.h"
+#include "kernels/BitmaskNMGemv.h"
 #include "kernels/QuantGroupGemv.h"
 #include "runtime/KernelBenchmark.h"
 #include "runtime/PackedGemv.h"
@@ -400,7 +401,7 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
   for (int b : {1, 2, 4, 8, 16}) {
     EXPECT_TRUE(k::quantUsesTensorCores(4, k::ActivationType::Float16, b));
     EXPECT_TRUE(k::quantUsesTensorCores(4, k::ActivationType::BFloat16, b));
-    EXPECT_EQ(k::quantUsesTensorCores(8, k::ActivationType::Float16, b), b >= 4);  // FFMA faster at 1-2 (NOTES v6)
+    EXPECT_EQ(k::quantUsesTensorCores(8, k::ActivationType::Float16, b), b >= 2);  // FFMA faster at 1 (NOTES v6c)
     EXPECT_FALSE(k::quantUsesTensorCores(8, k::ActivationType::BFloat16, b));
   }
   const int sms = 132;
@@ -428,6 +429,45 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
           EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, k::quantChunks(cols, bits)) << what;  // no empty split
           EXPECT_EQ(s.sliceCols, s.chunksPerSplit * k::quantChunkCols(bits)) << what;
         }
+      }
+    }
+  }
+}
+
+
+// 2:4 runs on the tensor cores from batch 4 (bitmask_nm_gemv.cu: BitmaskMmaFormat), other patterns and batch 1-2
+// on the FFMA path; the ring split keeps the staged x (16-bit rows padded by kBitmaskStagePadHalves) and the warps'
+// rings within the ring kernels' budget, the FFMA split the fp32 rows within its own.
+TEST(PackedGemvSplit, BitmaskSharedMemoryFollowsTheArithmeticPath) {
+  namespace k = kernels;
+  for (int b : {1, 2, 4, 8, 16}) {
+    EXPECT_EQ(k::bitmaskUsesTensorCores(2, 4, b), b >= 4);  // FFMA faster at 1-2 (NOTES v6d)
+    EXPECT_FALSE(k::bitmaskUsesTensorCores(16, 32, b));
+    EXPECT_FALSE(k::bitmaskUsesTensorCores(4, 8, b));
+  }
+  const int sms = 132;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
+    for (auto [n, m] : {std::pair{2, 4}, {16, 32}}) {
+      for (int batch : {1, 2, 3, 4, 8, 11, 16}) {
+        k::GemvProblem p;
+        p.rows = rows, p.cols = cols, p.batch = batch;
+        k::BitmaskNMGemvWeight w;
+        w.n = n, w.m = m;
+        const k::GemvSplit s = k::bitmaskNMGemvSplit(p, w, sms);
+        const int compiled = k::compiledBatch(batch);
+        const bool mma = k::bitmaskUsesTensorCores(n, m, compiled);
+        const int64_t chunkCols = mma ? k::kBitmaskMmaChunkCols : k::kBitmaskChunkCols;
+        const int64_t chunks = k::ceilDiv(cols, chunkCols);
+        const size_t staged =
+            mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::kBitmaskStagePadHalves) + 16 + k::kBitmaskRingBytes
+                : sizeof(float) * size_t(compiled) * size_t(s.sliceCols);
+        const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::to_string(n) + ":" +
+                                 std::to_string(m) + " batch " + std::to_string(batch);
+        EXPECT_EQ(s.sharedBytes, staged) << what;
+        EXPECT_LE(s.sharedBytes, mma ? k::kRingMaxSharedBytes : k::kMaxStagedBytes) << what;
+        EXPECT_GE(int64_t(s.splits) * s.chunksPerSplit, chunks) << what;
+        EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, chunks) << what;  // no empty split
+        EXPECT_EQ(s.sliceCols, s.chunksPerSplit * chunkCols) << what;
       }
     }
   }

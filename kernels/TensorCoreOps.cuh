@@ -1,0 +1,48 @@
+// The tensor-core instructions the ring GEMV formats share (quant_group_gemv.cu, bitmask_nm_gemv.cu).
+#pragma once
+
+#include <cstdint>
+
+#include "GemvProblem.h"
+
+namespace pareto::kernels::detail {
+
+// One m16n8k16 tensor-core product with fp32 accumulation: c += a · b (a: 4 registers of A, b: 2 of B).
+template <ActivationType T>
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  if constexpr (T == ActivationType::Float16)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// ldmatrix.x4 over 512 contiguous bytes of shared memory at `address` + 16·lane (32 rows of 16 bytes): lane
+// l = 4g + t gets bytes 4t..4t+3 of rows g, g + 8, g + 16 and g + 24 in r[0..3].
+__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// The C fragments of a warp's 32 rows (two m-tiles) × Tiles batch tiles of 8 as the lane's row: row r = lane,
+// batch b is tile (r / 16, b / 8), register 2·((r / 8) & 1) + b % 2 of lane 4·(r % 8) + (b % 8) / 2.
+template <int B, int Tiles>
+__device__ __forceinline__ void rowsOfFragments(const float (&c)[2][Tiles][4], int lane, float (&total)[B]) {
+  const int m = lane >> 4, upper = (lane >> 3) & 1;
+#pragma unroll
+  for (int b = 0; b < B; ++b) {
+    const int n = b / 8, source = 4 * (lane & 7) + (b % 8) / 2, reg = b % 2;
+    const float v00 = __shfl_sync(0xFFFFFFFFu, c[0][n][reg], source);
+    const float v01 = __shfl_sync(0xFFFFFFFFu, c[0][n][reg + 2], source);
+    const float v10 = __shfl_sync(0xFFFFFFFFu, c[1][n][reg], source);
+    const float v11 = __shfl_sync(0xFFFFFFFFu, c[1][n][reg + 2], source);
+    total[b] = m == 0 ? (upper ? v01 : v00) : (upper ? v11 : v10);
+  }
+}
+
+}  // namespace pareto::kernels::detail

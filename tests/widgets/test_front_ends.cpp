@@ -48,7 +48,7 @@ TEST(FrontEnds, OneRecipeGivesTheSameMetricsFromTheCliAndTheWorkbench) {
   const QString cliOut = dir.filePath("cli");
   const nlohmann::json compressed =
       cliJson({"compress", "--model", model, "--recipe", recipe, "--out", cliOut, "--device", "cpu"});
-  const nlohmann::json ppl = cliJson({"perplexity", "--model", cliOut, "--text", text, "--window",
+  const nlohmann::json ppl = cliJson({"perplexity", "--model", cliOut, "--dense", model, "--text", text, "--window",
                                       QString::number(evaluation.perplexityWindow), "--max-windows",
                                       QString::number(evaluation.perplexityMaxWindows)});
   const nlohmann::json fidelity =
@@ -83,6 +83,11 @@ TEST(FrontEnds, OneRecipeGivesTheSameMetricsFromTheCliAndTheWorkbench) {
   same(metric::kLinearBitsPerWeight, compressed);
   same(metric::kModelBitsPerWeight, compressed);
   same(metric::kPerplexity, ppl);
+  same(metric::kDensePerplexity, ppl);
+  same(metric::kKlMean, ppl);
+  same(metric::kKlP99, ppl);
+  same(metric::kDecodeKlMean, fidelity);
+  same(metric::kDecodeKlP99, fidelity);
   same(metric::kDecodeNll, fidelity);
   same(metric::kDenseDecodeNll, fidelity);
   same(metric::kTop1Agreement, fidelity);

@@ -267,8 +267,13 @@ TEST_F(Workbench, RunsAreRecordedInTheStoreAndShownByANewWindow) {
   EXPECT_TRUE(QString::fromStdString(runs[0].output).startsWith(runs_)) << runs[0].output;
   EXPECT_DOUBLE_EQ(runs[0].metrics.at(metric::kLinearBitsPerWeight), 9.0);
   for (const char* key : {metric::kPerplexity, metric::kDensePerplexity, metric::kDecodeNll, metric::kTop1Agreement,
+                          metric::kKlMean, metric::kKlP99, metric::kDecodeKlMean, metric::kDecodeKlP99,
                           metric::kSeconds})
     EXPECT_TRUE(runs[0].metrics.count(key) == 1 && std::isfinite(runs[0].metrics.at(key))) << key;
+  // 2:4 pruning moves the next-token distributions away from the dense model's.
+  EXPECT_GT(runs[0].metrics.at(metric::kKlMean), 0.0);
+  EXPECT_GE(runs[0].metrics.at(metric::kKlP99), runs[0].metrics.at(metric::kKlMean));
+  EXPECT_GT(runs[0].metrics.at(metric::kDecodeKlMean), 0.0);
   const RunDetails details = store.run(runs[0].id);
   EXPECT_EQ(details.recipe["prune"]["pattern"], "2:4") << details.recipe.dump();
 
@@ -283,6 +288,16 @@ TEST_F(Workbench, RunsAreRecordedInTheStoreAndShownByANewWindow) {
   EXPECT_DOUBLE_EQ(shown.metric(metric::kLinearBitsPerWeight), 9.0);
   EXPECT_DOUBLE_EQ(shown.metric(metric::kPerplexity), runs[0].metrics.at(metric::kPerplexity));
   EXPECT_EQ(reopened.window.history()->index(0, RunHistory::BitsColumn).data().toString(), "9.000");
+  // The KL columns show the stored values, and their headers say what the numbers mean.
+  const QAbstractItemModel* table = reopened.window.runsPanel()->table()->model();
+  for (const auto& [column, key] : {std::pair<int, const char*>{RunHistory::KlColumn, metric::kKlMean},
+                                    {RunHistory::KlP99Column, metric::kKlP99},
+                                    {RunHistory::DecodeKlColumn, metric::kDecodeKlMean},
+                                    {RunHistory::DecodeKlP99Column, metric::kDecodeKlP99}}) {
+    EXPECT_EQ(table->index(0, column).data().toString(), formatMetric(key, runs[0].metrics.at(key))) << key;
+    EXPECT_NE(table->index(0, column).data().toString(), QStringLiteral("—")) << key;
+    EXPECT_TRUE(table->headerData(column, Qt::Horizontal, Qt::ToolTipRole).toString().contains("KL")) << key;
+  }
   EXPECT_TRUE(reopened.window.history()->index(0, RunHistory::RecipeColumn).data().toString().contains("2:4"));
   EXPECT_GE(reopened.window.paretoView()->pointOf(shown.id).x(), 0);
   EXPECT_TRUE(reopened.errors.isEmpty()) << str(reopened.errors.join("\n"));

@@ -57,6 +57,10 @@ std::string RunHistory::columnMetric(int column) {
     case PerplexityColumn: return metric::kPerplexity;
     case DecodeNllColumn: return metric::kDecodeNll;
     case Top1Column: return metric::kTop1Agreement;
+    case KlColumn: return metric::kKlMean;
+    case KlP99Column: return metric::kKlP99;
+    case DecodeKlColumn: return metric::kDecodeKlMean;
+    case DecodeKlP99Column: return metric::kDecodeKlP99;
     case TokensPerSecondColumn: return metric::kPredictedTokensPerSecond;
     default: return {};
   }
@@ -109,14 +113,23 @@ QVariant RunHistory::headerData(int section, Qt::Orientation orientation, int ro
     if (role == Qt::ToolTipRole) return info->meaning;
     return {};
   }
-  const QString titles[ColumnCount] = {tr("Run"), tr("Recipe"), {}, {}, {}, {}, {}, {}, tr("Finished")};
-  const QString meanings[ColumnCount] = {
-      tr("The run's number in this session and a short description of its recipe."),
-      tr("Pruning and quantization of the recipe; the tooltip of a cell shows the recipe's JSON."),
-      {}, {}, {}, {}, {}, {},
-      tr("When the run finished.")};
-  if (role == Qt::DisplayRole) return titles[section];
-  if (role == Qt::ToolTipRole) return meanings[section];
+  switch (section) {
+    case NameColumn:
+      if (role == Qt::DisplayRole) return tr("Run");
+      if (role == Qt::ToolTipRole) return tr("The run's number in this session and a short description of its recipe.");
+      break;
+    case RecipeColumn:
+      if (role == Qt::DisplayRole) return tr("Recipe");
+      if (role == Qt::ToolTipRole)
+        return tr("Pruning and quantization of the recipe; the tooltip of a cell shows the recipe's JSON.");
+      break;
+    case FinishedColumn:
+      if (role == Qt::DisplayRole) return tr("Finished");
+      if (role == Qt::ToolTipRole) return tr("When the run finished.");
+      break;
+    default:
+      break;
+  }
   return {};
 }
 

@@ -25,6 +25,10 @@ class RunHistory : public QAbstractTableModel {
     PerplexityColumn,
     DecodeNllColumn,
     Top1Column,
+    KlColumn,
+    KlP99Column,
+    DecodeKlColumn,
+    DecodeKlP99Column,
     TokensPerSecondColumn,
     FinishedColumn,
     ColumnCount

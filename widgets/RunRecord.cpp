@@ -33,6 +33,25 @@ const std::vector<MetricInfo>& runMetricInfo() {
        tr("Fraction of the dense continuation's positions where the compressed model's most likely next token is "
           "the dense model's token (teacher-forced). Higher is better."),
        1, false, true},
+      {metric::kKlMean, tr("KL"),
+       tr("KL divergence KL(P_dense ‖ P_compressed) of the next-token distributions over the full vocabulary, in "
+          "nats, at every predicted position of the perplexity windows (both models read the same windows); the "
+          "mean over positions (llama.cpp's \"Mean KLD\"). 0 means the compressed model predicts exactly as the "
+          "dense one. Lower is better."),
+       4, true},
+      {metric::kKlP99, tr("KL p99"),
+       tr("The 99th percentile of the same per-position KL divergence to the dense model on the perplexity "
+          "windows (llama.cpp's \"99.0% KLD\"): how far the worst 1% of predictions stray. Lower is better."),
+       4, true},
+      {metric::kDecodeKlMean, tr("Decode KL"),
+       tr("KL divergence KL(P_dense ‖ P_compressed) over the full vocabulary, in nats, at every position of the "
+          "dense model's greedy continuations of the held-out prompts (teacher-forced, the positions decode NLL "
+          "scores); the mean over positions. Lower is better."),
+       4, true},
+      {metric::kDecodeKlP99, tr("Decode KL p99"),
+       tr("The 99th percentile of the same per-position KL divergence on the dense continuations. Lower is "
+          "better."),
+       4, true},
       {metric::kSharedPrefix, tr("Shared prefix"),
        tr("Mean over prompts of how many leading tokens the compressed model's own greedy continuation shares "
           "with the dense one. Higher is better."),

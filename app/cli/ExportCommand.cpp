@@ -1,59 +1,56 @@
-// `pareto-cli export hf | gguf | compressed-tensors`: the exports of core/export/ (HfExport.h, GgufExport.h,
-// CompressedTensorsExport.h).
+// `pareto-cli export hf | gguf | compressed-tensors`: options in, core's ExportJob (jobs/ExportJob.h) run, its
+// report printed.
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
-#include <sstream>
 
 #include "CliSupport.h"
 #include "Commands.h"
-#include "export/CompressedTensorsExport.h"
-#include "export/GgufExport.h"
-#include "export/HfExport.h"
+#include "jobs/ExportJob.h"
 
 namespace pareto::cli {
+namespace {
+
+struct ExportArgs {
+  ExportOptions opts;
+  bool json = false;
+};
+
+std::shared_ptr<ExportArgs> exportArgs(ExportKind kind, const std::string& defaultType) {
+  auto args = std::make_shared<ExportArgs>();
+  args->opts.kind = kind;
+  args->opts.type = defaultType;
+  return args;
+}
+
+std::function<void()> runExport(std::shared_ptr<ExportArgs> args) {
+  return [args] {
+    ExportJob job(args->opts);
+    job.run(terminalProgress(), interruptToken());
+    printResult(args->json, job.result(), job.summary());
+  };
+}
+
+}  // namespace
 
 void addExportCommand(CLI::App& app) {
   CLI::App* exp = app.add_subcommand("export", "Exports that other tools read (see `export hf --help`, `export gguf --help`, `export compressed-tensors --help`)");
   exp->require_subcommand(1);
-  struct Args {
-    HfExportOptions opts;
-    bool json = false;
-  };
-  auto args = std::make_shared<Args>();
+  auto args = exportArgs(ExportKind::HuggingFace, "");
   CLI::App* cmd = exp->add_subcommand(
       "hf",
       "Write a compressed folder as a dense Hugging Face checkpoint that transformers loads unchanged: pruned "
       "weights as zeros, quantized weights dequantized, in the source dtype; config.json, tokenizer and "
       "generation_config copied, pareto.json not. Nothing is left behind on failure or Ctrl-C.");
   cmd->add_option("--model", args->opts.modelDir, "Compressed model folder (written by compress)")->required();
-  cmd->add_option("--out", args->opts.outDir, "Output folder (must not exist unless --overwrite)")->required();
-  cmd->add_option("--dtype", args->opts.dtype,
+  cmd->add_option("--out", args->opts.out, "Output folder (must not exist unless --overwrite)")->required();
+  cmd->add_option("--dtype", args->opts.type,
                   "Weight dtype: float32, bfloat16 or float16 (default: the source's, from config.json)");
   cmd->add_flag("--overwrite", args->opts.overwrite, "Replace an existing output folder once the new one is complete");
   cmd->add_flag("--json", args->json, "Print one JSON object (out, dtype, tensors, densified_modules, bytes, files)");
-  cmd->callback([args] {
-    HfExportReport r = exportHuggingFace(args->opts, terminalProgress(), &interruptToken());
-    std::ostringstream text;
-    text.precision(3);
-    text << "wrote " << r.outDir << ": " << r.tensors << " tensors in " << r.dtype << " (" << r.densifiedModules
-         << " packed modules made dense), " << std::fixed << r.bytes / 1048576.0 << " MiB; files:";
-    for (const auto& f : r.files) text << " " << f;
-    printResult(args->json,
-                {{"out", r.outDir},
-                 {"dtype", r.dtype},
-                 {"tensors", r.tensors},
-                 {"densified_modules", r.densifiedModules},
-                 {"bytes", r.bytes},
-                 {"files", r.files},
-                 {"seconds", r.seconds}},
-                text.str());
-  });
+  cmd->callback(runExport(args));
 
-  struct GgufArgs {
-    GgufExportOptions opts;
-    bool json = false;
-  };
-  auto gargs = std::make_shared<GgufArgs>();
+  auto gargs = exportArgs(ExportKind::Gguf, "auto");
   CLI::App* gcmd = exp->add_subcommand(
       "gguf",
       "Write a model folder (dense, or written by compress) as one GGUF file that llama.cpp loads: llama "
@@ -61,7 +58,7 @@ void addExportCommand(CLI::App& app) {
       "permuted for llama.cpp's RoPE. Norms are written f32; the embedding and head keep the checkpoint's float "
       "type. Nothing is left behind on failure or Ctrl-C.");
   gcmd->add_option("--model", gargs->opts.modelDir, "Model folder (Hugging Face, or written by compress)")->required();
-  gcmd->add_option("--out", gargs->opts.outFile, "Output .gguf file (must not exist unless --overwrite)")->required();
+  gcmd->add_option("--out", gargs->opts.out, "Output .gguf file (must not exist unless --overwrite)")->required();
   gcmd->add_option("--type", gargs->opts.type,
                    "auto: each module as stored (dense in the checkpoint's float type; a module packed in a format "
                    "GGUF has no type for is refused, naming it); f32, f16, bf16: every weight in that float type; "
@@ -74,33 +71,9 @@ void addExportCommand(CLI::App& app) {
   gcmd->add_flag("--json", gargs->json,
                  "Print one JSON object (out, type, architecture, tensors, bytes, tensors_by_type, "
                  "linear_bits_per_weight, notes)");
-  gcmd->callback([gargs] {
-    GgufExportReport r = exportGguf(gargs->opts, terminalProgress(), &interruptToken());
-    std::ostringstream text;
-    text.precision(3);
-    text << "wrote " << r.outFile << " (" << r.architecture << "): " << r.tensors << " tensors,";
-    for (const auto& [type, n] : r.tensorsByType) text << " " << n << " " << type;
-    text << "; block linears at " << std::fixed << r.linearBitsPerWeight << " bits per weight, "
-         << r.bytes / 1048576.0 << " MiB";
-    for (const auto& note : r.notes) text << "\n  note: " << note;
-    printResult(gargs->json,
-                {{"out", r.outFile},
-                 {"type", r.type},
-                 {"architecture", r.architecture},
-                 {"tensors", r.tensors},
-                 {"bytes", r.bytes},
-                 {"tensors_by_type", r.tensorsByType},
-                 {"linear_bits_per_weight", r.linearBitsPerWeight},
-                 {"notes", r.notes},
-                 {"seconds", r.seconds}},
-                text.str());
-  });
+  gcmd->callback(runExport(gargs));
 
-  struct CtArgs {
-    CompressedTensorsExportOptions opts;
-    bool json = false;
-  };
-  auto cargs = std::make_shared<CtArgs>();
+  auto cargs = exportArgs(ExportKind::CompressedTensors, "float16");
   CLI::App* ccmd = exp->add_subcommand(
       "compressed-tensors",
       "Write a compressed folder as a compressed-tensors \"pack-quantized\" checkpoint that vLLM and SGLang serve "
@@ -112,8 +85,8 @@ void addExportCommand(CLI::App& app) {
       "gets quantization_config; tokenizer and generation_config are copied. Nothing is left behind on failure or "
       "Ctrl-C.");
   ccmd->add_option("--model", cargs->opts.modelDir, "Compressed model folder (written by compress)")->required();
-  ccmd->add_option("--out", cargs->opts.outDir, "Output folder (must not exist unless --overwrite)")->required();
-  ccmd->add_option("--dtype", cargs->opts.dtype,
+  ccmd->add_option("--out", cargs->opts.out, "Output folder (must not exist unless --overwrite)")->required();
+  ccmd->add_option("--dtype", cargs->opts.type,
                    "dtype of the scales and the dense tensors, which vLLM runs in: float16 keeps Pareto's fp16 "
                    "scales exact; bfloat16 or float32, or source (config.json's dtype; bfloat16 rounds the scales "
                    "and the report says how many changed)")
@@ -124,29 +97,7 @@ void addExportCommand(CLI::App& app) {
   ccmd->add_flag("--json", cargs->json,
                  "Print one JSON object (out, dtype, tensors, quantized_modules, dense_modules, schemes, ignore, "
                  "bytes, files, notes)");
-  ccmd->callback([cargs] {
-    CompressedTensorsExportReport r = exportCompressedTensors(cargs->opts, terminalProgress(), &interruptToken());
-    std::ostringstream text;
-    text.precision(3);
-    text << "wrote " << r.outDir << ": " << r.quantizedModules << " modules pack-quantized, " << r.denseModules
-         << " dense (ignored), " << r.tensors << " tensors in " << r.dtype << ", " << std::fixed
-         << r.bytes / 1048576.0 << " MiB";
-    for (const auto& s : r.schemes) text << "\n  " << s;
-    for (const auto& note : r.notes) text << "\n  note: " << note;
-    printResult(cargs->json,
-                {{"out", r.outDir},
-                 {"dtype", r.dtype},
-                 {"tensors", r.tensors},
-                 {"quantized_modules", r.quantizedModules},
-                 {"dense_modules", r.denseModules},
-                 {"schemes", r.schemes},
-                 {"ignore", r.ignore},
-                 {"bytes", r.bytes},
-                 {"files", r.files},
-                 {"notes", r.notes},
-                 {"seconds", r.seconds}},
-                text.str());
-  });
+  ccmd->callback(runExport(cargs));
 }
 
 }  // namespace pareto::cli

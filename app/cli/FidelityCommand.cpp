@@ -10,6 +10,7 @@
 #include "RunRecording.h"
 #include "eval/DecodeFidelity.h"
 #include "model/LoadedModel.h"
+#include "store/MetricNames.h"
 
 namespace pareto::cli {
 namespace {
@@ -27,6 +28,8 @@ nlohmann::json fidelityJson(const FidelityResult& r, const FidelityArgs& a, cons
   return {{"decode_nll", r.decodeNll},
           {"dense_nll", r.denseNll},
           {"top1_agreement", r.top1Agreement},
+          {metric::kDecodeKlMean, r.klMean},
+          {metric::kDecodeKlP99, r.klP99},
           {"shared_prefix", r.sharedPrefixMean},
           {"shared_prefix_median", r.sharedPrefixMedian},
           {"shared_prefix_min", r.sharedPrefixMin},
@@ -50,6 +53,8 @@ std::string fidelityText(const FidelityResult& r, const FidelityArgs& a) {
     << std::setw(12) << std::exp(r.denseNll) << "\n";
   o << std::left << std::setw(26) << "top-1 agreement" << std::right << std::setw(11) << std::setprecision(2)
     << 100 * r.top1Agreement << "%\n";
+  o << std::left << std::setw(26) << "KL to dense (nats/token)" << std::right << std::setprecision(4) << "mean "
+    << r.klMean << ", 99th percentile " << r.klP99 << "\n";
   o << std::left << std::setw(26) << "shared prefix (tokens)" << std::right << std::setprecision(1) << "mean "
     << r.sharedPrefixMean << ", median " << r.sharedPrefixMedian << ", min " << r.sharedPrefixMin << ", max "
     << r.sharedPrefixMax << "\n";
@@ -74,6 +79,8 @@ void addFidelityCommand(CLI::App& app) {
       "  dense_nll        the same for the dense model on its own tokens (the floor)\n"
       "  top1_agreement   fraction of continuation positions where the compressed model's argmax is the dense "
       "token\n"
+      "  decode_kl_mean   KL(P_dense || P_compressed) over the full vocabulary at those positions, mean (nats); "
+      "decode_kl_p99 its 99th percentile (llama.cpp's --kl-divergence statistics)\n"
       "  shared_prefix    leading tokens the compressed model's own greedy continuation shares with the dense one "
       "(mean over prompts; also median, min, max and full_match_fraction: prompts reproduced in full)");
   args->compare.add(cmd);

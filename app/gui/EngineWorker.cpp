@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "jobs/CompressEvaluateJob.h"
+#include "jobs/ExportJob.h"
 #include "jobs/GenerateJob.h"
 #include "model/Device.h"
 #include "runtime/CopyBandwidth.h"
@@ -166,6 +167,29 @@ void EngineWorker::run(const RunRequest& request) {
     emit runCancelled(tr("Run cancelled; %1 was not kept.").arg(request.outDir));
   } catch (const std::exception& e) {
     emit runFailed(qs(e.what()));
+  }
+}
+
+void EngineWorker::exportModel(const ExportRequest& request) {
+  const CancelToken none;
+  try {
+    ExportOptions options;
+    options.kind = parseExportKind(str(request.kind));
+    options.modelDir = str(request.modelDir);
+    options.out = str(request.out);
+    options.type = str(request.type);
+    options.overwrite = request.overwrite;
+    ExportJob job(options);
+    job.run(
+        [this](const ProgressUpdate& u) {
+          emit exportProgress(u.fraction, u.message.empty() ? qs(u.stage) : tr("%1: %2").arg(qs(u.stage), qs(u.message)));
+        },
+        request.cancel ? *request.cancel : none);
+    emit exportFinished(qs(job.summary()));
+  } catch (const Cancelled&) {
+    emit exportCancelled(tr("Export cancelled; %1 is as it was.").arg(request.out));
+  } catch (const std::exception& e) {
+    emit exportFailed(qs(e.what()));
   }
 }
 

@@ -3,10 +3,13 @@
 // engine call ever runs on the GUI thread. It only turns the window's requests into job options and the jobs'
 // reports into RunRecords and signals.
 //
+// An export of a run's folder (the window's Export menu) is core's ExportJob, the job `pareto-cli export` runs:
+// the same bytes, the same refusals; a cancel leaves the destination as it was.
+//
 // A run is core's CompressEvaluateJob (jobs/CompressEvaluateJob.h) with the window's recipe and evaluation
-// settings: compress, then perplexity, decode fidelity, activation drift and, when asked, the Hessian study.
-// Cancel stops within one layer and leaves no output folder. The dense model, its perplexity and the Hessian
-// study are kept between runs (EvaluationCache).
+// settings: compress, then perplexity and KL divergence to the dense model, decode fidelity, activation drift
+// and, when asked, the Hessian study. Cancel stops within one layer and leaves no output folder. The dense model
+// and the Hessian study are kept between runs (EvaluationCache).
 //
 // Every run is recorded in the experiment store (core/store) as pareto-cli records its compress runs: the job
 // builds its run record (jobs/Job.h runRecorded). The database is pareto-cli's default ($PARETO_DB, else the XDG
@@ -53,6 +56,16 @@ struct GenerationRequest {
   std::shared_ptr<CancelToken> cancel;
 };
 
+// An export of a run's folder (jobs/ExportJob.h), as `pareto-cli export <kind>` writes it.
+struct ExportRequest {
+  QString kind;        // "hf", "gguf", "compressed-tensors"
+  QString modelDir;    // the run's compressed folder
+  QString out;         // the output folder, or the .gguf file
+  QString type;        // gguf: --type; hf, compressed-tensors: --dtype; "": the export's default
+  bool overwrite = false;
+  std::shared_ptr<CancelToken> cancel;   // the window keeps a copy to cancel with
+};
+
 struct ComputeDevice {
   QString id;      // "cpu", "cuda:0"
   QString label;   // "CPU", "NVIDIA H200 (cuda:0)"
@@ -73,6 +86,9 @@ class EngineWorker : public QObject {
   void probeDevices();
   void run(const RunRequest& request);
   void generate(const GenerationRequest& request);
+  // Runs core's ExportJob; its report lines (what pareto-cli prints) arrive with exportFinished, a refusal's
+  // message (what pareto-cli prints after "error:") with exportFailed.
+  void exportModel(const ExportRequest& request);
   // Reads the store's finished compress runs, oldest first, and emits historyLoaded (errors in its message).
   void loadHistory();
 
@@ -86,6 +102,10 @@ class EngineWorker : public QObject {
   void generationFinished(const QString& summary);
   void generationFailed(const QString& message);
   void historyLoaded(const QVector<pareto::RunRecord>& runs, const QString& error);
+  void exportProgress(double fraction, const QString& message);
+  void exportFinished(const QString& summary);
+  void exportCancelled(const QString& message);
+  void exportFailed(const QString& message);
   // The store could not be used (opened or written); runs go on unrecorded.
   void storeProblem(const QString& message);
 
@@ -96,8 +116,8 @@ class EngineWorker : public QObject {
   QString storeError_;
 
   QVector<ComputeDevice> devices_;   // as probed, for runs asked for before the window heard of them
-  // The dense model, its perplexity and the Hessian study depend only on the model, the device and the data:
-  // kept between runs (and the models for generation).
+  // The dense model and the Hessian study depend only on the model, the device and the data: kept between runs
+  // (and the models for generation).
   std::unique_ptr<EvaluationCache> cache_;   // jobs/CompressEvaluateJob.h (LibTorch: not in a Qt header)
 };
 

@@ -36,6 +36,7 @@
 
 #include "app/gui/HuggingFaceCache.h"
 #include "app/gui/RecentModels.h"
+#include "app/gui/RunExporter.h"
 #include "app/gui/SyntheticModel.h"
 #include "model/ModelSummary.h"
 #include "util/Error.h"
@@ -335,6 +336,15 @@ void MainWindow::createMenus() {
   tools->setObjectName("runToolBar");   // saveState() identifies tool bars by object name
   tools->addAction(runAction_);
   tools->addAction(benchAction_);
+
+  exporter_ = new RunExporter(worker_, runsPanel_, history_, this);
+  exporter_->setErrorReporter([this](const QString& title, const QString& message) { reportError_(title, message); });
+  menuBar()->addMenu(exporter_->menu());
+  connect(exporter_, &RunExporter::exportStarted, this, &MainWindow::updateRunnable);
+  connect(exporter_, &RunExporter::exportEnded, this, [this](bool, const QString& message) {
+    statusBar()->showMessage(message, 30000);
+    updateRunnable();
+  });
 
   viewMenu_ = menuBar()->addMenu(tr("&View"));
   for (QDockWidget* dock : findChildren<QDockWidget*>()) viewMenu_->addAction(dock->toggleViewAction());
@@ -761,6 +771,8 @@ void MainWindow::updateRunnable() {
     why = tr("A run is in progress.");
   else if (isBenchmarking())
     why = tr("A benchmark is running.");
+  else if (exporter_ != nullptr && exporter_->isExporting())
+    why = tr("An export is in progress.");
   else if (!summary_)
     why = tr("Open a model first.");
   else if (!syntheticPreset_.isEmpty())
@@ -771,6 +783,8 @@ void MainWindow::updateRunnable() {
   evaluationPanel_->setRunning(isRunning());
   runAction_->setEnabled(why.isEmpty());
   runAction_->setToolTip(why);
+  // Exports run on the engine's thread too: behind a run they would only wait.
+  if (exporter_ != nullptr) exporter_->setBlocked(isRunning() ? tr("A run is in progress; export when it has finished.") : QString());
 
   QString benchWhy;
   if (isBenchmarking())
@@ -798,6 +812,7 @@ bool MainWindow::startRun() {
   if (isRunning()) return false;
   QString why;
   if (isBenchmarking()) why = tr("A benchmark is running; wait for it or cancel it.");
+  else if (exporter_->isExporting()) why = tr("An export is running; wait for it or cancel it.");
   else if (!summary_) why = tr("Open a model first.");
   else if (!syntheticPreset_.isEmpty()) why = syntheticModelReason();
   else if (!recipePanel_->problems().isEmpty()) why = recipePanel_->problems().join("\n");

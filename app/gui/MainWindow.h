@@ -4,7 +4,8 @@
 // Generation (dense vs compressed, streaming). The Runs dock starts with the finished compress runs of the
 // experiment store (pareto-cli's database), read on the worker thread; every run the window starts is recorded
 // there by the worker and appears in the Runs dock and the Pareto view when it finishes. Deleting runs there
-// deletes them from the store too. Central tabs: Inspect, Drift, Discrepancy, Pareto, Compare and Benchmark.
+// deletes them from the store too; Export writes the selected run's folder for llama.cpp (GGUF), vLLM
+// (compressed-tensors) or transformers (dense), as pareto-cli's exports do (RunExporter). Central tabs: Inspect, Drift, Discrepancy, Pareto, Compare and Benchmark.
 //
 // All engine work (compress, evaluate, generate, device probing) runs on an EngineWorker on its own QThread,
 // reached through queued calls and queued signals only. The benchmark (Run ▸ Benchmark, the Benchmark tab's live
@@ -50,6 +51,7 @@ class ParetoView;
 class RecipePanel;
 class RunCompareView;
 class RunHistory;
+class RunExporter;
 class RunsPanel;
 
 class MainWindow : public QMainWindow {
@@ -120,6 +122,8 @@ class MainWindow : public QMainWindow {
   RunHistory* history() const { return history_; }
   BenchmarkStrip* benchmarkStrip() const { return benchmarkStrip_; }
   EngineWorker* worker() const { return worker_; }
+  // The Export menu: the selected run's folder as GGUF, compressed-tensors or a dense Hugging Face checkpoint.
+  RunExporter* exporter() const { return exporter_; }
   BenchmarkWorker* benchmarkWorker() const { return bench_; }
   QAction* benchmarkAction() const { return benchAction_; }
   QAction* runAction() const { return runAction_; }
@@ -208,6 +212,7 @@ class MainWindow : public QMainWindow {
   QProgressBar* progressBar_ = nullptr;
   QLabel* progressLabel_ = nullptr;
   QToolButton* cancelButton_ = nullptr;
+  RunExporter* exporter_ = nullptr;
   QAction* runAction_ = nullptr;
   QAction* cancelAction_ = nullptr;
   QAction* benchAction_ = nullptr;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "eval/Continuations.h"
+#include "eval/KlDivergence.h"
 #include "model/LoadedModel.h"
 #include "util/Error.h"
 
@@ -14,16 +15,19 @@ namespace pareto {
 namespace {
 
 struct TokenScores {
-  std::vector<double> nll;        // one per continuation token, sequences one after another
-  std::vector<TokenId> argmax;
+  // One per continuation token, sequences one after another.
+  std::vector<double> nll, denseNll;   // the compressed and the dense model's
+  std::vector<TokenId> argmax;         // the compressed model's
+  at::Tensor kl;                       // float64 [positions]: KL(P_dense ‖ P_compressed)
 };
 
-// Teacher-forced scores of every continuation token: the logits at position p+j-1 predict token j. One forward
-// over prompt+continuation gives exactly the logits that step-by-step decoding with the cache would, because
-// causal attention lets position p+j-1 see only the tokens up to it. Sequences are right-padded; the padding
-// comes after every scored position, so it never reaches them.
-TokenScores scoreContinuations(const LlamaModel& model, const std::vector<std::vector<TokenId>>& prompts,
-                               const std::vector<std::vector<TokenId>>& continuations) {
+// The final hidden states of `model` at the positions that predict continuation tokens, and those tokens: the
+// logits at position p+j-1 predict token j. One forward over prompt+continuation gives exactly the logits that
+// step-by-step decoding with the cache would, because causal attention lets position p+j-1 see only the tokens
+// up to it. Sequences are right-padded; the padding comes after every scored position, so it never reaches them.
+std::pair<at::Tensor, at::Tensor> predictingStates(const LlamaModel& model,
+                                                   const std::vector<std::vector<TokenId>>& prompts,
+                                                   const std::vector<std::vector<TokenId>>& continuations) {
   const int64_t B = static_cast<int64_t>(prompts.size());
   int64_t width = 0;
   for (int64_t b = 0; b < B; ++b)
@@ -48,24 +52,43 @@ TokenScores scoreContinuations(const LlamaModel& model, const std::vector<std::v
   for (int64_t l = 0; l < model.numLayers(); ++l) x = model.block(l, x, ctx);
   const auto device = x.device();
   at::Tensor picked = x.reshape({B * width, x.size(-1)}).index_select(0, at::tensor(rows, longOpts).to(device));
-  at::Tensor wanted = at::tensor(targets, longOpts).to(device);
+  return {picked, at::tensor(targets, longOpts).to(device)};
+}
+
+std::vector<double> doubles(const std::vector<at::Tensor>& parts) {
+  at::Tensor t = at::cat(parts).to(at::kCPU, at::kDouble).contiguous();
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+// Teacher-forced scores of every continuation token by both models, and the KL between their distributions.
+TokenScores scoreContinuations(const LlamaModel& dense, const LlamaModel& compressed,
+                               const std::vector<std::vector<TokenId>>& prompts,
+                               const std::vector<std::vector<TokenId>>& continuations) {
+  const auto [compressedStates, wanted] = predictingStates(compressed, prompts, continuations);
+  const auto [denseStates, denseWanted] = predictingStates(dense, prompts, continuations);
 
   // The head in chunks keeps [positions, vocab] logits small for 100k+ vocabularies.
   constexpr int64_t kChunk = 512;
-  const int64_t n = picked.size(0);
-  std::vector<at::Tensor> nlls, argmaxes;
+  const int64_t n = compressedStates.size(0);
+  std::vector<at::Tensor> nlls, denseNlls, argmaxes, kls;
+  auto nllOf = [](const at::Tensor& logits, const at::Tensor& target) {
+    return (at::logsumexp(logits, {-1}) - logits.gather(1, target).squeeze(1)).to(at::kCPU, at::kDouble);
+  };
   for (int64_t start = 0; start < n; start += kChunk) {
     const int64_t len = std::min(kChunk, n - start);
-    at::Tensor logits = model.head(picked.narrow(0, start, len).unsqueeze(0)).squeeze(0);   // [len, V] float32
-    at::Tensor target = wanted.narrow(0, start, len).unsqueeze(1);
-    nlls.push_back((at::logsumexp(logits, {-1}) - logits.gather(1, target).squeeze(1)).to(at::kCPU, at::kDouble));
+    at::Tensor logits = compressed.head(compressedStates.narrow(0, start, len).unsqueeze(0)).squeeze(0);   // [len, V]
+    at::Tensor denseLogits = dense.head(denseStates.narrow(0, start, len).unsqueeze(0)).squeeze(0);
+    nlls.push_back(nllOf(logits, wanted.narrow(0, start, len).unsqueeze(1)));
+    denseNlls.push_back(nllOf(denseLogits, denseWanted.narrow(0, start, len).unsqueeze(1)));
     argmaxes.push_back(logits.argmax(-1).to(at::kCPU, at::kLong));
+    kls.push_back(tokenKlDivergence(denseLogits, logits.to(denseLogits.device())));
   }
-  at::Tensor nll = at::cat(nlls).contiguous();
-  at::Tensor arg = at::cat(argmaxes).contiguous();
   TokenScores s;
-  s.nll.assign(nll.data_ptr<double>(), nll.data_ptr<double>() + n);
+  s.nll = doubles(nlls);
+  s.denseNll = doubles(denseNlls);
+  at::Tensor arg = at::cat(argmaxes).contiguous();
   s.argmax.assign(arg.data_ptr<int64_t>(), arg.data_ptr<int64_t>() + n);
+  s.kl = at::cat(kls).contiguous();
   return s;
 }
 
@@ -135,13 +158,15 @@ FidelityResult decodeFidelity(const LlamaModel& dense, const LlamaModel& compres
   r.prompts = static_cast<int64_t>(prompts.size());
   double nllSum = 0, denseNllSum = 0;
   int64_t agreements = 0;
+  KlAccumulator kl;
   for (size_t first = 0; first < prompts.size(); first += batch) {
     if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
     const size_t last = std::min(prompts.size(), first + batch);
     const ContinuationBatch b = continuationsOf(dense, compressed, prompts, first, last, opts.maxNewTokens,
                                                 opts.eosTokenIds, batch, opts.continuations);
-    TokenScores compressedScores = scoreContinuations(compressed, b.prompts, b.dense);
-    TokenScores denseScores = scoreContinuations(dense, b.prompts, b.dense);
+    const TokenScores scores = scoreContinuations(dense, compressed, b.prompts, b.dense);
+    kl.add(scores.kl);
+    const double* klValues = scores.kl.data_ptr<double>();
 
     size_t k = 0;   // index into the flattened scores
     for (size_t i = 0; i < b.prompts.size(); ++i) {
@@ -150,9 +175,10 @@ FidelityResult decodeFidelity(const LlamaModel& dense, const LlamaModel& compres
       p.denseTokens = static_cast<int64_t>(b.dense[i].size());
       p.compressedTokens = static_cast<int64_t>(b.compressed[i].size());
       for (TokenId tok : b.dense[i]) {
-        p.nllSum += compressedScores.nll[k];
-        p.denseNllSum += denseScores.nll[k];
-        p.agreements += compressedScores.argmax[k] == tok ? 1 : 0;
+        p.nllSum += scores.nll[k];
+        p.denseNllSum += scores.denseNll[k];
+        p.klSum += klValues[k];
+        p.agreements += scores.argmax[k] == tok ? 1 : 0;
         ++k;
       }
       p.sharedPrefix = sharedPrefixLength(b.dense[i], b.compressed[i]);
@@ -171,6 +197,9 @@ FidelityResult decodeFidelity(const LlamaModel& dense, const LlamaModel& compres
   r.decodeNll = nllSum / tokens;
   r.denseNll = denseNllSum / tokens;
   r.top1Agreement = agreements / tokens;
+  const KlDivergenceSummary klSummary = kl.summary();
+  r.klMean = klSummary.mean;
+  r.klP99 = klSummary.p99;
   std::vector<int64_t> shared;
   int64_t fullMatches = 0;
   for (const auto& p : r.perPrompt) {

@@ -1,6 +1,7 @@
 // Decode fidelity (DESIGN.md "Definitions"): how closely a compressed model follows its dense reference while
 // decoding. The dense model continues held-out prompts greedily; the compressed model is scored teacher-forced
-// on those tokens (mean NLL, top-1 agreement) and also continues the prompts itself (shared prefix).
+// on those tokens (mean NLL, top-1 agreement, KL divergence to the dense model's distribution) and also continues
+// the prompts itself (shared prefix).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@ struct PromptFidelity {
   int64_t compressedTokens = 0;   // the compressed model's own continuation
   double nllSum = 0;              // compressed model on the dense continuation, teacher-forced
   double denseNllSum = 0;         // dense model on its own continuation
+  double klSum = 0;               // KL(P_dense ‖ P_compressed) summed over the continuation's positions
   int64_t agreements = 0;         // positions where the compressed model's argmax is the dense token
   int64_t sharedPrefix = 0;       // leading tokens of its own continuation equal to the dense one's
 };
@@ -39,6 +41,9 @@ struct FidelityResult {
   double decodeNll = 0;           // compressed: mean NLL over every dense continuation token of every prompt
   double denseNll = 0;            // the same for the dense model (its floor on its own tokens)
   double top1Agreement = 0;       // fraction of those positions where the argmaxes agree
+  // KL(P_dense ‖ P_compressed) over the full vocabulary at those positions (eval/KlDivergence.h): the mean and
+  // the 99th percentile.
+  double klMean = 0, klP99 = 0;
   double sharedPrefixMean = 0;    // over prompts
   double sharedPrefixMedian = 0;
   int64_t sharedPrefixMin = 0, sharedPrefixMax = 0;

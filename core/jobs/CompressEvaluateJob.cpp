@@ -101,13 +101,13 @@ void CompressEvaluateJob::evaluate(const ProgressCallback& progress, const Cance
     PerplexityOptions o;
     o.window = eval.perplexityWindow;
     o.maxWindows = eval.perplexityMaxWindows;
-    report_.perplexity = computePerplexity(*compressed.model, ids, o, progress, &cancel).ppl;
-    const std::string key = modelKey + "|" + absolutePath(eval.heldOutText) + "|" + std::to_string(o.window) + "|" +
-                            std::to_string(o.maxWindows);
-    auto cached = cache_->densePerplexity.find(key);
-    if (cached == cache_->densePerplexity.end())
-      cached = cache_->densePerplexity.emplace(key, computePerplexity(*dense.model, ids, o, progress, &cancel).ppl).first;
-    report_.densePerplexity = cached->second;
+    // The dense model is loaded already (the run compressed it): its logits on the same windows give the KL
+    // divergence, and its perplexity with them.
+    o.dense = dense.model.get();
+    const PerplexityResult r = computePerplexity(*compressed.model, ids, o, progress, &cancel);
+    report_.perplexity = r.ppl;
+    report_.klToDense = r.klToDense;
+    report_.densePerplexity = r.densePpl;
   }
   if (!prompts) return;
   const std::vector<std::vector<TokenId>> ids =
@@ -173,10 +173,16 @@ nlohmann::json CompressEvaluateJob::result() const {
   }
   if (report_.perplexity) r[metric::kPerplexity] = *report_.perplexity;
   if (report_.densePerplexity) r[metric::kDensePerplexity] = *report_.densePerplexity;
+  if (const auto& kl = report_.klToDense) {
+    r[metric::kKlMean] = kl->mean;
+    r[metric::kKlP99] = kl->p99;
+  }
   if (const auto& f = report_.fidelity) {
     r[metric::kDecodeNll] = f->decodeNll;
     r[metric::kDenseDecodeNll] = f->denseNll;
     r[metric::kTop1Agreement] = f->top1Agreement;
+    r[metric::kDecodeKlMean] = f->klMean;
+    r[metric::kDecodeKlP99] = f->klP99;
     r[metric::kSharedPrefix] = f->sharedPrefixMean;
   }
   if (report_.drift) {

@@ -51,17 +51,18 @@ struct CompressEvaluateOptions {
   std::optional<DecodeBandwidth> bandwidth;
 };
 
-// What stays valid between runs on one model, device and data: the loaded models, the dense perplexity and the
-// Hessian study. A front end that runs several jobs keeps one; nullptr in the job: nothing is kept.
+// What stays valid between runs on one model, device and data: the loaded models and the Hessian study. (The
+// dense perplexity is not kept: every run computes the dense model's logits on the perplexity windows anyway, for
+// the KL divergence to it, and its perplexity comes with them.) A front end that runs several jobs keeps one; nullptr in the job: nothing is kept.
 struct EvaluationCache {
   ModelCache models;
-  std::map<std::string, double> densePerplexity;                                   // by model, text, window
   std::map<std::string, std::shared_ptr<const HessianStudyResult>> studies;        // by model, files, tokens
 };
 
 struct CompressEvaluateReport {
   CompressReport compress;
   std::optional<double> perplexity, densePerplexity;
+  std::optional<KlDivergenceSummary> klToDense;         // over the perplexity windows
   std::optional<FidelityResult> fidelity;
   std::shared_ptr<const ActivationDriftResult> drift;   // null when not measured
   std::shared_ptr<const HessianStudyResult> study;      // null when not measured

@@ -20,6 +20,12 @@ inline constexpr const char* kDecodeNll = "decode_nll";
 inline constexpr const char* kDenseDecodeNll = "dense_nll";
 inline constexpr const char* kTop1Agreement = "top1_agreement";
 inline constexpr const char* kSharedPrefix = "shared_prefix";
+// KL(P_dense ‖ P_model) per predicted position (eval/KlDivergence.h), mean and 99th percentile: over the
+// perplexity windows, and over decode fidelity's teacher-forced dense continuation tokens.
+inline constexpr const char* kKlMean = "kl_mean";
+inline constexpr const char* kKlP99 = "kl_p99";
+inline constexpr const char* kDecodeKlMean = "decode_kl_mean";
+inline constexpr const char* kDecodeKlP99 = "decode_kl_p99";
 // Cost
 inline constexpr const char* kLinearBitsPerWeight = "linear_bits_per_weight";
 inline constexpr const char* kModelBitsPerWeight = "model_bits_per_weight";

@@ -72,6 +72,8 @@ TEST_F(Fidelity, ModelAgainstItselfIsExact) {
   EXPECT_EQ(r.decodeNll, r.denseNll);
   EXPECT_GT(r.denseNll, 0.0);
   EXPECT_EQ(r.top1Agreement, 1.0);
+  EXPECT_EQ(r.klMean, 0.0);
+  EXPECT_EQ(r.klP99, 0.0);
   EXPECT_EQ(r.fullMatchFraction, 1.0);
   int64_t tokens = 0;
   ASSERT_EQ(r.perPrompt.size(), 6u);
@@ -95,6 +97,13 @@ TEST_F(Fidelity, PruningLowersFidelityMoreWhenHeavier) {
   EXPECT_GT(b.decodeNll, a.decodeNll);
   EXPECT_LT(b.top1Agreement, a.top1Agreement);
   EXPECT_LE(b.sharedPrefixMean, a.sharedPrefixMean);
+  EXPECT_GT(a.klMean, 0.0);
+  EXPECT_GT(b.klMean, a.klMean);
+  EXPECT_GE(a.klP99, a.klMean);
+  // The per-prompt sums make up the mean over every continuation token.
+  double klSum = 0;
+  for (const auto& p : a.perPrompt) klSum += p.klSum;
+  EXPECT_NEAR(klSum / double(a.continuationTokens), a.klMean, 1e-12);
   EXPECT_LE(a.sharedPrefixMin, a.sharedPrefixMedian);
   EXPECT_LE(a.sharedPrefixMedian, a.sharedPrefixMax);
 }
@@ -155,8 +164,8 @@ TEST_F(Fidelity, SharedContinuationsGiveTheNumbersOfSeparateRuns) {
   EXPECT_THROW(decodeFidelity(*dense_->model, *light->model, prompts_, rebatched), Error);
 }
 
-// The teacher-forced shortcut: the decode NLL equals the one of a real KV-cache decode loop in which the
-// compressed model is fed the dense model's tokens one step at a time.
+// The teacher-forced shortcut: the decode NLL and the KL to the dense model equal those of a real KV-cache decode
+// loop in which the compressed model is fed the dense model's tokens one step at a time.
 TEST_F(Fidelity, TeacherForcedNllEqualsCacheDecodeLoop) {
   auto light = pruned(0.5);
   const std::vector<TokenId>& prompt = prompts_[2];
@@ -171,14 +180,25 @@ TEST_F(Fidelity, TeacherForcedNllEqualsCacheDecodeLoop) {
   auto ids = [](const std::vector<TokenId>& v) {
     return at::tensor(v, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);
   };
+  // The dense model steps along with its own cache: KL(P_dense ‖ P_compressed) at each step, in float64 by
+  // LibTorch's kl_div.
+  const LlamaModel& reference = *dense_->model;
+  KVCache denseCache = reference.makeCache(1, static_cast<int64_t>(prompt.size() + cont.size()));
   at::Tensor logits = model.forward(ids(prompt), &cache, /*lastOnly=*/true);
-  double nll = 0;
+  at::Tensor denseLogits = reference.forward(ids(prompt), &denseCache, /*lastOnly=*/true);
+  double nll = 0, kl = 0;
   int64_t agree = 0;
   for (size_t j = 0; j < cont.size(); ++j) {
     at::Tensor row = logits.reshape({-1}).to(at::kDouble);
     nll += (at::logsumexp(row, {0}) - row[cont[j]]).item<double>();
     agree += row.argmax().item<int64_t>() == cont[j] ? 1 : 0;
-    if (j + 1 < cont.size()) logits = model.forward(ids({cont[j]}), &cache, /*lastOnly=*/true);
+    kl += at::kl_div(at::log_softmax(row, 0), at::log_softmax(denseLogits.reshape({-1}).to(at::kDouble), 0),
+                     at::Reduction::Sum, /*log_target=*/true)
+              .item<double>();
+    if (j + 1 < cont.size()) {
+      logits = model.forward(ids({cont[j]}), &cache, /*lastOnly=*/true);
+      denseLogits = reference.forward(ids({cont[j]}), &denseCache, /*lastOnly=*/true);
+    }
   }
 
   DecodeFidelityOptions o = fidelityOptions();
@@ -188,6 +208,9 @@ TEST_F(Fidelity, TeacherForcedNllEqualsCacheDecodeLoop) {
   EXPECT_NEAR(r.perPrompt[0].nllSum, nll, 1e-3);
   EXPECT_NEAR(r.decodeNll, nll / double(cont.size()), 1e-4);
   EXPECT_EQ(r.perPrompt[0].agreements, agree);
+  EXPECT_GT(kl, 0.0);
+  EXPECT_NEAR(r.perPrompt[0].klSum, kl, 1e-3);
+  EXPECT_NEAR(r.klMean, kl / double(cont.size()), 1e-4);
 }
 
 TEST_F(Fidelity, RefusesModelsOfDifferentShapeAndBadOptions) {

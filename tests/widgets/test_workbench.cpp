@@ -17,6 +17,7 @@
 #include <QTableWidget>
 #include <QUndoStack>
 #include <QProcess>
+#include <QProgressDialog>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QThread>
@@ -31,6 +32,7 @@
 
 #include "SharedData.h"
 #include "WidgetTestSupport.h"
+#include "app/gui/RunExporter.h"
 #include "analysis/ActivationDrift.h"
 #include "analysis/HessianStudy.h"
 #include "widgets/DiscrepancyView.h"
@@ -267,8 +269,13 @@ TEST_F(Workbench, RunsAreRecordedInTheStoreAndShownByANewWindow) {
   EXPECT_TRUE(QString::fromStdString(runs[0].output).startsWith(runs_)) << runs[0].output;
   EXPECT_DOUBLE_EQ(runs[0].metrics.at(metric::kLinearBitsPerWeight), 9.0);
   for (const char* key : {metric::kPerplexity, metric::kDensePerplexity, metric::kDecodeNll, metric::kTop1Agreement,
+                          metric::kKlMean, metric::kKlP99, metric::kDecodeKlMean, metric::kDecodeKlP99,
                           metric::kSeconds})
     EXPECT_TRUE(runs[0].metrics.count(key) == 1 && std::isfinite(runs[0].metrics.at(key))) << key;
+  // 2:4 pruning moves the next-token distributions away from the dense model's.
+  EXPECT_GT(runs[0].metrics.at(metric::kKlMean), 0.0);
+  EXPECT_GE(runs[0].metrics.at(metric::kKlP99), runs[0].metrics.at(metric::kKlMean));
+  EXPECT_GT(runs[0].metrics.at(metric::kDecodeKlMean), 0.0);
   const RunDetails details = store.run(runs[0].id);
   EXPECT_EQ(details.recipe["prune"]["pattern"], "2:4") << details.recipe.dump();
 
@@ -283,9 +290,90 @@ TEST_F(Workbench, RunsAreRecordedInTheStoreAndShownByANewWindow) {
   EXPECT_DOUBLE_EQ(shown.metric(metric::kLinearBitsPerWeight), 9.0);
   EXPECT_DOUBLE_EQ(shown.metric(metric::kPerplexity), runs[0].metrics.at(metric::kPerplexity));
   EXPECT_EQ(reopened.window.history()->index(0, RunHistory::BitsColumn).data().toString(), "9.000");
+  // The KL columns show the stored values, and their headers say what the numbers mean.
+  const QAbstractItemModel* table = reopened.window.runsPanel()->table()->model();
+  for (const auto& [column, key] : {std::pair<int, const char*>{RunHistory::KlColumn, metric::kKlMean},
+                                    {RunHistory::KlP99Column, metric::kKlP99},
+                                    {RunHistory::DecodeKlColumn, metric::kDecodeKlMean},
+                                    {RunHistory::DecodeKlP99Column, metric::kDecodeKlP99}}) {
+    EXPECT_EQ(table->index(0, column).data().toString(), formatMetric(key, runs[0].metrics.at(key))) << key;
+    EXPECT_NE(table->index(0, column).data().toString(), QStringLiteral("—")) << key;
+    EXPECT_TRUE(table->headerData(column, Qt::Horizontal, Qt::ToolTipRole).toString().contains("KL")) << key;
+  }
   EXPECT_TRUE(reopened.window.history()->index(0, RunHistory::RecipeColumn).data().toString().contains("2:4"));
   EXPECT_GE(reopened.window.paretoView()->pointOf(shown.id).x(), 0);
   EXPECT_TRUE(reopened.errors.isEmpty()) << str(reopened.errors.join("\n"));
+}
+
+// Export ▸ GGUF… / compressed-tensors… / Hugging Face… on the run selected in the Runs dock: the worker runs the
+// export job while a progress dialog shows it; the file is the one pareto-cli writes; Cancel leaves nothing; a
+// refusal is reported as pareto-cli prints it.
+TEST_F(Workbench, ExportMenuWritesTheSelectedRunAsTheCliDoes) {
+  test::TestWindow t;
+  ASSERT_TRUE(openTiny(t));
+  setRecipe(t.window, {{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}}});
+  EvaluationSettings none = quickEvaluation(false);
+  none.heldOutText.clear();
+  none.prompts.clear();
+  t.window.evaluationPanel()->setSettings(none);
+  RunExporter* exporter = t.window.exporter();
+  for (const char* kind : {"gguf", "compressed-tensors", "hf"}) {
+    ASSERT_NE(exporter->action(kind), nullptr) << kind;
+    EXPECT_FALSE(exporter->action(kind)->isEnabled()) << kind;   // no run selected
+  }
+  QSignalSpy ran(&t.window, &MainWindow::runEnded);
+  ASSERT_TRUE(t.window.startRun()) << str(t.errors.join("\n"));
+  ASSERT_TRUE(test::waitForSignals(ran));
+  ASSERT_TRUE(ran.first().at(0).toBool()) << str(ran.first().at(1).toString());
+  const RunRecord& run = t.window.history()->runs().front();
+  t.window.runsPanel()->selectRun(run.id);
+  for (const char* kind : {"gguf", "compressed-tensors", "hf"}) EXPECT_TRUE(exporter->action(kind)->isEnabled()) << kind;
+
+  QSignalSpy ended(exporter, &RunExporter::exportEnded);
+  const QString gguf = runs_ + "/tiny-q8_0.gguf";
+  ASSERT_TRUE(exporter->start("gguf", gguf, "q8_0", false)) << str(t.errors.join("\n"));
+  EXPECT_TRUE(exporter->isExporting());
+  EXPECT_FALSE(exporter->action("hf")->isEnabled());
+  EXPECT_FALSE(t.window.runAction()->isEnabled());
+  ASSERT_NE(exporter->progressDialog(), nullptr);
+  EXPECT_TRUE(exporter->progressDialog()->isVisible());
+  ASSERT_TRUE(test::waitForSignals(ended));
+  ASSERT_TRUE(ended.first().at(0).toBool()) << str(ended.first().at(1).toString());
+  EXPECT_TRUE(ended.first().at(1).toString().startsWith("wrote " + gguf)) << str(ended.first().at(1).toString());
+  EXPECT_FALSE(exporter->isExporting());
+  EXPECT_TRUE(t.window.runAction()->isEnabled());
+  QProcess cli;
+  const QString cliGguf = runs_ + "/cli-q8_0.gguf";
+  cli.start(QStringLiteral(PARETO_CLI_PATH),
+            {"export", "gguf", "--model", run.outDir, "--out", cliGguf, "--type", "q8_0", "--no-record"});
+  ASSERT_TRUE(cli.waitForFinished(600000));
+  ASSERT_EQ(cli.exitCode(), 0) << str(QString::fromUtf8(cli.readAllStandardError()));
+  QFile a(gguf), b(cliGguf);
+  ASSERT_TRUE(a.open(QIODevice::ReadOnly) && b.open(QIODevice::ReadOnly));
+  EXPECT_GT(a.size(), 100000);
+  EXPECT_TRUE(a.readAll() == b.readAll());
+
+  // Cancel in the progress dialog: the folder never appears.
+  ended.clear();
+  const QString hf = runs_ + "/tiny-hf";
+  ASSERT_TRUE(exporter->start("hf", hf, "", false));
+  auto* cancel = exporter->progressDialog()->findChild<QPushButton*>();
+  ASSERT_NE(cancel, nullptr);
+  cancel->click();
+  ASSERT_TRUE(test::waitForSignals(ended));
+  EXPECT_FALSE(ended.first().at(0).toBool());
+  EXPECT_TRUE(ended.first().at(1).toString().contains("cancelled")) << str(ended.first().at(1).toString());
+  EXPECT_FALSE(QFileInfo::exists(hf));
+
+  // A bitmask 2:4 folder has no GGUF type as stored: refused, naming the --type that would convert it.
+  ended.clear();
+  t.errors.clear();
+  ASSERT_TRUE(exporter->start("gguf", runs_ + "/auto.gguf", "", false));
+  ASSERT_TRUE(test::waitForSignals(ended));
+  EXPECT_FALSE(ended.first().at(0).toBool());
+  ASSERT_EQ(t.errors.size(), 1);
+  EXPECT_TRUE(t.errors.first().contains("--type")) << str(t.errors.first());
+  EXPECT_FALSE(QFileInfo::exists(runs_ + "/auto.gguf"));
 }
 
 TEST_F(Workbench, ACancelledRunIsStoredAsCancelledAndNotShown) {

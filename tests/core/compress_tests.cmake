@@ -5,3 +5,4 @@ pareto_add_test(test_compress_bitmask SOURCES test_compress_bitmask.cpp LIBS par
 pareto_add_test(test_compress_quant SOURCES test_compress_quant.cpp LIBS pareto_compress)
 pareto_add_test(test_compress_spqr SOURCES test_compress_spqr.cpp LIBS pareto_compress)
 pareto_add_test(test_obs_sweep SOURCES test_obs_sweep.cpp LIBS pareto_compress)
+pareto_add_test(test_compress_gguf SOURCES test_compress_gguf.cpp LIBS pareto_compress pareto_export pareto_eval)

@@ -1,7 +1,8 @@
 // GGUF: ggml's block layouts against bytes written out here by hand, the grids' round-to-nearest, the file
 // container read back field by field, `export gguf`'s refusals and overwrite rule, and the check by a real
 // consumer: llama.cpp (the npm package node-llama-cpp, installed by scripts/setup.sh --llama-cpp) scores the
-// exported ref-small as Pareto scores the same weights.
+// exported ref-small as Pareto scores the same weights, and ref-small compressed to GGUF grids by RTN and GPTQ,
+// exported as stored, as Pareto scores the compressed folder.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -433,7 +434,7 @@ TEST(GgufLlamaCpp, FoldersCompressedToGgufGridsScoreInLlamaCppAsInPareto) {
     nlohmann::json recipe = {{"quantize", {{"method", c.method}, {"format", c.format}}}};
     if (c.method == "gptq")
       recipe["calibration"] = {{"source", "text"}, {"text", test::sharedPath("data/wikitext2-test.txt")},
-                               {"tokens", 4096}, {"window", 256}};
+                               {"tokens", 2048}, {"window", 256}};
     const std::string stem = dir + "/" + c.format + "-" + c.method;
     std::ofstream(stem + ".json") << recipe.dump();
     CompressOptions compress;

@@ -419,8 +419,9 @@ TEST(GgufLlamaCpp, FoldersCompressedToGgufGridsScoreInLlamaCppAsInPareto) {
   const std::string dir = test::scratchDir("gguf-llama-cpp-compressed");
   const std::string model = test::sharedPath("models/ref-small");
   const int64_t window = 256;
-  const auto windows = windowsOf(model, test::sharedPath("data/heldout-prose.txt"), window, 8);
-  ASSERT_EQ(windows.size(), 8u);
+  // 4 windows (1020 predictions): five files, and llama.cpp's scoring is most of the test's time on 2 cores.
+  const auto windows = windowsOf(model, test::sharedPath("data/heldout-prose.txt"), window, 4);
+  ASSERT_EQ(windows.size(), 4u);
   const std::string idsFile = dir + "/windows.json";
   std::ofstream(idsFile) << nlohmann::json(windows).dump();
   std::vector<TokenId> ids;
@@ -460,7 +461,7 @@ TEST(GgufLlamaCpp, FoldersCompressedToGgufGridsScoreInLlamaCppAsInPareto) {
                 "(ppl %.3f), %+.3f%%\n", label.c_str(), exported.linearBitsPerWeight, llama, std::exp(llama), pareto,
                 std::exp(pareto), 100 * (llama - pareto) / pareto);
     EXPECT_NEAR(exported.linearBitsPerWeight, report.linearBitsPerWeight, 1e-9);
-    EXPECT_EQ(scored["tokens"].get<int64_t>(), 8 * (window - 1));
+    EXPECT_EQ(scored["tokens"].get<int64_t>(), 4 * (window - 1));
     EXPECT_NEAR(llama, pareto, c.tolerance * pareto);
   }
 }

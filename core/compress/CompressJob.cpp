@@ -13,6 +13,7 @@
 #include "calib/TextCalibration.h"
 #include "checkpoint/Safetensors.h"
 #include "compress/CompressResume.h"
+#include "compress/GgufQuantize.h"
 #include "compress/Gptq.h"
 #include "compress/MagnitudePrune.h"
 #include "compress/ModulePlan.h"
@@ -53,6 +54,8 @@ struct ModuleOutcome {
   QuantResult codes;  // quantized modules: of the whole weight, or of the bitmask's kept values
   at::Tensor permutation;  // GPTQ act-order: int64 [in], the order the columns were quantized in
   std::optional<SpqrResult> spqr;  // of the whole weight, or of the bitmask's kept values
+  at::Tensor ggufBlocks;   // gguf-*: uint8 [rows, bytes of a row], ggml's blocks
+  std::string note;        // the plan's (a GGUF fallback)
 };
 
 CalibrationSet calibrate(const LoadedModel& m, const CalibrationSpec& spec, const ProgressCallback& progress,
@@ -156,7 +159,21 @@ ModuleOutcome compressModule(const ModulePlan& plan, const at::Tensor& weight, c
   out.format = plan.format;
   out.report.format = plan.format.name();
   if (!prune) out.weight = weight;
-  if (quant) {
+  out.note = plan.note;
+  if (quant && plan.format.isGguf()) {
+    out.quant = quant;
+    GgufQuantResult r;
+    if (quant->method == "rtn") {
+      r = ggufRtnQuantize(out.weight, plan.format.ggufType, name);
+    } else {
+      GgufGptqOptions o;
+      o.damp = quant->damp;
+      o.blockSize = quant->block;
+      r = ggufGptqQuantize(out.weight, hessian->sum(), plan.format.ggufType, o, name).quant;
+    }
+    out.ggufBlocks = r.blocks;
+    out.weight = r.dequantized;
+  } else if (quant) {
     out.quant = quant;
     if (plan.format.isBitmask()) {
       // Prune then quantize the survivors: the packed codes hold the kept values in column order, which is what
@@ -213,7 +230,9 @@ PackedModule packOutcome(const ModuleOutcome& o, const at::Tensor& weight) {
     p.bitmask = BitmaskNMWeight::pack(weight, o.mask.to(at::kCPU), o.pattern->n(), o.pattern->m());
     if (o.format.isQuantized()) p.bitmask->values = at::Tensor();   // the kept values are stored quantized
   }
-  if (o.spqr) {
+  if (o.format.isGguf()) {
+    p.gguf = o.ggufBlocks;
+  } else if (o.spqr) {
     p.spqr = SpqrWeight::pack(*o.spqr);
   } else if (o.quant) {
     p.quant = QuantGroupWeight::pack(o.codes, o.quant->grid);
@@ -241,6 +260,7 @@ nlohmann::json manifestEntry(ModuleOutcome& o, const PackedModule& packed, const
                           {"sparsity", o.report.sparsity}, {"method", o.report.method},
                           {"pattern", o.report.pattern}, {"seconds", o.report.seconds}, {"shape", e.shape}};
   if (!quantInfo.is_null()) entry[packed.spqr ? "spqr" : "quant"] = quantInfo;
+  if (!o.note.empty()) entry["note"] = o.note;
   if (o.report.method == "sparsegpt") {
     entry["damp_used"] = o.report.dampUsed;
     entry["damp_retries"] = o.report.dampRetries;

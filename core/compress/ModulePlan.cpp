@@ -1,6 +1,7 @@
 #include "compress/ModulePlan.h"
 
 #include "compress/Spqr.h"
+#include "formats/GgufQuant.h"
 #include "formats/PackedBlocks.h"
 #include "formats/SpqrWeight.h"
 #include "util/Error.h"
@@ -30,6 +31,25 @@ void checkKeptGroups(const std::string& who, int64_t keptGroup, const SparsityPa
                      std::to_string(p.n()) + " dividing the kept values)");
 }
 
+// A GGUF grid stores every weight of whole blocks: no pruning (N:M would need a mask GGUF has no place for, and
+// q4_k cannot store an exact zero), and rows of whole blocks, falling back as `export gguf` does.
+void planGguf(ModulePlan& plan) {
+  const WeightFormat& asked = *plan.quant->format;
+  if (plan.prune)
+    throw InputError(plan.module + ": " + asked.name() + " cannot be combined with pruning (" +
+                     plan.prune->pattern.label() + "): a GGUF block stores every weight of its run of columns");
+  gguf::TensorType type = asked.ggufType;
+  if (plan.cols % gguf::traits(type).weightsPerBlock != 0) {
+    type = gguf::narrowRowType(type);
+    if (plan.cols % gguf::traits(type).weightsPerBlock != 0)
+      throw InputError(plan.module + ": " + std::to_string(plan.cols) + " input columns are not a multiple of 32, "
+                       "which every GGUF block type needs (" + asked.name() + ")");
+    plan.note = asked.name() + " → gguf-" + gguf::traits(type).name + ": " + std::to_string(plan.cols) +
+                " input columns are not whole 256-weight super-blocks";
+  }
+  plan.format = WeightFormat::ggufBlocks(type);
+}
+
 }  // namespace
 
 std::string ModulePlan::method() const {
@@ -40,7 +60,7 @@ std::string ModulePlan::method() const {
 
 std::string ModulePlan::pattern() const {
   std::string p = prune ? prune->pattern.label() : "";
-  if (quant) p += (p.empty() ? "" : " ") + quant->grid.label();
+  if (quant) p += (p.empty() ? "" : " ") + (format.isGguf() ? format.name() : quant->grid.label());
   return p;
 }
 
@@ -61,6 +81,8 @@ uint64_t ModulePlan::storedBytes(int64_t valueBytes, int64_t outliers) const {
     bytes += uint64_t(blocks * packed::bitmaskBlockBytes(format.n, format.m, format.isQuantized() ? 0 : valueBytes));
   } else if (!format.isQuantized()) {
     return uint64_t(rows * cols * valueBytes);
+  } else if (format.isGguf()) {
+    return uint64_t(rows * gguf::rowBytes(format.ggufType, cols));
   }
   if (format.values == WeightFormat::Values::Int) {
     const QuantSpec& grid = quant->grid;
@@ -97,6 +119,10 @@ ModulePlan planModule(const Recipe& recipe, const std::string& module, int64_t r
   }
   if (!plan.quant) return plan;
   const QuantizeSpec& q = *plan.quant;
+  if (q.format) {
+    planGguf(plan);
+    return plan;
+  }
   if (q.method == "gptq" && q.actOrder && !q.staticGroups && q.grid.granularity == QuantSpec::Granularity::Group)
     throw InputError(module + ": GPTQ act-order with groups (" + q.grid.label() +
                      ") needs static groups; dynamic groups with act-order are not supported");

@@ -6,6 +6,10 @@
 //                                                                   an int grid (rtn, gptq) or SpQR over them
 //   rtn, gptq (also after unstructured pruning)                  → intB-… (a packed integer grid)
 //   spqr (also after unstructured pruning)                       → spqr-Bbit…
+//   rtn, gptq with "format": gguf-…                              → that gguf-* format; a k-quant on a module whose
+//                                                                   columns are not whole 256-weight super-blocks
+//                                                                   falls back (q4_k → q4_0, q6_k → q8_0) and `note`
+//                                                                   says so; never with pruning
 //   otherwise (unstructured pruning alone, skipped modules)      → dense
 #pragma once
 
@@ -24,6 +28,7 @@ struct ModulePlan {
   std::optional<PruneSpec> prune;
   std::optional<QuantizeSpec> quant;
   WeightFormat format;   // the stored layout
+  std::string note;      // why the layout differs from what the recipe asked (a GGUF fallback); "" otherwise
 
   bool touched() const { return prune || quant; }
   // "sparsegpt+gptq", "" when untouched; "2:4 int4 g128" (the pruning pattern and the grid).
@@ -41,7 +46,8 @@ struct ModulePlan {
 
 // The plan for `module` of shape [rows, cols]. Throws InputError naming the module when the job would refuse
 // it: a pattern the columns do not take, groups that do not fit the (kept) columns, GPTQ act-order with dynamic
-// groups, codes that do not fill whole bytes, SpQR groups that do not divide the rows or columns.
+// groups, codes that do not fill whole bytes, SpQR groups that do not divide the rows or columns, a GGUF format
+// with pruning or on columns that are not a multiple of 32.
 ModulePlan planModule(const Recipe& recipe, const std::string& module, int64_t rows, int64_t cols);
 
 }  // namespace pareto

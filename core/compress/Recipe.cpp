@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 
+#include "formats/GgufQuant.h"
 #include "util/Error.h"
 #include "util/Json.h"
 
@@ -132,8 +133,8 @@ class RecipeReader {
   }
 
   QuantizeSpec quantize(const json& j, const std::string& path, const QuantizeSpec* base) const {
-    onlyKeys(j, path, {"method", "bits", "granularity", "group_size", "symmetric", "act_order", "static_groups", "damp",
-                       "block", "scale_bits", "outlier_ratio", "outlier_threshold"});
+    onlyKeys(j, path, {"method", "format", "bits", "granularity", "group_size", "symmetric", "act_order",
+                       "static_groups", "damp", "block", "scale_bits", "outlier_ratio", "outlier_threshold"});
     QuantizeSpec q;
     if (base != nullptr) q = *base;
     if (j.contains("method"))
@@ -172,12 +173,53 @@ class RecipeReader {
     if (j.contains("outlier_ratio")) q.outlierRatio = number(j, path, "outlier_ratio", 0.0, 0.5, false);
     if (j.contains("outlier_threshold")) q.outlierThreshold = number(j, path, "outlier_threshold", 0.0, 1e30, true);
     if (q.method == "spqr" && q.outlierRatio < 0 && q.outlierThreshold < 0) q.outlierRatio = 0.01;
+    if (j.contains("format")) {
+      const std::string name = string(j, path, "format", {});
+      try {
+        q.format = WeightFormat::parse(name);
+      } catch (const InputError& e) {
+        fail(join(path, "format"), e.what());
+      }
+      if (!q.format->isGguf())
+        fail(join(path, "format"), "\"" + name + "\" is not a GGUF format (gguf-q8_0, gguf-q4_0, gguf-q4_k or "
+                                   "gguf-q6_k); an int grid is described by bits, granularity, group_size and symmetric");
+    }
+    if (q.format) ggufGrid(j, path, q);
     try {
       q.grid.validate(path);
     } catch (const InputError& e) {
       fail("", e.what());
     }
     return q;
+  }
+
+  // A GGUF format fixes the grid: keys that say otherwise are refused, the grid is set to mirror the format.
+  void ggufGrid(const json& j, const std::string& path, QuantizeSpec& q) const {
+    const std::string format = q.format->name();
+    if (q.method != "rtn" && q.method != "gptq")
+      fail(join(path, "format"), format + " is quantized by rtn or gptq, not " + q.method);
+    const gguf::TensorType type = q.format->ggufType;
+    const int bits = type == gguf::TensorType::Q8_0 ? 8 : type == gguf::TensorType::Q6_K ? 6 : 4;
+    const int64_t block = gguf::traits(type).weightsPerBlock;
+    // Q4_K's sub-blocks have a min: the one grid that is not symmetric around 0.
+    const bool symmetric = type != gguf::TensorType::Q4_K;
+    auto contradicts = [&](const char* key, const std::string& what) {
+      fail(join(path, key), "contradicts \"format\": \"" + format + "\" (" + what + "); leave it out");
+    };
+    if (j.contains("bits") && q.grid.bits != bits) contradicts("bits", std::to_string(bits) + "-bit codes");
+    if (j.contains("symmetric") && q.grid.symmetric != symmetric)
+      contradicts("symmetric", symmetric ? "a symmetric grid" : "sub-blocks with a min, not symmetric");
+    if (j.contains("granularity") && q.grid.granularity != QuantSpec::Granularity::Group)
+      contradicts("granularity", "a grid per block of " + std::to_string(block) + " weights of a row");
+    if (j.contains("group_size") && q.grid.groupSize != block)
+      contradicts("group_size", "blocks of " + std::to_string(block) + " weights");
+    if (q.actOrder)
+      fail(join(path, "act_order"), "cannot be stored on " + format + ": GGUF blocks are runs of consecutive "
+           "columns in their original order, so a permuted sweep would not choose the codes that are stored");
+    if (q.staticGroups)
+      fail(join(path, "static_groups"), "does not apply to " + format + ": each block's grid is chosen from the "
+           "error-updated weights when GPTQ reaches it");
+    q.grid = QuantSpec::group(bits, block, symmetric);
   }
 
   std::vector<std::string> globs(const json& j, const std::string& path) const {

@@ -11,6 +11,7 @@
 
 #include "compress/QuantGrid.h"
 #include "compress/SparsityPattern.h"
+#include "formats/WeightFormat.h"
 
 namespace pareto {
 
@@ -35,6 +36,9 @@ struct PruneSpec {
 struct QuantizeSpec {
   std::string method;          // "rtn", "gptq", "spqr"
   QuantSpec grid = QuantSpec::group(4, 128);
+  // "format": a gguf-* format (rtn, gptq): the codes are chosen on llama.cpp's grid and stored as its blocks;
+  // `grid` then only mirrors it (bits, block, symmetry) for labels. Unset: the int grid `grid` describes.
+  std::optional<WeightFormat> format;
   bool actOrder = false;       // gptq
   bool staticGroups = false;   // gptq
   double damp = 0.01;          // gptq, spqr

@@ -99,6 +99,8 @@ CompressedTensorsScheme compressedTensorsScheme(const WeightFormat& format, bool
   if (format.isBitmask() && format.isQuantized())
     throw InputError(what + " (a sparsity mask over quantized values)" + kUseInstead);
   if (format.values == WeightFormat::Values::Spqr) throw InputError(what + " (SpQR)" + kUseInstead);
+  if (format.isGguf())
+    throw InputError(what + " (llama.cpp's blocks: `pareto-cli export gguf` writes them as they are)" + kUseInstead);
   if (format.values != WeightFormat::Values::Int) throw InputError(what + ", which is not quantized");
   if (format.bits != 4 && format.bits != 8)
     throw InputError(what + " (" + std::to_string(format.bits) + "-bit codes; vLLM's pack-quantized kernels take 4 "

@@ -14,9 +14,12 @@
 #include <utility>
 
 #include "checkpoint/ModelConfig.h"
+#include "checkpoint/Safetensors.h"
 #include "export/DenseWeights.h"
 #include "export/GgufWriter.h"
 #include "formats/GgufQuant.h"
+#include "formats/PackedModuleIO.h"
+#include "model/CheckpointTensors.h"
 #include "util/Error.h"
 #include "util/InputFile.h"
 #include "util/Json.h"
@@ -189,10 +192,6 @@ uint32_t fileType(TensorType type) {
   return 0;
 }
 
-// A k-quant row must be whole 256-weight super-blocks; narrower rows take the 32-block type of about the same
-// size (as llama-quantize does for such tensors).
-TensorType fallbackFor(TensorType type) { return type == TensorType::Q6_K ? TensorType::Q8_0 : TensorType::Q4_0; }
-
 struct NameMap {
   std::string architecture;   // "llama", "qwen2", "qwen3"
   bool permuteQk = false;
@@ -269,10 +268,17 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
   const TensorType sourceFloat = floatType(weights.sourceDtype);
   const bool floatAsked = asked && !gguf::traits(*asked).quantized;
 
+  // A module compressed to a gguf-* format: its stored blocks, written as they are under `auto`.
+  std::map<std::string, WeightFormat> stored;
+  if (automatic)
+    for (const std::string& module : weights.densified)
+      if (const ModuleFormat* f = weights.manifest->find(module); f != nullptr && f->weight.isGguf())
+        stored.emplace(module + ".weight", f->weight);
   // A packed module GGUF has no type for: only a --type that converts it can write it.
   if (automatic)
     for (const std::string& module : weights.densified) {
       const ModuleFormat* f = weights.manifest->find(module);
+      if (stored.count(module + ".weight")) continue;
       throw InputError(fileMessage(opts.modelDir, module + " is stored as " + (f ? f->format : std::string("packed")) +
                                                      ", which GGUF has no type for; --type q4_0, q4_k, q6_k or q8_0 "
                                                      "requantizes it from its dequantized weights by round-to-nearest, "
@@ -288,8 +294,14 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
   w.set(kProducerKey, std::string("pareto ") + paretoVersion());
   w.set("pareto.source", src.string());
   w.set("general.name", src.filename().string());
-  w.set("general.file_type", fileType(asked.value_or(sourceFloat)));
-  if (asked && gguf::traits(*asked).quantized) w.set("general.quantization_version", uint32_t(2));
+  // `auto`: the file is named after the GGUF type most of its stored modules have, when they have one.
+  std::map<TensorType, int64_t> storedTypes;
+  for (const auto& [name, format] : stored) ++storedTypes[format.ggufType];
+  const auto mostStored = std::max_element(storedTypes.begin(), storedTypes.end(),
+                                           [](const auto& x, const auto& y) { return x.second < y.second; });
+  const TensorType named = asked ? *asked : mostStored != storedTypes.end() ? mostStored->first : sourceFloat;
+  w.set("general.file_type", fileType(named));
+  if (gguf::traits(named).quantized) w.set("general.quantization_version", uint32_t(2));
   w.set(a + ".context_length", uint32_t(config.maxPositionEmbeddings));
   w.set(a + ".embedding_length", uint32_t(config.hiddenSize));
   w.set(a + ".block_count", uint32_t(config.numLayers));
@@ -337,15 +349,34 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
   int64_t linearWeights = 0;
   uint64_t linearBytes = 0;
   std::map<std::string, int64_t> fallbacks;
+  std::optional<Checkpoint> ckpt;
+  std::optional<CheckpointTensors> storedTensors;
+  if (!stored.empty()) storedTensors.emplace(ckpt.emplace(Checkpoint::open(src.string())));
+  // q and k rows are reordered for llama.cpp's RoPE: whole rows, so a stored module's rows of blocks move alike.
+  auto permuteRows = [&](const std::string& hf, const at::Tensor& rows) {
+    if (arch.permuteQk && hf.find("self_attn.q_proj.") != std::string::npos) return permuteForRope(rows, config.numHeads);
+    if (arch.permuteQk && hf.find("self_attn.k_proj.") != std::string::npos) return permuteForRope(rows, config.numKvHeads);
+    return rows;
+  };
   for (const auto& [g, hf] : order) {
-    at::Tensor t = weights.tensors.at(hf);
-    if (arch.permuteQk && (hf.find("self_attn.q_proj.") != std::string::npos))
-      t = permuteForRope(t, config.numHeads);
-    if (arch.permuteQk && (hf.find("self_attn.k_proj.") != std::string::npos))
-      t = permuteForRope(t, config.numKvHeads);
+    const at::Tensor t = permuteRows(hf, weights.tensors.at(hf));
     gguf::TensorInfo info;
     info.name = g;
     info.shape = t.sizes().vec();
+    if (auto it = stored.find(hf); it != stored.end()) {
+      const std::string module = hf.substr(0, hf.size() - 7);
+      const PackedModule packed = readPackedModule(*storedTensors, module, it->second, t.size(0), t.size(1));
+      const at::Tensor blocks = permuteRows(hf, packed.gguf).contiguous();
+      info.type = it->second.ggufType;
+      info.data = [blocks]() {
+        return std::vector<uint8_t>(blocks.data_ptr<uint8_t>(), blocks.data_ptr<uint8_t>() + blocks.numel());
+      };
+      linearWeights += t.numel();
+      linearBytes += info.bytes();
+      ++result.tensorsByType[gguf::traits(info.type).name];
+      w.addTensor(std::move(info));
+      continue;
+    }
     if (t.dim() == 1) {
       info.type = TensorType::F32;   // norms and biases: llama.cpp computes them in f32
     } else if (!isBlockLinear(hf)) {
@@ -353,7 +384,7 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
     } else {
       info.type = asked.value_or(sourceFloat);
       if (gguf::traits(info.type).quantized && t.size(1) % gguf::traits(info.type).weightsPerBlock != 0) {
-        const TensorType fallback = fallbackFor(info.type);
+        const TensorType fallback = gguf::narrowRowType(info.type);
         if (t.size(1) % gguf::traits(fallback).weightsPerBlock != 0)
           throw InputError(fileMessage(opts.modelDir, hf + ": " + std::to_string(t.size(1)) + " input columns are not a "
                                                         "multiple of 32, which every GGUF block type needs"));
@@ -390,6 +421,8 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
   for (const auto& [what, count] : fallbacks)
     result.notes.push_back(std::to_string(count) + " block linears " + what + ": a k-quant row is whole 256-weight "
                            "super-blocks");
+  if (!stored.empty())
+    result.notes.push_back(std::to_string(stored.size()) + " block linears written as compress stored them (gguf-*)");
   if (asked && !weights.densified.empty())
     result.notes.push_back(std::to_string(weights.densified.size()) + " packed modules requantized from their "
                            "dequantized weights to " + opts.type + " by round-to-nearest");

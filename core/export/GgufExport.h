@@ -4,7 +4,8 @@
 // permuted where llama.cpp's RoPE expects it.
 //
 // Types: `auto` writes each module as it is stored (a dense module in the checkpoint's float type; a module
-// compressed to a gguf-* format, bit for bit once such formats exist) and refuses a module GGUF has no type for,
+// compressed to a gguf-* format, its stored blocks bit for bit, q/k rows permuted as whole rows; general.file_type
+// then names the type most such modules have) and refuses a module GGUF has no type for,
 // naming it and the --type that would convert it; a type (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k) requantizes
 // every block linear from its (dequantized) weights by round-to-nearest. Norms are f32, the embedding and output
 // head keep the checkpoint's float type unless a float --type is asked for. A k-quant row must be whole 256-weight

@@ -42,6 +42,7 @@ std::optional<CompressionManifest> CompressionManifest::readFrom(const std::stri
         rest += std::string(named->isBitmask() ? "+" : "") +
                 (named->values == WeightFormat::Values::Int ? "int" : "spqr") + std::to_string(named->bits);
       if (named->isDense()) rest = "dense";
+      if (named->isGguf()) rest = named->name();   // one name, nothing recorded beside it
     }
     const std::string stored = f.format;
     f.format = rest;
@@ -83,7 +84,7 @@ std::optional<CompressionManifest> CompressionManifest::readFrom(const std::stri
       }
       if (f.bits < 2 || f.bits > 8 || f.groupSize < 1 || rest != "int" + std::to_string(f.bits))
         fail("module " + name + ": bad quantized format \"" + f.format + "\"");
-    } else if (!rest.empty() && f.format != "dense") {
+    } else if (!rest.empty() && f.format != "dense" && !(named && named->isGguf())) {
       fail("module " + name + ": format \"" + f.format + "\" is not known to this Pareto");
     }
     if (entry.contains("shape")) {

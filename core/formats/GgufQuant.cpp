@@ -117,6 +117,12 @@ int64_t rowBytes(TensorType type, int64_t cols) {
   return cols / t.weightsPerBlock * t.bytesPerBlock;
 }
 
+TensorType narrowRowType(TensorType type) {
+  if (type == TensorType::Q4_K) return TensorType::Q4_0;
+  if (type == TensorType::Q6_K) return TensorType::Q8_0;
+  return type;
+}
+
 float BlockGrid::value(int position, int code) const {
   const int s = position / subBlockWeights;
   switch (type) {

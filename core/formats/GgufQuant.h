@@ -33,6 +33,10 @@ struct BlockGrid {
   int nearestCode(int position, float x) const;
 };
 
+// The type a row too narrow for whole 256-weight super-blocks takes instead (q4_k → q4_0, q6_k → q8_0, about the
+// same size, as llama-quantize falls back); a 32-weight type is its own.
+TensorType narrowRowType(TensorType type);
+
 // The round-to-nearest grid of one block of weights (traits(type).weightsPerBlock of them): each (sub-)block's
 // range mapped onto its codes, the sub-block scales then quantized as the type stores them.
 BlockGrid chooseGrid(TensorType type, const float* weights);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 
+#include "formats/GgufQuant.h"
 #include "formats/PackedBlocks.h"
 #include "util/Error.h"
 
@@ -73,6 +74,8 @@ bool storable(const WeightFormat& f) {
              (f.groupSize > 0 || f.groupSize == WeightFormat::kPerChannel || f.groupSize == WeightFormat::kPerTensor);
     case WeightFormat::Values::Spqr:
       return mask && f.bits >= 1 && f.bits <= 8 && f.scaleBits >= 1 && f.scaleBits <= 8 && f.groupSize > 0;
+    case WeightFormat::Values::Gguf:
+      return f.m == 0 && gguf::traits(f.ggufType).quantized;
   }
   return false;
 }
@@ -94,6 +97,12 @@ PackedModule emptyModule(const std::string& module, const WeightFormat& format, 
   p.rows = rows;
   p.cols = cols;
   int64_t valueCols = cols;
+  if (format.isGguf()) {
+    const int block = gguf::traits(format.ggufType).weightsPerBlock;
+    if (cols % block != 0)
+      refuse(std::to_string(cols) + " columns are not whole " + std::to_string(block) + "-weight blocks");
+    return p;
+  }
   if (format.isBitmask()) {
     if (cols % packed::kMaskWordColumns != 0) refuse("a bitmask needs the columns in whole mask words of 32");
     p.bitmask.emplace();
@@ -142,6 +151,11 @@ std::vector<TensorSlot> tensorSlots(const std::string& module, const PackedModul
   if (layout.format.isDense()) {
     slots.push_back({tensorName(module), [](PackedModule& p) -> at::Tensor& { return p.dense; }, kFloating,
                      {{rows, layout.cols}}});
+    return slots;
+  }
+  if (layout.format.isGguf()) {
+    slots.push_back({tensorName(module, "gguf"), [](PackedModule& p) -> at::Tensor& { return p.gguf; }, {at::kByte},
+                     {{rows, gguf::rowBytes(layout.format.ggufType, layout.cols)}}});
     return slots;
   }
   if (layout.bitmask) {
@@ -198,6 +212,7 @@ void checkSameLayout(const std::string& module, const PackedModule& layout, cons
     throw InputError(label(module, layout.format) + ": cannot be written: " + what + " do not fit the format");
   };
   if (layout.format.isDense() != given.dense.defined()) refuse("the dense weight and the format");
+  if (layout.format.isGguf() != given.gguf.defined()) refuse("the GGUF blocks and the format");
   if (layout.bitmask.has_value() != given.bitmask.has_value() || layout.quant.has_value() != given.quant.has_value() ||
       layout.spqr.has_value() != given.spqr.has_value())
     refuse("the packed parts (bitmask, int grid, SpQR)");
@@ -227,6 +242,16 @@ at::Tensor PackedModule::unpack() const {
       throw InputError("dense weight must be [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
     return dense;
   }
+  if (format.isGguf()) {
+    const int64_t bytes = gguf::rowBytes(format.ggufType, cols);
+    if (!gguf.defined() || gguf.scalar_type() != at::kByte || gguf.dim() != 2 || gguf.size(0) != rows ||
+        gguf.size(1) != bytes)
+      throw InputError("GGUF blocks must be uint8 [" + std::to_string(rows) + ", " + std::to_string(bytes) + "]");
+    const at::Tensor blocks = gguf.contiguous();
+    at::Tensor out = at::empty({rows, cols}, at::kFloat);
+    gguf::dequantizeRows(format.ggufType, blocks.data_ptr<uint8_t>(), rows, cols, out.data_ptr<float>());
+    return out;
+  }
   at::Tensor values;
   if (spqr) values = spqr->unpack();
   else if (quant) values = quant->unpack();
@@ -239,7 +264,7 @@ at::Tensor PackedModule::unpack() const {
 
 int64_t PackedModule::storedBytes() const {
   auto bytesOf = [](const at::Tensor& t) { return t.defined() ? t.numel() * int64_t(t.element_size()) : 0; };
-  int64_t bytes = bytesOf(dense);
+  int64_t bytes = bytesOf(dense) + bytesOf(gguf);
   if (bitmask) bytes += bytesOf(bitmask->masks) + (format.isQuantized() ? 0 : bytesOf(bitmask->values));
   if (quant) bytes += quant->storedBytes() + bytesOf(columnOrder);
   if (spqr) bytes += spqr->storedBytes();

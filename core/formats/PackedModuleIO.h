@@ -22,6 +22,8 @@
 //                    <m>.weight.spqr.outlier_values                               fp16 [nnz]  (formats/SpqrWeight.h)
 //   bitmask-N:M+int…, bitmask-N:M+spqr…
 //                    <m>.weight.bitmask, then the int or spqr tensors over the kept values
+//   gguf-…           <m>.weight.gguf             uint8 [rows, bytes of a row]: each row's ggml blocks back to back,
+//                                                rows in the checkpoint's order (formats/GgufBlocks.h)
 //
 // Besides the format's name, pareto.json records what else decides the tensors (PackedModuleRecord): whether GPTQ's
 // act-order stored its column order, and SpQR's second-level group. Adding a format: its tensors go into the one
@@ -52,6 +54,7 @@ struct PackedModule {
   std::optional<QuantGroupWeight> quant;    // int: of the whole weight, or of the bitmask's kept values
   at::Tensor columnOrder;                   // int after GPTQ act-order: int32 [cols], the column quantized k-th
   std::optional<SpqrWeight> spqr;           // spqr: of the whole weight, or of the bitmask's kept values
+  at::Tensor gguf;                          // gguf-*: uint8 [rows, gguf::rowBytes(type, cols)]
 
   // The dense [rows, cols] weight: float32 where the values are quantized, the stored dtype otherwise. Checks the
   // parts first (InputError saying which one is wrong).

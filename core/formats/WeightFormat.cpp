@@ -9,7 +9,8 @@ namespace {
 
 const char* kGrammar =
     "dense, bitmask-N:M, intB-gG, intB-channel, intB-tensor (each optionally -asym), spqr-Bbit[-gG][-sS], "
-    "or bitmask-N:M+ one of the quantized ones (e.g. bitmask-2:4+int4-g128)";
+    "bitmask-N:M+ one of the int or spqr ones (e.g. bitmask-2:4+int4-g128), or gguf-q8_0, gguf-q4_0, gguf-q4_k, "
+    "gguf-q6_k";
 
 [[noreturn]] void unknown(const std::string& name) {
   throw InputError("unknown weight format \"" + name + "\" (known: " + kGrammar + ")");
@@ -48,9 +49,24 @@ bool parseMask(const std::string& text, WeightFormat& f) {
 
 }  // namespace
 
+WeightFormat WeightFormat::ggufBlocks(gguf::TensorType type) {
+  if (!gguf::traits(type).quantized)
+    throw InputError(std::string("gguf-") + gguf::traits(type).name + " is not a block-quantized weight format");
+  WeightFormat f;
+  f.values = Values::Gguf;
+  f.ggufType = type;
+  return f;
+}
+
 WeightFormat WeightFormat::parse(const std::string& name) {
   WeightFormat f;
   if (name == "dense") return f;
+  if (name.rfind("gguf-", 0) == 0) {
+    for (gguf::TensorType t : {gguf::TensorType::Q8_0, gguf::TensorType::Q4_0, gguf::TensorType::Q4_K,
+                               gguf::TensorType::Q6_K})
+      if (name.substr(5) == gguf::traits(t).name) return ggufBlocks(t);
+    unknown(name);
+  }
   const size_t plus = name.find('+');
   const std::string first = name.substr(0, plus);
   if (parseMask(first, f)) {
@@ -101,6 +117,7 @@ WeightFormat WeightFormat::fromStored(const std::string& name, int64_t columnsPe
 }
 
 std::string WeightFormat::name() const {
+  if (isGguf()) return std::string("gguf-") + gguf::traits(ggufType).name;
   std::string out;
   if (isBitmask()) out = "bitmask-" + std::to_string(n) + ":" + std::to_string(m);
   if (values == Values::Float) return out.empty() ? "dense" : out;
@@ -129,13 +146,21 @@ std::string WeightFormat::kernel() const {
       return (bits == 4 || bits == 8) && groupSize != kPerTensor ? k.name() : "";
     case Values::Spqr:
       return !isBitmask() && bits >= 2 && bits <= 4 ? "spqr-" + std::to_string(bits) + "bit" : "";
+    case Values::Gguf:
+      return "";
   }
   return "";
 }
 
+double WeightFormat::blockBitsPerWeight() const {
+  if (!isGguf()) return 0;
+  const gguf::TypeTraits t = gguf::traits(ggufType);
+  return 8.0 * t.bytesPerBlock / t.weightsPerBlock;
+}
+
 bool WeightFormat::operator==(const WeightFormat& o) const {
   return n == o.n && m == o.m && values == o.values && bits == o.bits && groupSize == o.groupSize &&
-         symmetric == o.symmetric && scaleBits == o.scaleBits;
+         symmetric == o.symmetric && scaleBits == o.scaleBits && ggufType == o.ggufType;
 }
 
 }  // namespace pareto

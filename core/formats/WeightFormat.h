@@ -11,6 +11,9 @@
 //   spqr-Bbit [-gG] [-sS]         SpQR: B-bit codes in groups of G (default 16) with S-bit (default 3) quantized
 //                                 scales and zeros, plus fp16 CSR outliers (formats/SpqrWeight.h)
 //   bitmask-N:M+<int or spqr>     the mask, and the kept values quantized as above (groups of kept values)
+//   gguf-q8_0 | gguf-q4_0 | gguf-q4_k | gguf-q6_k
+//                                 llama.cpp's blocks, byte for byte as a GGUF file holds them (formats/GgufBlocks.h);
+//                                 bits per weight are ggml's: 8.5, 4.5, 4.5, 6.5625. Never behind a bitmask.
 //
 // Folders written before this vocabulary ("int4", "spqr3", "bitmask-2:4+int4") still load: the manifest reader
 // maps them with fromStored().
@@ -19,10 +22,12 @@
 #include <cstdint>
 #include <string>
 
+#include "formats/GgufBlocks.h"
+
 namespace pareto {
 
 struct WeightFormat {
-  enum class Values { Float, Int, Spqr };
+  enum class Values { Float, Int, Spqr, Gguf };
   static constexpr int64_t kPerChannel = 0;    // groupSize of an int grid with one scale per row
   static constexpr int64_t kPerTensor = -1;    // ... with one scale for the whole weight
   static constexpr int64_t kSpqrGroup = 16;    // SpQR defaults (the paper's and the kernel's)
@@ -34,8 +39,10 @@ struct WeightFormat {
   int64_t groupSize = 0;            // Int: values per scale, or kPerChannel / kPerTensor; Spqr: values per group
   bool symmetric = true;            // Int
   int scaleBits = 0;                // Spqr
+  gguf::TensorType ggufType = gguf::TensorType::F32;   // Gguf: a block-quantized type (never F32 then)
 
   static WeightFormat dense() { return {}; }
+  static WeightFormat ggufBlocks(gguf::TensorType type);
   // The canonical name above; InputError naming the grammar for anything else.
   static WeightFormat parse(const std::string& name);
   // The names of folders from before this vocabulary: "intB", "spqrB", "bitmask-N:M+intB|spqrB", completed by
@@ -47,6 +54,10 @@ struct WeightFormat {
   bool isDense() const { return m == 0 && values == Values::Float; }
   bool isBitmask() const { return m > 0; }
   bool isQuantized() const { return values != Values::Float; }
+  bool isGguf() const { return values == Values::Gguf; }
+  // Bits per weight where the format alone fixes them (gguf-*: ggml's block bytes · 8 / block weights); 0 for the
+  // formats whose scales, masks or outliers make them depend on the shape (their packed weights count them).
+  double blockBitsPerWeight() const;
 
   // The name of the CUDA kernel (and of its `bench kernels` rows) that runs this format, "" when none does:
   // bitmask N:M of fp values, int4/int8 per channel or in groups, SpQR 2-4 bit, N:M + int4 in groups.

@@ -140,10 +140,11 @@ class WeightLoader {
   }
 
   // The kernel form of a packed module on the device, or nullopt when no kernel reads its format
-  // (bitmask + SpQR). InputError when the kernel cannot take this instance (e.g. an N:M it does not unroll).
+  // (bitmask + SpQR, gguf-*). InputError when the kernel cannot take this instance (e.g. an N:M it does not unroll).
   std::optional<PackedLinear> packModule(const std::string& module, const ModuleFormat& f,
                                          const std::vector<int64_t>& expected, const at::Tensor& bias) {
     if (f.weight.values == WeightFormat::Values::Spqr && f.weight.isBitmask()) return std::nullopt;
+    if (f.weight.isGguf()) return std::nullopt;   // dequantized at load, as llama.cpp's decoder defines the values
     PackedModule s = readModule(module, f, expected);
     const at::Device dev = opts_.device;
     auto onDevice = [&](at::Tensor& t) {

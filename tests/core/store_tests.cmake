@@ -9,7 +9,7 @@ add_dependencies(test_export pareto-cli)
 target_compile_definitions(test_export PRIVATE PARETO_CLI_PATH="$<TARGET_FILE:pareto-cli>")
 # GGUF: block layouts, the container, export gguf and the check by llama.cpp (node-llama-cpp, installed into the
 # build by scripts/setup.sh --llama-cpp; the test fails, not skips, without it).
-pareto_add_test(test_gguf SOURCES test_gguf.cpp LIBS pareto_export pareto_eval)
+pareto_add_test(test_gguf SOURCES test_gguf.cpp LIBS pareto_export pareto_eval pareto_compress)
 target_compile_definitions(test_gguf PRIVATE PARETO_NODE_LLAMA_CPP_DIR="${PROJECT_BINARY_DIR}/node-llama-cpp")
 # compressed-tensors (pack-quantized for vLLM / SGLang): the packing rules on hand-made weights, and compressed
 # ref-tiny folders exported and dequantized back by the format's own rule.

@@ -150,7 +150,7 @@ TEST(CompressedTensorsPacking, SchemesOfParetoFormats) {
   EXPECT_EQ(compressedTensorsScheme(WeightFormat::parse("int8-tensor"), false, "m").weightsArgs()["strategy"],
             "channel");
   EXPECT_EQ(compressedTensorsScheme(WeightFormat::parse("int4-g64"), true, "m").weightsArgs()["actorder"], "weight");
-  for (const char* refused : {"int3-g128", "spqr-3bit", "bitmask-2:4+int4-g128", "int2-channel"}) {
+  for (const char* refused : {"int3-g128", "spqr-3bit", "bitmask-2:4+int4-g128", "int2-channel", "gguf-q4_k"}) {
     try {
       compressedTensorsScheme(WeightFormat::parse(refused), false, "model.layers.3.mlp.down_proj");
       FAIL() << refused << " was given a scheme";

@@ -1,7 +1,8 @@
 // GGUF: ggml's block layouts against bytes written out here by hand, the grids' round-to-nearest, the file
 // container read back field by field, `export gguf`'s refusals and overwrite rule, and the check by a real
 // consumer: llama.cpp (the npm package node-llama-cpp, installed by scripts/setup.sh --llama-cpp) scores the
-// exported ref-small as Pareto scores the same weights.
+// exported ref-small as Pareto scores the same weights, and ref-small compressed to GGUF grids by RTN and GPTQ,
+// exported as stored, as Pareto scores the compressed folder.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 
 #include "SharedData.h"
 #include "checkpoint/Safetensors.h"
+#include "compress/CompressJob.h"
 #include "eval/Perplexity.h"
 #include "export/GgufExport.h"
 #include "export/GgufWriter.h"
@@ -346,6 +348,19 @@ std::string foldToGrid(const std::string& model, const std::string& dir, TensorT
   return dir;
 }
 
+// llama.cpp's scores of the windows in `idsFile` for a GGUF file: {"mean_nll", "tokens"}; null (and a failure of
+// the test) when it does not answer.
+nlohmann::json llamaCppScore(const std::string& package, const std::string& file, const std::string& idsFile) {
+  const std::string out = run("node " + std::string(PARETO_SOURCE_DIR) + "/tests/gguf/score.mjs '" + package + "' '" +
+                              file + "' '" + idsFile + "' 2>&1");
+  try {
+    return nlohmann::json::parse(out.substr(out.rfind('{')));
+  } catch (const std::exception&) {
+    ADD_FAILURE() << file << ": llama.cpp did not score the file: " << out;
+    return nullptr;
+  }
+}
+
 TEST(GgufLlamaCpp, LlamaCppScoresTheExportAsParetoScoresTheSameWeights) {
   PARETO_REQUIRE_SHARED();
   const std::string package = nodeLlamaCppDir();
@@ -367,14 +382,8 @@ TEST(GgufLlamaCpp, LlamaCppScoresTheExportAsParetoScoresTheSameWeights) {
     o.outFile = dir + "/" + c.type + ".gguf";
     o.type = c.type;
     exportGguf(o);
-    const std::string out = run("node " + std::string(PARETO_SOURCE_DIR) + "/tests/gguf/score.mjs '" + package + "' '" +
-                                o.outFile + "' '" + idsFile + "' 2>&1");
-    nlohmann::json scored;
-    try {
-      scored = nlohmann::json::parse(out.substr(out.rfind('{')));
-    } catch (const std::exception&) {
-      FAIL() << c.type << ": llama.cpp did not score the file: " << out;
-    }
+    const nlohmann::json scored = llamaCppScore(package, o.outFile, idsFile);
+    ASSERT_FALSE(scored.is_null()) << c.type;
     const TensorType type = gguf::parseTensorType(c.type);
     RuntimeOptions cpu;
     const std::string folded = gguf::traits(type).quantized ? foldToGrid(model, dir + "/pareto-" + c.type, type) : model;
@@ -389,6 +398,71 @@ TEST(GgufLlamaCpp, LlamaCppScoresTheExportAsParetoScoresTheSameWeights) {
                 100 * (llama - pareto) / pareto);
     EXPECT_EQ(scored["tokens"].get<int64_t>(), 8 * (window - 1)) << c.type;
     EXPECT_NEAR(llama, pareto, c.tolerance * pareto) << c.type;
+  }
+}
+
+}  // namespace
+}  // namespace pareto
+
+namespace pareto {
+namespace {
+
+// Issue 22 point 4 for the GGUF grids as compression targets: ref-small compressed in Pareto to Q8_0, Q4_0 and
+// Q4_K by RTN and by GPTQ, exported with `--type auto` (the stored blocks bit for bit), scored by llama.cpp within
+// 1% (Q8_0) / 2% (Q4_*: llama.cpp rounds activations to 8 bits in its dot products) of Pareto's own mean NLL on the
+// compressed folder.
+TEST(GgufLlamaCpp, FoldersCompressedToGgufGridsScoreInLlamaCppAsInPareto) {
+  PARETO_REQUIRE_SHARED();
+  const std::string package = nodeLlamaCppDir();
+  ASSERT_TRUE(fs::exists(package + "/node_modules/node-llama-cpp/package.json"))
+      << "node-llama-cpp is not installed in " << package << ": scripts/setup.sh --llama-cpp installs it (Node >= 20)";
+  const std::string dir = test::scratchDir("gguf-llama-cpp-compressed");
+  const std::string model = test::sharedPath("models/ref-small");
+  const int64_t window = 256;
+  // 4 windows (1020 predictions): five files, and llama.cpp's scoring is most of the test's time on 2 cores.
+  const auto windows = windowsOf(model, test::sharedPath("data/heldout-prose.txt"), window, 4);
+  ASSERT_EQ(windows.size(), 4u);
+  const std::string idsFile = dir + "/windows.json";
+  std::ofstream(idsFile) << nlohmann::json(windows).dump();
+  std::vector<TokenId> ids;
+  for (const auto& w : windows) ids.insert(ids.end(), w.begin(), w.end());
+
+  struct Case { std::string format, method; double tolerance; };
+  for (const Case& c : {Case{"gguf-q8_0", "rtn", 0.01}, Case{"gguf-q4_0", "rtn", 0.02}, Case{"gguf-q4_0", "gptq", 0.02},
+                        Case{"gguf-q4_k", "rtn", 0.02}, Case{"gguf-q4_k", "gptq", 0.02}}) {
+    const std::string label = c.format + " " + c.method;
+    SCOPED_TRACE(label);
+    nlohmann::json recipe = {{"quantize", {{"method", c.method}, {"format", c.format}}}};
+    if (c.method == "gptq")
+      recipe["calibration"] = {{"source", "text"}, {"text", test::sharedPath("data/wikitext2-test.txt")},
+                               {"tokens", 2048}, {"window", 256}};
+    const std::string stem = dir + "/" + c.format + "-" + c.method;
+    std::ofstream(stem + ".json") << recipe.dump();
+    CompressOptions compress;
+    compress.modelDir = model;
+    compress.recipePath = stem + ".json";
+    compress.outDir = stem;
+    compress.overwrite = true;
+    const CompressReport report = runCompress(compress);
+
+    GgufExportOptions o;
+    o.modelDir = stem;
+    o.outFile = stem + ".gguf";
+    o.overwrite = true;
+    const GgufExportReport exported = exportGguf(o);
+    const nlohmann::json scored = llamaCppScore(package, o.outFile, idsFile);
+    ASSERT_FALSE(scored.is_null());
+    const LoadedModel m = loadModel(stem, {});
+    PerplexityOptions p;
+    p.window = window;
+    const double pareto = computePerplexity(*m.model, ids, p).meanNll;
+    const double llama = scored["mean_nll"].get<double>();
+    std::printf("%s (%.4f bits/weight in the block linears): llama.cpp mean NLL %.5f (ppl %.3f), Pareto %.5f "
+                "(ppl %.3f), %+.3f%%\n", label.c_str(), exported.linearBitsPerWeight, llama, std::exp(llama), pareto,
+                std::exp(pareto), 100 * (llama - pareto) / pareto);
+    EXPECT_NEAR(exported.linearBitsPerWeight, report.linearBitsPerWeight, 1e-9);
+    EXPECT_EQ(scored["tokens"].get<int64_t>(), 4 * (window - 1));
+    EXPECT_NEAR(llama, pareto, c.tolerance * pareto);
   }
 }
 

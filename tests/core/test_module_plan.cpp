@@ -30,13 +30,15 @@ TEST(WeightFormat, EveryNameParsesBackToItself) {
   for (const char* name :
        {"dense", "bitmask-2:4", "bitmask-16:32", "bitmask-1:4", "int4-g128", "int8-channel", "int4-tensor",
         "int3-g64-asym", "int8-g32", "spqr-3bit", "spqr-4bit-g32", "spqr-2bit-s4", "spqr-3bit-g8-s2",
-        "bitmask-2:4+int4-g128", "bitmask-4:8+int8-channel", "bitmask-2:4+spqr-3bit", "bitmask-2:4+int4-g64-asym"}) {
+        "bitmask-2:4+int4-g128", "bitmask-4:8+int8-channel", "bitmask-2:4+spqr-3bit", "bitmask-2:4+int4-g64-asym",
+        "gguf-q8_0", "gguf-q4_0", "gguf-q4_k", "gguf-q6_k"}) {
     const WeightFormat f = WeightFormat::parse(name);
     EXPECT_EQ(f.name(), name);
     EXPECT_EQ(WeightFormat::parse(f.name()), f) << name;
   }
   for (const char* bad : {"", "int4", "spqr3", "int9-g128", "int4-g0", "bitmask-3:4+", "bitmask-2:3", "bitmask-4:2",
-                          "int4-g128+bitmask-2:4", "spqr-3bit+int4-g128", "dense+int4-g128", "int4-g128-sym"}) {
+                          "int4-g128+bitmask-2:4", "spqr-3bit+int4-g128", "dense+int4-g128", "int4-g128-sym",
+                          "gguf-q5_1", "gguf-f16", "gguf-Q4_K", "bitmask-2:4+gguf-q4_0", "gguf-q4_0-asym"}) {
     try {
       WeightFormat::parse(bad);
       ADD_FAILURE() << "accepted \"" << bad << "\"";
@@ -59,8 +61,19 @@ TEST(WeightFormat, NamesTheKernelThatRunsIt) {
       {"spqr-5bit", ""},
       {"bitmask-2:4+int4-g128", "bitmask-2:4+int4-g128"},
       {"bitmask-2:4+int8-channel", ""},
-      {"bitmask-2:4+spqr-3bit", ""}};
+      {"bitmask-2:4+spqr-3bit", ""},
+      {"gguf-q4_k", ""}};   // runs dense, dequantized at load
   for (const auto& [name, kernel] : cases) EXPECT_EQ(WeightFormat::parse(name).kernel(), kernel) << name;
+}
+
+TEST(WeightFormat, GgufBitsPerWeightAreGgmls) {
+  EXPECT_DOUBLE_EQ(WeightFormat::parse("gguf-q8_0").blockBitsPerWeight(), 8.5);
+  EXPECT_DOUBLE_EQ(WeightFormat::parse("gguf-q4_0").blockBitsPerWeight(), 4.5);
+  EXPECT_DOUBLE_EQ(WeightFormat::parse("gguf-q4_k").blockBitsPerWeight(), 4.5);
+  EXPECT_DOUBLE_EQ(WeightFormat::parse("gguf-q6_k").blockBitsPerWeight(), 6.5625);
+  EXPECT_DOUBLE_EQ(WeightFormat::parse("int4-g128").blockBitsPerWeight(), 0);   // depends on the shape
+  EXPECT_TRUE(WeightFormat::parse("gguf-q4_k").isQuantized());
+  EXPECT_NE(WeightFormat::parse("gguf-q4_k"), WeightFormat::parse("gguf-q4_0"));
 }
 
 // Folders of format version 2 stored "int4", "spqr3", "bitmask-2:4+int4" with the grid beside the name.
@@ -130,6 +143,38 @@ TEST(ModulePlan, DecidesTheLayoutAndRefusesWhatTheJobWould) {
                                           "", "r.json");
   EXPECT_FALSE(planModule(skipped, "model.layers.0.mlp.down_proj", 192, 512).touched());
   EXPECT_EQ(planModule(skipped, "model.layers.0.mlp.down_proj", 192, 512).format.name(), "dense");
+}
+
+TEST(ModulePlan, GgufFormatsFallBackOnNarrowRowsAsExportDoesAndRefusePruning) {
+  auto recipe = [](const std::string& format) {
+    return Recipe::fromJson({{"quantize", {{"method", "rtn"}, {"format", format}}}}, "", "r.json");
+  };
+  const ModulePlan wide = planModule(recipe("gguf-q4_k"), "model.layers.0.mlp.down_proj", 384, 1024);
+  EXPECT_EQ(wide.format.name(), "gguf-q4_k");
+  EXPECT_EQ(wide.note, "");
+  EXPECT_EQ(wide.pattern(), "gguf-q4_k");
+  EXPECT_EQ(wide.storedBytes(2), uint64_t(384 * 4 * 144));   // 4 super-blocks of 144 bytes a row
+  const ModulePlan narrow = planModule(recipe("gguf-q4_k"), "model.layers.0.mlp.up_proj", 1024, 384);
+  EXPECT_EQ(narrow.format.name(), "gguf-q4_0");
+  EXPECT_THAT(narrow.note, HasSubstr("gguf-q4_k → gguf-q4_0: 384 input columns are not whole 256-weight"));
+  EXPECT_EQ(narrow.storedBytes(2), uint64_t(1024 * 12 * 18));
+  EXPECT_EQ(planModule(recipe("gguf-q6_k"), "m", 1024, 384).format.name(), "gguf-q8_0");
+  EXPECT_EQ(planModule(recipe("gguf-q8_0"), "m", 1024, 384).note, "");
+  try {
+    planModule(recipe("gguf-q4_0"), "model.layers.0.mlp.up_proj", 64, 48);
+    FAIL() << "48 columns were planned on a 32-weight block";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("model.layers.0.mlp.up_proj: 48 input columns are not a multiple of 32"));
+  }
+  const Recipe pruned = Recipe::fromJson({{"prune", {{"method", "magnitude"}, {"sparsity", 0.5}}},
+                                          {"quantize", {{"method", "rtn"}, {"format", "gguf-q4_0"}}}},
+                                         "", "r.json");
+  try {
+    planModule(pruned, "model.layers.0.mlp.up_proj", 64, 256);
+    FAIL() << "pruning with a GGUF grid was planned";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("model.layers.0.mlp.up_proj: gguf-q4_0 cannot be combined with pruning"));
+  }
 }
 
 // Every shipped recipe on ref-small: the estimate (from headers alone) names each module's format as compress

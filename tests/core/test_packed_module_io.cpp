@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "compress/QuantGrid.h"
+#include "formats/GgufQuant.h"
 #include "compress/Spqr.h"
 #include "formats/PackedModuleIO.h"
 #include "InputErrors.h"
@@ -62,6 +63,10 @@ SpqrOptions spqrOptions(int64_t groupSize, const at::Tensor& keep = {}) {
   return o;
 }
 
+double relativeError(const at::Tensor& approx, const at::Tensor& exact) {
+  return (approx - exact).norm().item<double>() / exact.norm().item<double>();
+}
+
 at::Tensor hessian(uint64_t seed) {
   at::manual_seed(seed);
   const at::Tensor x = at::randn({256, kCols}, at::kFloat);
@@ -81,6 +86,10 @@ PackedModule packedModule(const std::string& formatName, uint64_t seed) {
     p.bitmask = BitmaskNMWeight::pack(w.to(at::kBFloat16), twoOfFour(w), f.n, f.m);
     values = p.bitmask->values.to(at::kFloat);
     if (f.isQuantized()) p.bitmask->values = at::Tensor();
+  }
+  if (f.isGguf()) {
+    const std::vector<uint8_t> bytes = gguf::quantizeRows(f.ggufType, w.data_ptr<float>(), kRows, kCols);
+    p.gguf = at::tensor(at::ArrayRef<uint8_t>(bytes), at::kByte).reshape({kRows, -1});
   }
   if (f.values == WeightFormat::Values::Int) {
     const QuantSpec spec = f.groupSize == WeightFormat::kPerChannel  ? QuantSpec::channel(f.bits, f.symmetric)
@@ -134,6 +143,7 @@ void expectSameModule(const PackedModule& a, const PackedModule& b) {
   EXPECT_EQ(a.cols, b.cols);
   expectSameTensor(a.dense, b.dense, "dense");
   expectSameTensor(a.columnOrder, b.columnOrder, "column order");
+  expectSameTensor(a.gguf, b.gguf, "GGUF blocks");
   expectSamePart(a.bitmask, b.bitmask, "bitmask");
   expectSamePart(a.quant, b.quant, "int grid");
   expectSamePart(a.spqr, b.spqr, "SpQR");
@@ -167,7 +177,7 @@ TEST_F(PackedModuleIO, EveryFormatReadsBackAsWritten) {
   const std::vector<std::string> formats = {
       "dense",          "bitmask-2:4",     "int4-g32",          "int4-g16-asym",         "int8-channel",
       "int8-channel-asym", "int4-tensor",  "int3-g32",          "int2-channel-asym",     "spqr-3bit",
-      "bitmask-2:4+int4-g16", "bitmask-2:4+int8-channel-asym", "bitmask-2:4+spqr-3bit"};
+      "bitmask-2:4+int4-g16", "bitmask-2:4+int8-channel-asym", "bitmask-2:4+spqr-3bit", "gguf-q8_0", "gguf-q4_0"};
   std::vector<PackedModule> written;
   NamedTensors tensors;
   for (size_t i = 0; i < formats.size(); ++i) {
@@ -214,12 +224,13 @@ TEST_F(PackedModuleIO, WritesTheTensorsOfTheFormatInTheirOrder) {
             (V{".weight.bitmask", ".weight.spqr.codes", ".weight.spqr.scale_codes", ".weight.spqr.zero_codes",
                ".weight.spqr.scale_base", ".weight.spqr.scale_step", ".weight.spqr.outlier_rows",
                ".weight.spqr.outlier_columns", ".weight.spqr.outlier_values"}));
+  EXPECT_EQ(names(writePackedModule(kModule, packedModule("gguf-q4_0", 1))), V{".weight.gguf"});
   // Each packed part names its module; a dense weight is no packed part.
-  for (const char* f : {"bitmask-2:4", "int4-g32-asym", "bitmask-2:4+spqr-3bit"})
+  for (const char* f : {"bitmask-2:4", "int4-g32-asym", "bitmask-2:4+spqr-3bit", "gguf-q8_0"})
     for (const auto& [name, t] : writePackedModule(kModule, packedModule(f, 1))) EXPECT_EQ(packedModuleOf(name), kModule);
   EXPECT_EQ(packedModuleOf(std::string(kModule) + ".weight"), "");
   // Every byte counted is a byte written.
-  for (const char* f : {"dense", "bitmask-2:4", "int3-g32", "spqr-3bit", "bitmask-2:4+int4-g16"}) {
+  for (const char* f : {"dense", "bitmask-2:4", "int3-g32", "spqr-3bit", "bitmask-2:4+int4-g16", "gguf-q4_0"}) {
     const PackedModule p = packedModule(f, 2);
     int64_t bytes = 0;
     for (const auto& [name, t] : writePackedModule(kModule, p)) bytes += t.numel() * int64_t(t.element_size());
@@ -269,6 +280,41 @@ TEST_F(PackedModuleIO, RefusesAWrongShapeNamingFileModuleAndTensor) {
                 readPackedModule(whole.tensors, kModule, WeightFormat::parse("int4-g32-asym"), kRows, 2 * kCols);
               }),
               AllOf(HasSubstr(tensor), HasSubstr(kModule), HasSubstr("[32, 128] weight")));
+}
+
+// gguf-*: one uint8 tensor of ggml's blocks, [rows, bytes of a row]; its bytes decode as ggml's decoder does.
+TEST_F(PackedModuleIO, GgufBlocksAreOneByteTensorCheckedForDtypeShapeAndBlocks) {
+  const PackedModule p = packedModule("gguf-q4_0", 8);
+  ASSERT_EQ(p.gguf.sizes(), at::IntArrayRef({kRows, kCols / 32 * 18}));
+  EXPECT_EQ(p.storedBytes(), kRows * kCols * 9 / 16);   // 4.5 bits per weight
+  at::Tensor expected = at::empty({kRows, kCols}, at::kFloat);
+  gguf::dequantizeRows(gguf::TensorType::Q4_0, p.gguf.data_ptr<uint8_t>(), kRows, kCols, expected.data_ptr<float>());
+  EXPECT_TRUE(at::equal(p.unpack(), expected));
+  EXPECT_LT(relativeError(p.unpack(), weight(8)), 0.15);
+
+  const std::string tensor = std::string(kModule) + ".weight.gguf";
+  const FileTensors asInt8 = stored({{tensor, p.gguf.to(at::kChar)}});
+  EXPECT_THAT(inputErrorOf([&] { readPackedModule(asInt8.tensors, kModule, p.format, kRows, kCols); }),
+              AllOf(HasSubstr(fileName()), HasSubstr(tensor), HasSubstr(kModule), HasSubstr("is I8 [32, 36]"),
+                    HasSubstr("stores U8 [32, 36]")));
+  const FileTensors cut = stored({{tensor, p.gguf.narrow(1, 0, 18).clone()}});
+  EXPECT_THAT(inputErrorOf([&] { readPackedModule(cut.tensors, kModule, p.format, kRows, kCols); }),
+              AllOf(HasSubstr(tensor), HasSubstr(kModule), HasSubstr("U8 [32, 18]"), HasSubstr("[32, 64] weight")));
+  // A q8_0 module has other bytes a row: the same tensor is not one.
+  const FileTensors whole = stored({{tensor, p.gguf}});
+  EXPECT_THAT(inputErrorOf([&] {
+                readPackedModule(whole.tensors, kModule, WeightFormat::parse("gguf-q8_0"), kRows, kCols);
+              }),
+              AllOf(HasSubstr(tensor), HasSubstr("gguf-q8_0"), HasSubstr("stores U8 [32, 68]")));
+  // 64 columns are no whole 256-weight super-block.
+  EXPECT_THAT(inputErrorOf([&] {
+                readPackedModule(whole.tensors, kModule, WeightFormat::parse("gguf-q4_k"), kRows, kCols);
+              }),
+              AllOf(HasSubstr(kModule), HasSubstr("64 columns are not whole 256-weight blocks")));
+  PackedModule missing = p;
+  missing.gguf = at::Tensor();
+  EXPECT_THAT(inputErrorOf([&] { writePackedModule(kModule, missing); }),
+              AllOf(HasSubstr(kModule), HasSubstr("GGUF blocks")));
 }
 
 TEST_F(PackedModuleIO, RefusesPartsThatDoNotFitTogether) {

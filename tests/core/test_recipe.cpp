@@ -164,6 +164,56 @@ TEST(Recipe, QuantizeBlock) {
   EXPECT_THAT(errorOf(j), HasSubstr("quantize.granularity"));
 }
 
+TEST(Recipe, GgufFormatFixesTheGridAndRefusesWhatItCannotStore) {
+  const json calib = {{"source", "text"}, {"text", "t.txt"}};
+  Recipe r = Recipe::fromJson({{"calibration", calib}, {"quantize", {{"method", "gptq"}, {"format", "gguf-q4_k"}}}},
+                              "", "r.json");
+  ASSERT_TRUE(r.quantize->format);
+  EXPECT_EQ(r.quantize->format->name(), "gguf-q4_k");
+  EXPECT_EQ(r.quantize->grid.label(), "int4 asym g256");   // mirrors the format
+  EXPECT_TRUE(r.needsCalibration());
+  // Keys that say what the format says are accepted.
+  r = Recipe::fromJson({{"quantize", {{"method", "rtn"}, {"format", "gguf-q8_0"}, {"bits", 8}, {"group_size", 32},
+                                      {"symmetric", true}}}},
+                       "", "r.json");
+  EXPECT_FALSE(r.needsCalibration());
+  EXPECT_EQ(r.quantize->grid.label(), "int8 sym g32");
+  // An override inherits the format.
+  r = Recipe::fromJson({{"quantize", {{"method", "rtn"}, {"format", "gguf-q4_0"}}},
+                        {"overrides", {{{"match", "*.down_proj"}, {"quantize", {{"format", "gguf-q6_k"}}}}}}},
+                       "", "r.json");
+  EXPECT_EQ(r.quantizeFor("model.layers.0.mlp.up_proj")->format->name(), "gguf-q4_0");
+  EXPECT_EQ(r.quantizeFor("model.layers.0.mlp.down_proj")->format->name(), "gguf-q6_k");
+
+  json j = {{"calibration", calib}};
+  auto refused = [&](const json& quantize) {
+    j["quantize"] = quantize;
+    return errorOf(j);
+  };
+  EXPECT_THAT(refused({{"method", "rtn"}, {"format", "gguf-q5_1"}}),
+              HasSubstr("quantize.format: unknown weight format \"gguf-q5_1\""));
+  EXPECT_THAT(refused({{"method", "rtn"}, {"format", "int4-g128"}}),
+              HasSubstr("quantize.format: \"int4-g128\" is not a GGUF format"));
+  EXPECT_THAT(refused({{"method", "spqr"}, {"format", "gguf-q4_0"}}),
+              HasSubstr("quantize.format: gguf-q4_0 is quantized by rtn or gptq, not spqr"));
+  EXPECT_THAT(refused({{"method", "rtn"}, {"format", "gguf-q4_0"}, {"bits", 3}}),
+              HasSubstr("quantize.bits: contradicts \"format\": \"gguf-q4_0\" (4-bit codes)"));
+  EXPECT_THAT(refused({{"method", "rtn"}, {"format", "gguf-q4_k"}, {"group_size", 32}}),
+              HasSubstr("quantize.group_size: contradicts \"format\": \"gguf-q4_k\" (blocks of 256 weights)"));
+  EXPECT_THAT(refused({{"method", "rtn"}, {"format", "gguf-q4_k"}, {"symmetric", true}}),
+              HasSubstr("quantize.symmetric: contradicts"));
+  EXPECT_THAT(refused({{"method", "rtn"}, {"format", "gguf-q8_0"}, {"granularity", "channel"}}),
+              HasSubstr("quantize.granularity: contradicts"));
+  EXPECT_THAT(refused({{"method", "gptq"}, {"format", "gguf-q4_0"}, {"act_order", true}}),
+              HasSubstr("quantize.act_order: cannot be stored on gguf-q4_0"));
+  EXPECT_THAT(refused({{"method", "gptq"}, {"format", "gguf-q4_0"}, {"static_groups", true}}),
+              HasSubstr("quantize.static_groups: does not apply to gguf-q4_0"));
+  // An override cannot turn act-order on under an inherited GGUF format either.
+  j["quantize"] = {{"method", "gptq"}, {"format", "gguf-q4_k"}};
+  j["overrides"] = {{{"match", "*.down_proj"}, {"quantize", {{"act_order", true}}}}};
+  EXPECT_THAT(errorOf(j), HasSubstr("overrides[0].quantize.act_order: cannot be stored on gguf-q4_k"));
+}
+
 TEST(Recipe, FromFileResolvesPathsAgainstItsFolder) {
   const std::string dir = test::scratchDir("recipe");
   std::ofstream(dir + "/r.json") << designExample().dump();
@@ -178,7 +228,7 @@ TEST(Recipe, ShippedRecipesParse) {
   const std::vector<std::string> shipped = {
       "sparsegpt-2of4-text", "sparsegpt-2of4-decode", "wanda-50",       "magnitude-2of4",  "int8-channel",
       "int4-g128-rtn",       "int4-tensor-rtn",       "gptq-4bit-g128", "gptq-3bit-g128",  "spqr-3bit",
-      "sparsegpt-2of4-int4", "sparsegpt-2of4-gptq4"};
+      "sparsegpt-2of4-int4", "sparsegpt-2of4-gptq4",  "gguf-q4_k-gptq", "gguf-q4_0-rtn",   "gguf-q8_0-rtn"};
   const std::string dir = std::string(PARETO_SOURCE_DIR) + "/resources/recipes/";
   for (const std::string& name : shipped) {
     SCOPED_TRACE(name);
@@ -236,6 +286,7 @@ TEST(RecipeEstimate, NamesTheBenchmarkKernelOfEveryModuleLayout) {
       {{{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}},
         {"quantize", {{"method", "rtn"}, {"bits", 8}, {"granularity", "channel"}}}},
        "", "bitmask-2:4+int8-channel"},
+      {{{"quantize", {{"method", "rtn"}, {"format", "gguf-q4_k"}}}}, "", "gguf-q4_k"},   // runs dense
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.recipe.dump());

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "CliRun.h"
 #include "SharedData.h"
 #include "eval/KlDivergence.h"
 #include "eval/Perplexity.h"
@@ -158,26 +159,8 @@ TEST_F(PerplexityKl, BatchesDoNotChangeTheKl) {
 }
 
 // pareto-cli perplexity --dense, end to end.
-struct RunResult {
-  int exitCode = -1;
-  std::string out, err;
-};
-
-RunResult runCli(const std::string& args) {
-  const std::string errFile = test::scratchDir("perplexity-kl-stderr") + "/err.txt";
-  const std::string cmd = std::string(PARETO_CLI_PATH) + " " + args + " --no-record 2>" + errFile;
-  RunResult r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(errFile);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
-}
+using test::RunResult;
+RunResult runCli(const std::string& args) { return test::runCli(args + " --no-record"); }
 
 TEST(PerplexityCli, DenseGivesKlMeanAndP99AndRefusesAnotherTokenizer) {
   PARETO_REQUIRE_SHARED();

@@ -29,6 +29,7 @@
 #include "SharedData.h"
 #include "TestRuntime.h"
 #include "compress/CompressJob.h"
+#include "compress/CompressResume.h"
 #include "compress/Gptq.h"
 #include "compress/Recipe.h"
 #include "compress/SparseGpt.h"
@@ -184,7 +185,9 @@ class FaultsCompress : public ::testing::Test {
 };
 
 // An allocation failure raised inside a stage (through its progress report, the one hook into its inner loop)
-// is named by that stage, leaves no output, and the next run in the same process succeeds.
+// is named by that stage and leaves no output. Calibration fails before any layer is done and leaves nothing;
+// the pass reports after its first finished layer, which is kept for --resume, and the next run in the same
+// process resumes from it and succeeds.
 TEST_F(FaultsCompress, OutOfMemoryInEachStageNamesItAndLeavesNothing) {
   const std::string r = decodeRecipe(256, 32);
   struct Case {
@@ -202,9 +205,14 @@ TEST_F(FaultsCompress, OutOfMemoryInEachStageNamesItAndLeavesNothing) {
     } catch (const OutOfMemory& e) {
       EXPECT_THAT(e.what(), HasSubstr(c.named));
     }
-    EXPECT_EQ(entries(dir_), (std::vector<std::string>{"decode.json"})) << c.progressStage;
+    EXPECT_FALSE(fs::exists(dir_ + "/out")) << c.progressStage;
+    EXPECT_EQ(interruptedCompress(dir_ + "/out").layersDone, std::string(c.progressStage) == "sequential pass" ? 1 : 0)
+        << c.progressStage;
   }
-  CompressReport ok = runCompress(options(r, "out"));
+  CompressOptions resume = options(r, "out");
+  resume.resume = true;
+  CompressReport ok = runCompress(resume);
+  EXPECT_EQ(entries(dir_), (std::vector<std::string>{"decode.json", "out"}));
   EXPECT_TRUE(fs::exists(dir_ + "/out/pareto.json"));
   EXPECT_FALSE(ok.modules.empty());
 }
@@ -270,8 +278,8 @@ TEST(FaultsHessian, EverySolverNamesTheModuleInsteadOfWritingNaN) {
 // --- pareto-cli as a child process: full disk, Ctrl-C -------------------------------------------------------------
 
 // A full disk while the output folder is written: the child's file size limit (RLIMIT_FSIZE, with SIGXFSZ
-// ignored so write() fails with EFBIG) stops model.safetensors part way. The previous output must survive
-// byte for byte and no temporary folder may remain.
+// ignored so write() fails with EFBIG) stops the first finished layer's file part way. The previous output must
+// survive byte for byte and no temporary folder may remain (no layer was finished).
 TEST_F(FaultsCompress, FullDiskWhileWritingKeepsThePreviousOutput) {
   const std::string r = recipe("m.json", R"({"prune": {"method": "magnitude", "pattern": "2:4"}})");
   runCompress(options(r, "out"));
@@ -292,7 +300,7 @@ TEST_F(FaultsCompress, FullDiskWhileWritingKeepsThePreviousOutput) {
   const std::string err = readUntil(pipeFds[0], "", 300);
   ::close(pipeFds[0]);
   EXPECT_EQ(waitExit(c.pid, 60), 1) << err;
-  EXPECT_THAT(err, AllOf(HasSubstr("model.safetensors.partial"), HasSubstr("File too large")));
+  EXPECT_THAT(err, AllOf(HasSubstr("resume/layer-00000.safetensors.partial"), HasSubstr("File too large")));
   EXPECT_EQ(snapshot(dir_ + "/out"), before);
   EXPECT_EQ(entries(dir_), (std::vector<std::string>{"m.json", "out"}));
 }

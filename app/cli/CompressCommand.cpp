@@ -7,7 +7,10 @@
 #include "CliSupport.h"
 #include "Commands.h"
 #include "RunRecording.h"
+#include "MemoryOptions.h"
+#include "checkpoint/ShardPlan.h"
 #include "compress/CompressResume.h"
+#include "util/InputFile.h"
 #include "jobs/CompressEvaluateJob.h"
 
 namespace pareto::cli {
@@ -16,6 +19,8 @@ void addCompressCommand(CLI::App& app) {
   struct Args {
     CompressOptions opts;   // all but the runtime, which the job makes from device and dtype
     std::string device = "cpu", dtype = kDefaultComputeDtype;
+    MemoryOptions memory;
+    std::string shardSize = "5GB";
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -38,10 +43,19 @@ void addCompressCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--batch", args->opts.batch, "Calibration sequences per forward (0: pick for the device)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--json", args->json, "Print one JSON object (out, modules, bits_per_weight, timings)");
+  args->memory.add(cmd);
+  cmd->add_option("--scratch-dir", args->opts.scratchDir,
+                  "Folder for the activations' scratch file when they fit neither memory budget (default: beside "
+                  "the output)");
+  cmd->add_option("--max-shard-size", args->shardSize,
+                  "Split the result's safetensors past this size, as transformers does (model-0000k-of-0000n)")
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "Print one JSON object (out, modules, bits_per_weight, timings, memory)");
   cmd->callback(recordedJob("compress", [args](JobRecord& run) {
     CompressEvaluateOptions options;
     options.compress = args->opts;
+    options.compress.budget = args->memory.budget();
+    options.compress.maxShardBytes = parseByteSize(args->shardSize);
     options.device = args->device;
     options.dtype = args->dtype;
     CompressEvaluateJob job(options);
@@ -65,7 +79,11 @@ void addCompressCommand(CLI::App& app) {
          << " bits per weight over the block linears, " << r.modelBitsPerWeight << " over the whole model ("
          << std::setprecision(2) << r.bytes / 1048576.0 << " MiB); calibration " << r.calibrationTokens
          << " tokens in " << std::setprecision(1) << r.calibrationSeconds << " s, pass " << r.passSeconds
-         << " s, total " << r.totalSeconds << " s";
+         << " s, total " << r.totalSeconds << " s\n"
+         << "memory: peak resident " << formatBytes(r.peakHostBytes) << " (" << formatBytes(r.hostBaseBytes)
+         << " at the start)";
+    if (r.peakGpuBytes > 0) text << ", GPU peak " << formatBytes(r.peakGpuBytes);
+    if (!r.activations.empty()) text << ", activations on the " << r.activations;
     printResult(args->json, job.result(), text.str());
   }));
 }

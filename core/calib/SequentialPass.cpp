@@ -16,29 +16,34 @@ namespace {
 struct CalibrationBatch {
   at::Tensor ids;       // [b, T] int64
   at::Tensor weights;   // [b, T] float32, 0 on padding
-  at::Tensor hidden;    // [b, T, hidden]: the input of the block being processed
 };
 
-std::vector<CalibrationBatch> makeBatches(const CalibrationSet& data, int64_t batch) {
-  // Similar lengths together keep padding small; order does not change the Hessian sums.
+// Similar lengths together keep padding small; order does not change the Hessian sums.
+std::vector<std::vector<size_t>> batchMembers(const CalibrationSet& data, int64_t batch) {
   std::vector<size_t> order(data.sequences.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return data.sequences[a].ids.size() > data.sequences[b].ids.size();
   });
+  std::vector<std::vector<size_t>> members;
+  for (size_t start = 0; start < order.size(); start += static_cast<size_t>(batch))
+    members.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(start),
+                         order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), start + static_cast<size_t>(batch))));
+  return members;
+}
+
+std::vector<CalibrationBatch> makeBatches(const CalibrationSet& data, int64_t batch) {
   std::vector<CalibrationBatch> batches;
-  for (size_t start = 0; start < order.size(); start += static_cast<size_t>(batch)) {
-    const size_t end = std::min(order.size(), start + static_cast<size_t>(batch));
-    const int64_t T = static_cast<int64_t>(data.sequences[order[start]].ids.size());
-    const int64_t b = static_cast<int64_t>(end - start);
+  for (const std::vector<size_t>& rows : batchMembers(data, batch)) {
+    const int64_t T = static_cast<int64_t>(data.sequences[rows.front()].ids.size());
+    const int64_t b = static_cast<int64_t>(rows.size());
     CalibrationBatch cb;
     cb.ids = at::zeros({b, T}, at::kLong);
     cb.weights = at::zeros({b, T}, at::kFloat);
-    for (size_t i = start; i < end; ++i) {
-      const auto& s = data.sequences[order[i]];
+    for (int64_t row = 0; row < b; ++row) {
+      const auto& s = data.sequences[rows[static_cast<size_t>(row)]];
       const int64_t len = static_cast<int64_t>(s.ids.size());
       if (s.weights.size() != s.ids.size()) throw Error("calibration sequence has mismatched weights");
-      const int64_t row = static_cast<int64_t>(i - start);
       cb.ids[row].narrow(0, 0, len).copy_(at::tensor(s.ids, at::TensorOptions().dtype(at::kLong)));
       cb.weights[row].narrow(0, 0, len).copy_(at::tensor(s.weights, at::TensorOptions().dtype(at::kFloat)));
     }
@@ -47,37 +52,54 @@ std::vector<CalibrationBatch> makeBatches(const CalibrationSet& data, int64_t ba
   return batches;
 }
 
-int64_t defaultBatch(const LlamaModel& model, const SequentialPassOptions& opts) {
-  return opts.batch > 0 ? opts.batch : (model.options().device.is_cuda() ? 32 : 8);
-}
+// The batches, and their block-0 inputs (the embeddings) in a store placed as the options say.
+struct PassState {
+  std::vector<CalibrationBatch> batches;
+  std::unique_ptr<ActivationStore> hidden;
+};
 
-std::vector<CalibrationBatch> prepareBatches(const LlamaModel& model, const CalibrationSet& data, int64_t batch) {
+PassState prepareBatches(const LlamaModel& model, const CalibrationSet& data, const SequentialPassOptions& opts) {
   if (data.sequences.empty()) throw InputError("calibration set is empty");
   for (const auto& s : data.sequences)
     if (static_cast<int64_t>(s.ids.size()) > model.config().maxPositionEmbeddings)
       throw InputError("calibration sequence of " + std::to_string(s.ids.size()) + " tokens exceeds the model's " +
                        std::to_string(model.config().maxPositionEmbeddings) + " positions");
-  std::vector<CalibrationBatch> batches = makeBatches(data, batch);
-  for (auto& b : batches) {
-    b.weights = b.weights.to(model.options().device);
-    b.hidden = model.embed(b.ids);
+  const c10::Device device = model.options().device;
+  PassState state;
+  state.batches = makeBatches(data, passBatch(opts.batch, device));
+  state.hidden = std::make_unique<ActivationStore>(
+      opts.activations, activationShapes(data, model.config().hiddenSize, opts.batch, device),
+      model.options().dtype, device, opts.scratchDir);
+  for (size_t i = 0; i < state.batches.size(); ++i) {
+    CalibrationBatch& b = state.batches[i];
+    b.weights = b.weights.to(device);
+    state.hidden->put(i, model.embed(b.ids));
   }
-  return batches;
+  return state;
 }
 
-// Runs block `layer` over every batch, feeding each linear group's input to its accumulator, and returns the
-// block outputs.
-std::vector<at::Tensor> observeLayer(const LlamaModel& model, int64_t layer, const std::vector<CalibrationBatch>& batches,
-                                     std::map<LinearGroup, HessianAccumulator>& hessians) {
-  std::vector<at::Tensor> outputs;
-  outputs.reserve(batches.size());
-  for (const auto& b : batches) {
+// Runs block `layer` over every batch, feeding each linear group's input to its accumulator. With `advance` each
+// batch's output replaces its input (the weights will not change); otherwise the outputs are dropped (keeping
+// them would double the activations) and recomputed once the block has its new weights.
+void observeLayer(const LlamaModel& model, int64_t layer, PassState& state,
+                  std::map<LinearGroup, HessianAccumulator>& hessians, bool advance) {
+  for (size_t i = 0; i < state.batches.size(); ++i) {
+    const CalibrationBatch& b = state.batches[i];
     const at::Tensor& w = b.weights;
     LlamaModel::Context ctx = model.prepare(b.ids.size(0), b.ids.size(1), nullptr, nullptr);
-    outputs.push_back(model.block(layer, b.hidden, ctx, nullptr,
-                                  [&](int64_t, LinearGroup g, const at::Tensor& x) { hessians.at(g).add(x, w); }));
+    at::Tensor out = model.block(layer, state.hidden->get(i), ctx, nullptr,
+                                 [&](int64_t, LinearGroup g, const at::Tensor& x) { hessians.at(g).add(x, w); });
+    if (advance) state.hidden->put(i, out);
   }
-  return outputs;
+}
+
+// Replaces every batch's input with the block's output.
+void advance(const LlamaModel& model, int64_t layer, PassState& state) {
+  for (size_t i = 0; i < state.batches.size(); ++i) {
+    const CalibrationBatch& b = state.batches[i];
+    LlamaModel::Context ctx = model.prepare(b.ids.size(0), b.ids.size(1), nullptr, nullptr);
+    state.hidden->put(i, model.block(layer, state.hidden->get(i), ctx));
+  }
 }
 
 std::map<LinearGroup, HessianAccumulator> makeAccumulators(const LlamaModel& model, int64_t layer) {
@@ -97,64 +119,63 @@ void reportLayer(const SequentialPassOptions& opts, int64_t layer, int64_t layer
 
 }  // namespace
 
+int64_t passBatch(int64_t requested, const c10::Device& device) {
+  return requested > 0 ? requested : (device.is_cuda() ? 32 : 8);
+}
+
+std::vector<std::vector<int64_t>> activationShapes(const CalibrationSet& data, int64_t hiddenSize, int64_t batch,
+                                                   const c10::Device& device) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const std::vector<size_t>& rows : batchMembers(data, passBatch(batch, device)))
+    shapes.push_back({static_cast<int64_t>(rows.size()), static_cast<int64_t>(data.sequences[rows.front()].ids.size()),
+                      hiddenSize});
+  return shapes;
+}
+
 void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const ModuleCallback& onModule,
                        const SequentialPassOptions& opts) {
-  std::vector<CalibrationBatch> batches = prepareBatches(model, data, defaultBatch(model, opts));
+  PassState state = prepareBatches(model, data, opts);
   const int64_t layers = model.numLayers();
   if (opts.restoredLayers < 0 || opts.restoredLayers > layers)
     throw Error("sequential pass: " + std::to_string(opts.restoredLayers) + " restored layers of a model with " +
                 std::to_string(layers));
   for (int64_t layer = 0; layer < layers; ++layer) {
     if (opts.cancel != nullptr && opts.cancel->isCancelled()) throw Cancelled();
+    model.loadLayer(layer);
     if (layer < opts.restoredLayers) {
       opts.restoreLayer(layer);
-      for (auto& b : batches) {
-        LlamaModel::Context ctx = model.prepare(b.ids.size(0), b.ids.size(1), nullptr, nullptr);
-        b.hidden = model.block(layer, b.hidden, ctx);
-      }
+      advance(model, layer, state);
+      model.releaseLayer(layer);
       reportLayer(opts, layer, layers);
       continue;
     }
-    std::map<LinearGroup, HessianAccumulator> hessians = makeAccumulators(model, layer);
-    std::vector<at::Tensor> outputs = observeLayer(model, layer, batches, hessians);
-
-    bool changed = false;
-    for (const auto& [group, linear] : model.layerLinears(layer)) {
-      at::Tensor updated = onModule(linear->name(), linear->weight(), hessians.at(group));
-      if (updated.defined()) {
-        linear->setWeight(updated);
-        changed = true;
+    {
+      std::map<LinearGroup, HessianAccumulator> hessians = makeAccumulators(model, layer);
+      observeLayer(model, layer, state, hessians, /*advance=*/false);
+      for (const auto& [group, linear] : model.layerLinears(layer)) {
+        at::Tensor updated = onModule(linear->name(), linear->weight(), hessians.at(group));
+        if (updated.defined()) linear->setWeight(updated);
       }
-    }
-    hessians.clear();   // free them before the next block's activations grow
-
-    // With new weights the block's outputs must be recomputed; otherwise the observation already has them.
-    for (size_t i = 0; i < batches.size(); ++i) {
-      auto& b = batches[i];
-      if (changed) {
-        LlamaModel::Context ctx = model.prepare(b.ids.size(0), b.ids.size(1), nullptr, nullptr);
-        b.hidden = model.block(layer, b.hidden, ctx);
-      } else {
-        b.hidden = outputs[i];
-      }
-    }
+    }   // the Hessians are freed before the outputs are computed
+    advance(model, layer, state);
     if (opts.layerDone) opts.layerDone(layer);
+    model.releaseLayer(layer);
     reportLayer(opts, layer, layers);
   }
 }
 
-void observeHessians(const LlamaModel& model, const std::vector<const CalibrationSet*>& sets,
+void observeHessians(LlamaModel& model, const std::vector<const CalibrationSet*>& sets,
                      const HessianObserver& observer, const SequentialPassOptions& opts) {
-  std::vector<std::vector<CalibrationBatch>> batches;
-  for (const CalibrationSet* set : sets) batches.push_back(prepareBatches(model, *set, defaultBatch(model, opts)));
+  std::vector<PassState> states;
+  for (const CalibrationSet* set : sets) states.push_back(prepareBatches(model, *set, opts));
   const int64_t layers = model.numLayers();
   for (int64_t layer = 0; layer < layers; ++layer) {
     if (opts.cancel != nullptr && opts.cancel->isCancelled()) throw Cancelled();
+    model.loadLayer(layer);
     std::vector<std::map<LinearGroup, HessianAccumulator>> hessians;
-    for (auto& setBatches : batches) {
+    for (auto& state : states) {
       hessians.push_back(makeAccumulators(model, layer));
-      std::vector<at::Tensor> outputs = observeLayer(model, layer, setBatches, hessians.back());
-      for (size_t i = 0; i < setBatches.size(); ++i) setBatches[i].hidden = outputs[i];
+      observeLayer(model, layer, state, hessians.back(), /*advance=*/true);
     }
     std::map<LinearGroup, std::vector<std::string>> modules;
     for (const auto& [group, linear] : model.layerLinears(layer)) modules[group].push_back(linear->name());
@@ -163,6 +184,8 @@ void observeHessians(const LlamaModel& model, const std::vector<const Calibratio
       for (const auto& h : hessians) perSet.push_back(&h.at(group));
       observer(layer, group, names, perSet);
     }
+    hessians.clear();
+    model.releaseLayer(layer);
     reportLayer(opts, layer, layers);
   }
 }

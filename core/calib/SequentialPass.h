@@ -1,6 +1,9 @@
 // The layer-wise sequential pass of SparseGPT/GPTQ: block i sees the inputs produced by the already-processed
 // blocks < i, so each block is calibrated against the errors its predecessors made. Only one block's
-// activations (for all calibration sequences) are resident at a time.
+// activations (for all calibration sequences) exist at a time, where the options place them
+// (calib/ActivationStore.h). On a streamed model (LlamaModel's streamed constructor) each block's weights are read
+// when its turn comes and freed once it is done, so a model larger than the device, or the host, passes through
+// one block at a time.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -9,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "calib/ActivationStore.h"
 #include "calib/CalibrationSet.h"
 #include "calib/HessianAccumulator.h"
 #include "model/LlamaModel.h"
@@ -30,9 +34,21 @@ struct SequentialPassOptions {
   // callback), so the blocks after it see exactly the inputs an uninterrupted pass gives them.
   int64_t restoredLayers = 0;
   std::function<void(int64_t layer)> restoreLayer;
-  // Called once every linear of a block has its new weight, before the next block starts.
+  // Called once every linear of a block has its new weight, before the next block starts (and before a streamed
+  // model frees the block).
   std::function<void(int64_t layer)> layerDone;
+  // Where the block inputs live between blocks; Scratch puts them in a file in scratchDir (default: the system's
+  // temporary folder).
+  ActivationPlacement activations = ActivationPlacement::Device;
+  std::string scratchDir;
 };
+
+// The padded shapes [b, T, hidden] of the batches the pass forms from `data` with `batch` sequences a forward
+// (0: the default for the device), as it stores them: what a memory plan counts.
+std::vector<std::vector<int64_t>> activationShapes(const CalibrationSet& data, int64_t hiddenSize, int64_t batch,
+                                                   const c10::Device& device);
+// The batch the pass uses for `requested` sequences a forward on `device` (0: the default, 32 on CUDA, 8 on the CPU).
+int64_t passBatch(int64_t requested, const c10::Device& device);
 
 // Runs the pass over `data`, installing what the callback returns. Throws Cancelled between blocks; the model
 // then holds the blocks already processed (callers that must not keep partial work load a fresh model).
@@ -44,7 +60,7 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
 // Hessian under sets[k].
 using HessianObserver = std::function<void(int64_t layer, LinearGroup group, const std::vector<std::string>& modules,
                                            const std::vector<const HessianAccumulator*>& perSet)>;
-void observeHessians(const LlamaModel& model, const std::vector<const CalibrationSet*>& sets,
+void observeHessians(LlamaModel& model, const std::vector<const CalibrationSet*>& sets,
                      const HessianObserver& observer, const SequentialPassOptions& opts = {});
 
 }  // namespace pareto

@@ -343,6 +343,8 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = defaul
 
 const std::string& SafetensorsFile::path() const { return path_; }
 
+void SafetensorsFile::releasePages(const TensorEntry& entry) const { file_->dropPages(entry.data, entry.nbytes); }
+
 namespace {
 
 const char* kIndexName = "model.safetensors.index.json";
@@ -485,6 +487,11 @@ Checkpoint Checkpoint::open(const std::string& modelDir) {
   ckpt.ordered_.reserve(ckpt.byName_.size());
   for (const auto& [name, entry] : ckpt.byName_) ckpt.ordered_.push_back(entry);
   return ckpt;
+}
+
+void Checkpoint::releasePages(const TensorEntry& entry) const {
+  for (const auto& file : files_)
+    if (file->path() == entry.file) file->releasePages(entry);
 }
 
 const TensorEntry* Checkpoint::find(const std::string& name) const {

@@ -56,6 +56,8 @@ class SafetensorsFile {
   const std::string& path() const;
   const std::vector<TensorEntry>& tensors() const { return tensors_; }   // in file order
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // MappedFile::dropPages over the entry's bytes, when the entry is one of this file's.
+  void releasePages(const TensorEntry& entry) const;
 
  private:
   std::unique_ptr<MappedFile> file_;
@@ -76,6 +78,9 @@ class Checkpoint {
   const std::vector<const TensorEntry*>& tensors() const { return ordered_; }   // sorted by name
   const std::vector<std::string>& files() const { return fileNames_; }
   const std::string& directory() const { return dir_; }
+  // Takes the pages of a tensor already copied out off the process's resident memory (MappedFile::dropPages),
+  // so that reading a checkpoint layer by layer keeps one layer resident, not the whole mapping.
+  void releasePages(const TensorEntry& entry) const;
 
  private:
   std::string dir_;

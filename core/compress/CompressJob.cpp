@@ -12,6 +12,8 @@
 #include "calib/SequentialPass.h"
 #include "calib/TextCalibration.h"
 #include "checkpoint/Safetensors.h"
+#include "checkpoint/ShardPlan.h"
+#include "compress/CompressMemory.h"
 #include "compress/CompressResume.h"
 #include "compress/ModulePlan.h"
 #include "compress/ModuleSolve.h"
@@ -21,6 +23,7 @@
 #include "formats/QuantGroupWeight.h"
 #include "formats/SpqrWeight.h"
 #include "model/LoadedModel.h"
+#include "model/MemoryBudget.h"
 #include "model/OutOfMemory.h"
 #include "model/TensorIO.h"
 #include "util/Error.h"
@@ -107,6 +110,38 @@ nlohmann::json manifestEntry(ModuleOutcome& o, const PackedModule& packed, const
   return entry;
 }
 
+// pareto.json's "memory": the budgets, the plan, and the peaks the run reached.
+nlohmann::json memoryRecord(const CompressReport& r, const MemoryBudget& budget) {
+  nlohmann::json j = {{"plan", r.memoryPlan},
+                      {"peak_host_bytes", r.peakHostBytes},
+                      {"host_base_bytes", r.hostBaseBytes},
+                      {"peak_gpu_bytes", r.peakGpuBytes}};
+  if (!r.activations.empty()) j["activations"] = r.activations;
+  if (budget.gpuBytes != 0) j["max_gpu_bytes"] = budget.gpuBytes;
+  if (budget.hostBytes != 0) j["max_host_bytes"] = budget.hostBytes;
+  return j;
+}
+
+// The result's weights as transformers shards them (checkpoint/ShardPlan.h), written tensor by tensor.
+void writeShardedSafetensors(const fs::path& dir, const std::vector<PlannedTensor>& tensors, uint64_t maxShardBytes,
+                             const ProgressCallback& progress, const CancelToken* cancel) {
+  std::vector<ShardedTensor> sizes;
+  std::map<std::string, const PlannedTensor*> byName;
+  for (const PlannedTensor& t : tensors) {
+    sizes.push_back({t.name, t.bytes()});
+    byName[t.name] = &t;
+  }
+  const std::vector<Shard> shards = planShards(sizes, maxShardBytes);
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
+    if (progress) progress({"write", double(i) / double(shards.size()), shards[i].file});
+    std::vector<PlannedTensor> shard;
+    for (const ShardedTensor& t : shards[i].tensors) shard.push_back(*byName.at(t.name));
+    writeSafetensorsStreamed((dir / shards[i].file).string(), shard, {{"format", "pt"}, {"producer", "pareto"}});
+  }
+  if (shards.size() > 1) writeFileAtomically((dir / kShardIndexFile).string(), shardIndex(shards).dump(2) + "\n");
+}
+
 void copyIfPresent(const fs::path& from, const fs::path& to) {
   if (fs::exists(from)) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
 }
@@ -136,11 +171,30 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     if (progress) progress({stage, fraction, msg});
   };
   report("load", 0, opts.modelDir);
-  LoadedModel m = loadModel(opts.modelDir, opts.runtime);
+  const uint64_t hostBase = hostResidentBytes();
+  resetGpuPeak(opts.runtime.device);
+  // The model is streamed: the pass reads each block from the mapped checkpoint when its turn comes and frees it
+  // when the block is written, so a model larger than the device or the host compresses one block at a time.
+  LoadedModel m = loadModel(opts.modelDir, opts.runtime, WeightResidency::Streamed);
   if (CompressionManifest::readFrom(opts.modelDir))
     throw InputError(fileMessage(opts.modelDir, "is already a compressed folder; compress the dense source model"));
   const Checkpoint source = Checkpoint::open(opts.modelDir);
   const int64_t layers = m.model->numLayers();
+  const bool generates = recipe.needsCalibration() && recipe.calibration->source == "decode" &&
+                         !recipe.calibration->fromContinuations;
+  if (generates) {
+    // Generation runs the whole model for every token: it must fit the device (or the host on the CPU) whole.
+    const uint64_t need = wholeModelGenerationBytes(m.config, opts.runtime, passBatch(opts.batch, opts.runtime.device),
+                                                    recipe.calibration->maxNewTokens + 512);
+    const uint64_t budget = opts.runtime.device.is_cuda() ? opts.budget.gpuBytes : opts.budget.hostBytes;
+    if (budget != 0 && budget < need)
+      throw InputError("decode calibration generates with the whole model, which needs about " + formatBytes(need) +
+                       ", more than the " + formatBytes(budget) + " of " +
+                       (opts.runtime.device.is_cuda() ? "--max-gpu-memory" : "--max-host-memory") +
+                       ": generate the continuations where the model fits (pareto-cli generate --prompts FILE --out "
+                       "FILE.jsonl, or any serving engine) and name that file in the recipe (\"calibration\": "
+                       "{\"source\": \"decode\", \"continuations\": FILE})");
+  }
 
   // Each finished layer goes into the staging folder at once: an interrupted run keeps it for --resume, and
   // the whole model's compressed modules are never held in memory together.
@@ -189,6 +243,10 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     resume.writeLayer(layer, finished, reports);
     if (opts.keepFinishedLayers) output.keepStagingOnFailure();
   };
+  auto finishAndRelease = [&](int64_t layer) {
+    finishLayer(layer);
+    m.model->releaseLayer(layer);
+  };
   auto restoreLayer = [&](int64_t layer) {
     const std::map<std::string, at::Tensor> held = resume.heldWeights(layer);
     for (const auto& [group, linear] : m.model->layerLinears(layer)) {
@@ -198,12 +256,21 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
   };
 
   const auto calibStart = clock::now();
+  GpuMemoryLimit gpuLimit(opts.runtime.device, opts.budget.gpuBytes);
   if (recipe.needsCalibration()) {
     CalibrationSet data = guardMemory("calibration", "lower --batch or the recipe's calibration tokens", [&] {
-      return calibrate(m, *recipe.calibration, progress, cancel, opts.batch);
+      if (!generates) return calibrate(m, *recipe.calibration, progress, cancel, opts.batch);
+      LoadedModel whole = loadModel(opts.modelDir, opts.runtime);   // freed once the continuations are generated
+      return calibrate(whole, *recipe.calibration, progress, cancel, opts.batch);
     });
     result.calibrationTokens = data.countedTokens();
     result.calibrationSeconds = since(calibStart);
+    const CompressMemoryPlan plan =
+        planCompressMemory(m.config, opts.runtime, opts.budget,
+                           activationShapes(data, m.config.hiddenSize, opts.batch, opts.runtime.device));
+    result.memoryPlan = plan.summary();
+    result.activations = activationPlacementName(plan.placement);
+    report("memory", 0, plan.summary());
     const auto passStart = clock::now();
     SequentialPassOptions pass;
     pass.batch = opts.batch;
@@ -212,6 +279,8 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     pass.restoredLayers = restored;
     pass.restoreLayer = restoreLayer;
     pass.layerDone = finishLayer;
+    pass.activations = plan.placement;
+    pass.scratchDir = opts.scratchDir.empty() ? output.staging() : opts.scratchDir;
     guardMemory("compression (sequential pass)", "lower --batch, or compress on the CPU", [&] {
       runSequentialPass(*m.model, data,
                         [&](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
@@ -222,15 +291,18 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     result.passSeconds = since(passStart);
   } else {
     // Magnitude pruning needs no activations: no calibration, no pass, and a finished layer needs no restoring.
+    const CompressMemoryPlan plan = planCompressMemory(m.config, opts.runtime, opts.budget, {});
+    result.memoryPlan = plan.summary();
     const auto passStart = clock::now();
     guardMemory("compression", "compress on the CPU", [&] {
       for (int64_t layer = restored; layer < layers; ++layer) {
         if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
+        m.model->loadLayer(layer);
         for (auto& [group, linear] : m.model->layerLinears(layer)) {
           at::Tensor w = onModule(linear->name(), linear->weight(), nullptr);
           if (w.defined()) linear->setWeight(w);
         }
-        finishLayer(layer);
+        finishAndRelease(layer);
         report("prune", double(layer + 1) / layers, "layer " + std::to_string(layer + 1));
       }
     });
@@ -242,30 +314,37 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
   const auto writeStart = clock::now();
   const fs::path tmp = output.staging();
   try {
-    std::map<std::string, std::vector<std::pair<std::string, at::Tensor>>> stored;   // by module
+    // The finished layers stay in their staging files until their tensors are written, one at a time.
+    std::vector<CompressResume::Layer> finishedLayers;
+    std::map<std::string, std::pair<const CompressResume::Layer*, const std::vector<const TensorEntry*>*>> stored;
     std::map<std::string, nlohmann::json> entries;
     std::map<std::string, uint64_t> storedBytes;
     std::map<std::string, ModuleReport> reports;
+    finishedLayers.reserve(static_cast<size_t>(layers));
     for (int64_t layer = 0; layer < layers; ++layer) {
-      CompressResume::Layer l = resume.readLayer(layer);
-      for (auto& [module, tensors] : l.stored) stored[module] = std::move(tensors);
+      finishedLayers.push_back(resume.readLayer(layer));
+      CompressResume::Layer& l = finishedLayers.back();
+      for (const auto& [module, tensors] : l.stored) stored[module] = {&l, &tensors};
       for (auto& [module, entry] : l.manifestEntries) entries[module] = std::move(entry);
       for (const auto& [module, bytes] : l.storedBytes) storedBytes[module] = bytes;
       for (ModuleReport& r : l.reports) reports[r.name] = std::move(r);
     }
 
-    NamedTensors tensors;
+    std::vector<PlannedTensor> tensors;
     uint64_t linearBits = 0, linearWeights = 0, totalBytes = 0, totalWeights = 0;
     nlohmann::json modules = nlohmann::json::object();
     for (const TensorEntry* e : source.tensors()) {
-      if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
       totalWeights += static_cast<uint64_t>(e->numel());
       const std::string module = e->name.size() > 7 && e->name.compare(e->name.size() - 7, 7, ".weight") == 0
                                      ? e->name.substr(0, e->name.size() - 7)
                                      : std::string();
       auto it = stored.find(module);
       if (module.empty() || it == stored.end()) {
-        tensors.emplace_back(e->name, readTensor(*e));
+        tensors.push_back({e->name, scalarType(e->dtype), e->shape, [e, &source] {
+                             at::Tensor t = readTensor(*e);
+                             source.releasePages(*e);
+                             return t;
+                           }});
         totalBytes += e->nbytes;
         if (module.find(".layers.") != std::string::npos && e->shape.size() == 2) {
           linearBits += e->nbytes * 8;
@@ -275,7 +354,13 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
         }
         continue;
       }
-      for (auto& named : it->second) tensors.push_back(std::move(named));
+      const SafetensorsFile* file = it->second.first->file.get();
+      for (const TensorEntry* part : *it->second.second)
+        tensors.push_back({part->name, scalarType(part->dtype), part->shape, [part, file] {
+                             at::Tensor t = readTensor(*part);
+                             file->releasePages(*part);
+                             return t;
+                           }});
       const uint64_t bytes = storedBytes.at(module);
       totalBytes += bytes;
       linearBits += bytes * 8;
@@ -286,14 +371,15 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     result.bytes = totalBytes;
     result.linearBitsPerWeight = linearWeights ? double(linearBits) / linearWeights : 0;
     result.modelBitsPerWeight = totalWeights ? 8.0 * totalBytes / totalWeights : 0;
-    report("write", 0.5, "model.safetensors");
-    writeSafetensors((tmp / "model.safetensors").string(), tensors,
-                     {{"format", "pt"}, {"producer", "pareto"}});
+    writeShardedSafetensors(tmp.string(), tensors, opts.maxShardBytes, progress, cancel);
 
     for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
                           "special_tokens_map.json"})
       copyIfPresent(fs::path(opts.modelDir) / f, tmp / f);
     result.totalSeconds = since(start);
+    result.hostBaseBytes = hostBase;
+    result.peakHostBytes = hostPeakResidentBytes();
+    result.peakGpuBytes = gpuPeakBytes(opts.runtime.device);
     result.writeSeconds = since(writeStart);
     nlohmann::json manifest = {
         {"format_version", CompressionManifest::kFormatVersion},
@@ -312,7 +398,8 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
         {"dtype", dtypeLabel(opts.runtime.dtype)},
         {"versions", {{"pareto", paretoVersion()}, {"libtorch", TORCH_VERSION}}},
         {"timings", {{"calibration_s", result.calibrationSeconds}, {"pass_s", result.passSeconds},
-                     {"write_s", result.writeSeconds}, {"total_s", result.totalSeconds}}}};
+                     {"write_s", result.writeSeconds}, {"total_s", result.totalSeconds}}},
+        {"memory", memoryRecord(result, opts.budget)}};
     {
       // Checked like the weights: a manifest cut short by a full disk must fail the job, not be renamed into place.
       const fs::path manifestPath = tmp / "pareto.json";

@@ -9,6 +9,7 @@
 
 #include "compress/Recipe.h"
 #include "model/Device.h"
+#include "model/MemoryBudget.h"
 #include "util/Progress.h"
 
 namespace pareto {
@@ -26,6 +27,12 @@ struct CompressOptions {
   // Keep the finished layers when the run fails or is cancelled, for --resume. Off: nothing is left behind (the
   // workbench, which has no resume, runs so).
   bool keepFinishedLayers = true;
+  // --max-gpu-memory / --max-host-memory (compress/CompressMemory.h plans against them; too small is refused up front).
+  MemoryBudget budget;
+  // Where the activations' scratch file goes when they fit neither budget ("" : the output's staging folder).
+  std::string scratchDir;
+  // The result's safetensors are split as transformers splits them (model-0000k-of-0000n + index) past this size.
+  uint64_t maxShardBytes = 5'000'000'000ull;
 };
 
 struct ModuleReport {
@@ -48,6 +55,11 @@ struct CompressReport {
   uint64_t bytes = 0;               // weight bytes written
   int64_t calibrationTokens = 0;
   double calibrationSeconds = 0, passSeconds = 0, writeSeconds = 0, totalSeconds = 0;
+  std::string memoryPlan;    // compress/CompressMemory.h's summary
+  std::string activations;   // where the calibration activations lived: "device", "host", "scratch file"
+  uint64_t hostBaseBytes = 0;   // resident memory when the job started (LibTorch, the CUDA context)
+  uint64_t peakHostBytes = 0;   // the process's peak resident memory
+  uint64_t peakGpuBytes = 0;    // the CUDA caching allocator's peak (0 on the CPU)
 };
 
 // Compresses with `recipe` (opts.recipePath is not read; a recipe read from a file keeps its path, which counts

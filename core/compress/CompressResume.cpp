@@ -107,10 +107,10 @@ std::map<std::string, at::Tensor> CompressResume::heldWeights(int64_t layer) con
 
 CompressResume::Layer CompressResume::readLayer(int64_t layer) const {
   const nlohmann::json doc = readJsonFile(path("json", layer));
-  const SafetensorsFile file(path("safetensors", layer));
-  std::map<std::string, const TensorEntry*> byName;
-  for (const TensorEntry& e : file.tensors()) byName[e.name] = &e;
   Layer out;
+  out.file = std::make_shared<const SafetensorsFile>(path("safetensors", layer));
+  std::map<std::string, const TensorEntry*> byName;
+  for (const TensorEntry& e : out.file->tensors()) byName[e.name] = &e;
   for (const auto& [module, m] : doc.at("modules").items()) {
     out.manifestEntries[module] = m.at("entry");
     out.storedBytes[module] = m.at("stored_bytes").get<uint64_t>();
@@ -120,7 +120,7 @@ CompressResume::Layer CompressResume::readLayer(int64_t layer) const {
       if (it == byName.end())
         throw InputError(fileMessage(path("safetensors", layer), "lacks tensor " + name.get<std::string>() +
                                                                      " of module " + module));
-      stored.emplace_back(it->first, readTensor(*it->second));
+      stored.push_back(it->second);
     }
   }
   for (const auto& r : doc.at("reports")) out.reports.push_back(reportFrom(r));

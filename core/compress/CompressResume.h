@@ -13,10 +13,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "checkpoint/Safetensors.h"
 
 namespace pareto {
 
@@ -45,7 +48,9 @@ class CompressResume {
   // A finished layer as written: its modules' weights as held, their stored tensors, entries and reports.
   std::map<std::string, at::Tensor> heldWeights(int64_t layer) const;
   struct Layer {
-    std::map<std::string, std::vector<std::pair<std::string, at::Tensor>>> stored;   // by module
+    // The layer's file, mapped: its tensors are read one at a time as the result is written.
+    std::shared_ptr<const SafetensorsFile> file;
+    std::map<std::string, std::vector<const TensorEntry*>> stored;   // by module, in the order written
     std::map<std::string, nlohmann::json> manifestEntries;
     std::map<std::string, uint64_t> storedBytes;
     std::vector<ModuleReport> reports;

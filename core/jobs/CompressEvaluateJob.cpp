@@ -163,7 +163,13 @@ nlohmann::json CompressEvaluateJob::result() const {
                        {{"calibration_s", c.calibrationSeconds},
                         {"pass_s", c.passSeconds},
                         {"write_s", c.writeSeconds},
-                        {"total_s", report_.seconds}}}};
+                        {"total_s", report_.seconds}}},
+                      {"memory",
+                       {{"peak_host_bytes", c.peakHostBytes},
+                        {"host_base_bytes", c.hostBaseBytes},
+                        {"peak_gpu_bytes", c.peakGpuBytes},
+                        {"activations", c.activations},
+                        {"plan", c.memoryPlan}}}};
   if (report_.estimate) {
     r[metric::kDenseLinearBitsPerWeight] = report_.estimate->denseLinearBitsPerWeight;
     if (report_.estimate->tokensPerSecond > 0) {

@@ -52,8 +52,9 @@ class CheckpointTensors : public StoredTensors {
                                            "; the checkpoint is corrupt (or was saved after training diverged)"));
   }
 
-  static at::Tensor readChecked(const TensorEntry& e) {
+  at::Tensor readChecked(const TensorEntry& e) const {
     at::Tensor t = readTensor(e);
+    ckpt_.releasePages(e);   // copied out: the mapping need not stay resident (a streamed model reads it layer by layer)
     requireFinite(t, e.file, e.name);
     return t;
   }
@@ -63,13 +64,20 @@ class CheckpointTensors : public StoredTensors {
   std::set<std::string>& used_;
 };
 
+}  // namespace
+
+namespace model_detail {
+
 // Reads the tensors the model needs, checking each shape against what config.json implies, and remembers
 // which ones were used so that leftovers (a different architecture's tensors) can be refused. The modules
 // pareto.json lists are read in their stored format through formats/PackedModuleIO.h.
+// With headersOnly nothing is read: shapes and dtypes are checked from the headers and every tensor comes back
+// undefined (a streamed model checks the whole checkpoint up front and reads each layer when it is used).
 class WeightLoader {
  public:
-  WeightLoader(const Checkpoint& ckpt, const RuntimeOptions& opts, const CompressionManifest* manifest)
-      : ckpt_(ckpt), opts_(opts), manifest_(manifest), stored_(ckpt, used_) {}
+  WeightLoader(const Checkpoint& ckpt, const RuntimeOptions& opts, const CompressionManifest* manifest,
+               bool headersOnly = false)
+      : ckpt_(ckpt), opts_(opts), manifest_(manifest), stored_(ckpt, used_), headersOnly_(headersOnly) {}
 
   at::Tensor load(const std::string& name, std::vector<int64_t> expected) {
     const std::string suffix = ".weight";
@@ -77,6 +85,12 @@ class WeightLoader {
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
       const std::string module = name.substr(0, name.size() - suffix.size());
       if (const ModuleFormat* f = manifest_->find(module)) {
+        if (headersOnly_) {
+          // The packed tensors are checked when the layer is read; here they only count as used.
+          for (const TensorEntry* e : ckpt_.tensors())
+            if (e->name.rfind(name, 0) == 0) used_.insert(e->name);
+          return {};
+        }
         at::Tensor t = unpackModule(module, *f, expected).to(opts_.device, opts_.dtype).contiguous();
         // A dense weight is checked after the conversion, as any checkpoint tensor is (fp16 can overflow).
         if (f->weight.isDense()) CheckpointTensors::requireFinite(t, ckpt_.at(name).file, name);
@@ -93,9 +107,12 @@ class WeightLoader {
     if (!isFloating(e->dtype))
       throw InputError(fileMessage(e->file, "tensor " + name + " has integer dtype " + dtypeName(e->dtype) +
                                                 "; a weight must be F32, F16 or BF16"));
+    if (headersOnly_) return {};
     // Copied out of the mapping (readTensor's copy is the one place a file truncated under us is caught), then
     // converted; .to() returns the copy itself when device and dtype already match.
-    at::Tensor t = readTensor(*e).to(opts_.device, opts_.dtype).contiguous();
+    at::Tensor t = readTensor(*e);
+    ckpt_.releasePages(*e);
+    t = t.to(opts_.device, opts_.dtype).contiguous();
     CheckpointTensors::requireFinite(t, e->file, name);
     return t;
   }
@@ -104,6 +121,10 @@ class WeightLoader {
   // dense otherwise.
   Linear loadLinear(const std::string& module, int64_t out, int64_t in, bool bias) {
     at::Tensor b = loadOptional(module + ".bias", {out}, bias);
+    if (headersOnly_) {
+      load(module + ".weight", {out, in});
+      return {};
+    }
     const ModuleFormat* f = manifest_ != nullptr ? manifest_->find(module) : nullptr;
     if (opts_.packedWeights && f != nullptr && !f->weight.isDense()) {
       const bool halfDtype = opts_.dtype == at::kHalf || opts_.dtype == at::kBFloat16;
@@ -198,10 +219,17 @@ class WeightLoader {
   const CompressionManifest* manifest_;
   std::set<std::string> used_;
   CheckpointTensors stored_;
+  bool headersOnly_ = false;
 
  public:
   std::vector<std::string> notes_;
 };
+
+}  // namespace model_detail
+
+using model_detail::WeightLoader;
+
+namespace {
 
 at::Tensor rotateHalf(const at::Tensor& x) {
   const int64_t half = x.size(-1) / 2;
@@ -214,41 +242,96 @@ LlamaModel::LlamaModel(const ModelConfig& config, const Checkpoint& ckpt, const 
                        const CompressionManifest* manifest)
     : config_(config), opts_(opts) {
   const auto& c = config_;
-  const int64_t H = c.hiddenSize, D = c.headDim, F = c.intermediateSize;
-  const int64_t qOut = c.numHeads * D, kvOut = c.numKvHeads * D;
   WeightLoader w(ckpt, opts_, manifest);
 
-  embedding_ = w.load("model.embed_tokens.weight", {c.vocabSize, H});
+  embedding_ = w.load("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
   layers_.reserve(c.numLayers);
-  for (int64_t i = 0; i < c.numLayers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
-      return w.loadLinear(p + name, out, in, bias);
-    };
-    Layer L;
-    L.inputNorm = w.load(p + "input_layernorm.weight", {H});
-    L.postAttentionNorm = w.load(p + "post_attention_layernorm.weight", {H});
-    L.q = linear("self_attn.q_proj", qOut, H, c.attentionBias);
-    L.k = linear("self_attn.k_proj", kvOut, H, c.attentionBias);
-    L.v = linear("self_attn.v_proj", kvOut, H, c.attentionBias);
-    L.o = linear("self_attn.o_proj", H, qOut, c.oProjBias);
-    L.qNorm = w.loadOptional(p + "self_attn.q_norm.weight", {D}, c.qkNorm);
-    L.kNorm = w.loadOptional(p + "self_attn.k_norm.weight", {D}, c.qkNorm);
-    L.gate = linear("mlp.gate_proj", F, H, c.mlpBias);
-    L.up = linear("mlp.up_proj", F, H, c.mlpBias);
-    L.down = linear("mlp.down_proj", H, F, c.mlpBias);
-    layers_.push_back(std::move(L));
-  }
-  finalNorm_ = w.load("model.norm.weight", {H});
-  if (c.tieWordEmbeddings)
-    lmHead_ = Linear("lm_head", embedding_, {});
-  else
-    lmHead_ = Linear("lm_head", w.load("lm_head.weight", {c.vocabSize, H}), {});
+  for (int64_t i = 0; i < c.numLayers; ++i) layers_.push_back(readLayer(w, i));
+  finalNorm_ = w.load("model.norm.weight", {c.hiddenSize});
+  lmHead_ = readHead(w);
   w.refuseUnused(c.architecture, c.tieWordEmbeddings);
   runtimeNotes_ = std::move(w.notes_);
 
   invFreq_ = ropeInverseFrequencies(c, opts_.device);
 }
+
+LlamaModel::LlamaModel(const ModelConfig& config, std::shared_ptr<const Checkpoint> ckpt, const RuntimeOptions& opts,
+                       const CompressionManifest* manifest)
+    : config_(config), opts_(opts), source_(std::move(ckpt)) {
+  if (manifest != nullptr) sourceManifest_ = std::make_shared<const CompressionManifest>(*manifest);
+  // Everything is checked now, from the headers, so that a bad checkpoint fails before hours of work.
+  const auto& c = config_;
+  WeightLoader w(*source_, opts_, manifest, /*headersOnly=*/true);
+  w.load("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
+  for (int64_t i = 0; i < c.numLayers; ++i) readLayer(w, i);
+  w.load("model.norm.weight", {c.hiddenSize});
+  readHead(w);
+  w.refuseUnused(c.architecture, c.tieWordEmbeddings);
+  WeightLoader norms(*source_, opts_, manifest);
+  finalNorm_ = norms.load("model.norm.weight", {c.hiddenSize});
+  layers_.resize(static_cast<size_t>(c.numLayers));
+  invFreq_ = ropeInverseFrequencies(c, opts_.device);
+}
+
+LlamaModel::Layer LlamaModel::readLayer(WeightLoader& w, int64_t i) const {
+  const auto& c = config_;
+  const int64_t H = c.hiddenSize, D = c.headDim, F = c.intermediateSize;
+  const int64_t qOut = c.numHeads * D, kvOut = c.numKvHeads * D;
+  const std::string p = "model.layers." + std::to_string(i) + ".";
+  auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias) {
+    return w.loadLinear(p + name, out, in, bias);
+  };
+  Layer L;
+  L.inputNorm = w.load(p + "input_layernorm.weight", {H});
+  L.postAttentionNorm = w.load(p + "post_attention_layernorm.weight", {H});
+  L.q = linear("self_attn.q_proj", qOut, H, c.attentionBias);
+  L.k = linear("self_attn.k_proj", kvOut, H, c.attentionBias);
+  L.v = linear("self_attn.v_proj", kvOut, H, c.attentionBias);
+  L.o = linear("self_attn.o_proj", H, qOut, c.oProjBias);
+  L.qNorm = w.loadOptional(p + "self_attn.q_norm.weight", {D}, c.qkNorm);
+  L.kNorm = w.loadOptional(p + "self_attn.k_norm.weight", {D}, c.qkNorm);
+  L.gate = linear("mlp.gate_proj", F, H, c.mlpBias);
+  L.up = linear("mlp.up_proj", F, H, c.mlpBias);
+  L.down = linear("mlp.down_proj", H, F, c.mlpBias);
+  return L;
+}
+
+Linear LlamaModel::readHead(WeightLoader& w) const {
+  const auto& c = config_;
+  if (c.tieWordEmbeddings)
+    return Linear("lm_head", embedding_.defined() ? embedding_ : w.load("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize}), {});
+  return Linear("lm_head", w.load("lm_head.weight", {c.vocabSize, c.hiddenSize}), {});
+}
+
+void LlamaModel::loadLayer(int64_t i) {
+  if (!streamed()) return;
+  if (i < 0 || i >= numLayers()) throw Error("loadLayer: no layer " + std::to_string(i));
+  if (layerLoaded(i)) return;
+  WeightLoader w(*source_, opts_, sourceManifest_.get());
+  layers_[static_cast<size_t>(i)] = readLayer(w, i);
+  for (std::string& note : w.notes_) runtimeNotes_.push_back(std::move(note));
+}
+
+void LlamaModel::releaseLayer(int64_t i) {
+  if (streamed()) layers_.at(static_cast<size_t>(i)) = Layer{};
+}
+
+bool LlamaModel::layerLoaded(int64_t i) const {
+  const Layer& L = layers_.at(static_cast<size_t>(i));
+  return L.inputNorm.defined();
+}
+
+void LlamaModel::loadHead() {
+  if (!streamed() || lmHeadLoaded()) return;
+  WeightLoader w(*source_, opts_, sourceManifest_.get());
+  lmHead_ = readHead(w);
+}
+
+void LlamaModel::releaseHead() {
+  if (streamed()) lmHead_ = Linear();
+}
+
+bool LlamaModel::lmHeadLoaded() const { return lmHead_.weight().defined() || lmHead_.packed() != nullptr; }
 
 // inv_freq exactly as transformers computes it (float32 pow of an int64 arange), so RoPE angles match.
 at::Tensor ropeInverseFrequencies(const ModelConfig& c, at::Device device) {
@@ -400,12 +483,35 @@ at::Tensor LlamaModel::attention(const Layer& L, int64_t index, const at::Tensor
 
 at::Tensor LlamaModel::embed(const at::Tensor& ids) const {
   TORCH_CHECK(ids.dim() == 2, "LlamaModel expects [batch, T] token ids, got ", ids.sizes());
-  return at::embedding(embedding_, ids.to(opts_.device, at::kLong));
+  if (embedding_.defined()) return at::embedding(embedding_, ids.to(opts_.device, at::kLong));
+  // Streamed: only the rows these ids use are read (a 70B's table is 2 GB; a calibration set uses a few thousand
+  // rows of it).
+  const TensorEntry& e = source_->at("model.embed_tokens.weight");
+  const at::Tensor cpuIds = ids.to(at::kCPU, at::kLong).contiguous();
+  const auto [unique, inverse, counts] = at::_unique2(cpuIds.reshape({-1}), /*sorted=*/true, /*return_inverse=*/true);
+  const int64_t H = config_.hiddenSize;
+  const size_t rowBytes = static_cast<size_t>(H) * dtypeSize(e.dtype);
+  at::Tensor rows = at::empty({unique.size(0), H}, at::TensorOptions().dtype(scalarType(e.dtype)));
+  const int64_t* id = unique.data_ptr<int64_t>();
+  for (int64_t r = 0; r < unique.size(0); ++r) {
+    if (id[r] < 0 || id[r] >= config_.vocabSize)
+      throw InputError("token id " + std::to_string(id[r]) + " is outside the vocabulary of " +
+                       std::to_string(config_.vocabSize));
+    TensorEntry row = e;
+    row.data = e.data + static_cast<size_t>(id[r]) * rowBytes;
+    row.nbytes = rowBytes;
+    row.shape = {H};
+    readTensorBytes(row, static_cast<std::byte*>(rows.data_ptr()) + static_cast<size_t>(r) * rowBytes);
+  }
+  source_->releasePages(e);
+  const at::Tensor table = rows.to(opts_.device, opts_.dtype);
+  return at::embedding(table, inverse.reshape(ids.sizes()).to(opts_.device));
 }
 
 at::Tensor LlamaModel::block(int64_t i, const at::Tensor& x, const Context& ctx, KVCache* cache,
                              const LinearInputObserver& observer) const {
   const Layer& L = layers_.at(static_cast<size_t>(i));
+  if (!L.inputNorm.defined()) throw Error("model.layers." + std::to_string(i) + " is not loaded (streamed model: loadLayer first)");
   at::Tensor h = x + attention(L, i, rmsNorm(x, L.inputNorm), ctx, cache, observer);
   at::Tensor m = rmsNorm(h, L.postAttentionNorm);
   if (observer) observer(i, LinearGroup::MlpInput, m);
@@ -414,7 +520,10 @@ at::Tensor LlamaModel::block(int64_t i, const at::Tensor& x, const Context& ctx,
   return h + L.down.forward(hidden);
 }
 
-at::Tensor LlamaModel::head(const at::Tensor& x) const { return lmHead_.forward(rmsNorm(x, finalNorm_)).to(at::kFloat); }
+at::Tensor LlamaModel::head(const at::Tensor& x) const {
+  if (!lmHeadLoaded()) throw Error("lm_head is not loaded (streamed model: loadHead first)");
+  return lmHead_.forward(rmsNorm(x, finalNorm_)).to(at::kFloat);
+}
 
 at::Tensor LlamaModel::forward(const at::Tensor& ids, KVCache* cache, bool lastOnly, const BatchLayout* layout) const {
   TORCH_CHECK(ids.dim() == 2, "LlamaModel::forward expects [batch, T] token ids, got ", ids.sizes());

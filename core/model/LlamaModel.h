@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "checkpoint/ModelConfig.h"
@@ -16,6 +17,9 @@ namespace pareto {
 
 class Checkpoint;
 struct CompressionManifest;
+namespace model_detail {
+class WeightLoader;
+}
 
 // The four distinct inputs of a block's linears. Linears that share an input (q/k/v, gate/up) are one group,
 // so whatever looks at inputs (Hessians) sees each activation once.
@@ -42,6 +46,21 @@ class LlamaModel {
   // A compressed folder's manifest says which modules are stored packed; they are unpacked to dense weights.
   LlamaModel(const ModelConfig& config, const Checkpoint& checkpoint, const RuntimeOptions& opts,
              const CompressionManifest* manifest = nullptr);
+
+  // A streamed model, for models larger than the device (or the host): every tensor is checked from the
+  // headers now, but only the norms are read. A block's weights are read from the memory-mapped checkpoint by
+  // loadLayer() and freed by releaseLayer(); embed() reads only the rows its ids use; the output head comes with
+  // loadHead()/releaseHead(). The checkpoint stays open as long as the model.
+  LlamaModel(const ModelConfig& config, std::shared_ptr<const Checkpoint> checkpoint, const RuntimeOptions& opts,
+             const CompressionManifest* manifest = nullptr);
+  bool streamed() const { return source_ != nullptr; }
+  // No-ops on a model that holds all its weights. block() on a layer not loaded throws.
+  void loadLayer(int64_t layer);
+  void releaseLayer(int64_t layer);
+  bool layerLoaded(int64_t layer) const;
+  void loadHead();
+  void releaseHead();
+  bool lmHeadLoaded() const;
 
   // ids: [batch, T] integer token ids. Without a cache the sequence starts at position 0; with one it continues
   // at cache->length() and the cache grows by T. Returns float32 logits [batch, T, vocab] on the model's device,
@@ -90,6 +109,8 @@ class LlamaModel {
     Linear q, k, v, o, gate, up, down;
   };
 
+  Layer readLayer(model_detail::WeightLoader& loader, int64_t layer) const;
+  Linear readHead(model_detail::WeightLoader& loader) const;
   at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight) const;
   at::Tensor attention(const Layer& layer, int64_t index, const at::Tensor& x, const Context& ctx,
                        KVCache* cache, const LinearInputObserver& observer) const;
@@ -102,6 +123,8 @@ class LlamaModel {
   Linear lmHead_;
   at::Tensor invFreq_;     // [headDim/2] float32 on the device
   std::vector<std::string> runtimeNotes_;
+  std::shared_ptr<const Checkpoint> source_;   // streamed: where the layers are read from
+  std::shared_ptr<const CompressionManifest> sourceManifest_;
 };
 
 }  // namespace pareto

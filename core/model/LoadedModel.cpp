@@ -12,7 +12,7 @@
 
 namespace pareto {
 
-LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts) {
+LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts, WeightResidency residency) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(modelDir)) throw InputError(fileMessage(modelDir, "not a model folder (no such directory)"));
   const fs::path dir(modelDir);
@@ -31,7 +31,12 @@ LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts) {
                                  "has " + std::to_string(m.tokenizer->vocabSize()) +
                                      " tokens, more than the vocab_size " + std::to_string(m.config.vocabSize) +
                                      " of config.json: tokenizer and model do not belong together"));
-  {
+  if (residency == WeightResidency::Streamed) {
+    // The mapping stays open: the model reads each layer from it when the layer is used.
+    auto ckpt = std::make_shared<const Checkpoint>(Checkpoint::open(modelDir));
+    std::optional<CompressionManifest> manifest = CompressionManifest::readFrom(modelDir);
+    m.model = std::make_unique<LlamaModel>(m.config, std::move(ckpt), opts, manifest ? &*manifest : nullptr);
+  } else {
     // The mapping is only needed while weights are copied to the device.
     Checkpoint ckpt = Checkpoint::open(modelDir);
     std::optional<CompressionManifest> manifest = CompressionManifest::readFrom(modelDir);

@@ -23,7 +23,13 @@ struct LoadedModel {
   std::vector<TokenId> promptIds(const std::string& prompt, bool addBos = true) const;
 };
 
+// Whole: every weight on the device after loading. Streamed: the weights stay in the memory-mapped checkpoint and
+// the model reads each block when it is used (LlamaModel's streamed constructor), for models larger than the
+// device or the host.
+enum class WeightResidency { Whole, Streamed };
+
 // Throws InputError naming the folder/file for a missing, unreadable or inconsistent model folder.
-LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts);
+LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts,
+                      WeightResidency residency = WeightResidency::Whole);
 
 }  // namespace pareto

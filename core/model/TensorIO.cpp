@@ -77,21 +77,34 @@ class File {
 
 }  // namespace
 
+uint64_t PlannedTensor::bytes() const {
+  uint64_t n = c10::elementSize(dtype);
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
 void writeSafetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  std::vector<PlannedTensor> planned;
+  planned.reserve(tensors.size());
+  for (const auto& [name, tensor] : tensors) {
+    at::Tensor t = tensor.detach();
+    planned.push_back({name, t.scalar_type(), t.sizes().vec(), [t] { return t; }});
+  }
+  writeSafetensorsStreamed(path, planned, metadata);
+}
+
+void writeSafetensorsStreamed(const std::string& path, const std::vector<PlannedTensor>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<at::Tensor> data;
   uint64_t offset = 0;
-  for (const auto& [name, tensor] : tensors) {
-    if (header.contains(name)) throw Error(fileMessage(path, "tensor " + name + " written twice"));
-    at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
-    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-    header[name] = {{"dtype", dtypeName(safetensorsDtype(t.scalar_type(), name))},
-                    {"shape", t.sizes().vec()},
-                    {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
-    data.push_back(t);
+  for (const PlannedTensor& t : tensors) {
+    if (header.contains(t.name)) throw Error(fileMessage(path, "tensor " + t.name + " written twice"));
+    header[t.name] = {{"dtype", dtypeName(safetensorsDtype(t.dtype, t.name))},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.bytes()}}};
+    offset += t.bytes();
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');   // aligned data lets readers map tensors without copying
@@ -103,7 +116,12 @@ void writeSafetensors(const std::string& path, const NamedTensors& tensors,
     for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(len >> (8 * i));
     f.write(le, 8);
     f.write(text.data(), text.size());
-    for (const auto& t : data) f.write(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+    for (const PlannedTensor& planned : tensors) {
+      const at::Tensor t = planned.produce().detach().to(at::kCPU).contiguous();
+      if (t.scalar_type() != planned.dtype || t.sizes() != at::IntArrayRef(planned.shape))
+        throw Error(fileMessage(path, "tensor " + planned.name + " is not the dtype and shape its header announced"));
+      f.write(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+    }
     f.close();
     std::filesystem::rename(partial, path);
   } catch (...) {

@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -27,5 +28,19 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 // truncated file under the final name. Throws Error naming the file on any I/O failure.
 void writeSafetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+
+// The same for tensors that need not all be in memory: the header is written from each tensor's dtype and shape,
+// then `produce` is called once per tensor, in order, and its result written and dropped. A model larger than
+// the host goes out one tensor at a time. Throws Error naming the tensor when produce returns another dtype or
+// shape than announced.
+struct PlannedTensor {
+  std::string name;
+  c10::ScalarType dtype;
+  std::vector<int64_t> shape;
+  std::function<at::Tensor()> produce;
+  uint64_t bytes() const;
+};
+void writeSafetensorsStreamed(const std::string& path, const std::vector<PlannedTensor>& tensors,
+                              const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace pareto

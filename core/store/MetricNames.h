@@ -38,6 +38,11 @@ inline constexpr const char* kDriftPlateauMax = "drift_plateau_max";
 inline constexpr const char* kDriftStepsTo90Max = "drift_steps_to_90_max";
 inline constexpr const char* kDiscrepancyFraction = "discrepancy_fraction_decode_smaller";
 inline constexpr const char* kDiscrepancyMedianRatio = "discrepancy_median_ratio";
+// Memory: the process's peak resident bytes, its resident bytes when the job started, and the CUDA caching
+// allocator's peak (compress/CompressJob.h CompressReport).
+inline constexpr const char* kPeakHostBytes = "memory.peak_host_bytes";
+inline constexpr const char* kHostBaseBytes = "memory.host_base_bytes";
+inline constexpr const char* kPeakGpuBytes = "memory.peak_gpu_bytes";
 // Bookkeeping: wall-clock seconds of the whole job (a compress run: compression and its evaluations).
 inline constexpr const char* kSeconds = "timings.total_s";
 

@@ -1,5 +1,7 @@
 #include "util/MappedFile.h"
 
+#include <cstdint>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -121,6 +123,15 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     other.size_ = 0;
   }
   return *this;
+}
+
+void MappedFile::dropPages(const std::byte* from, size_t n) const {
+  if (data_ == nullptr || from < data_ || n > size_ || from > data_ + (size_ - n)) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(from) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(from) + n) / page * page;
+  // A read-only private mapping of a file: dropping pages loses nothing (they were never written).
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 void MappedFile::release() {

@@ -23,6 +23,11 @@ class MappedFile {
   void copy(void* to, const std::byte* from, size_t n) const;
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Gives back the pages of [from, from + n) that lie wholly inside this mapping: they leave the process's
+  // resident set (the data stays in the file and the page cache; a later read faults them in again). A model
+  // streamed layer by layer calls this once a layer is copied out, so its resident memory stays one layer,
+  // not the file. Ranges outside the mapping are ignored.
+  void dropPages(const std::byte* from, size_t n) const;
 
  private:
   void release();

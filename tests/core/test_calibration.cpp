@@ -147,7 +147,7 @@ TEST(ContinuationsFile, LinesThatAreNotContinuationsOfThisModelAreRefusedByLine)
 TEST_F(Calibration, DecodeHessianEqualsRecordedDecodeSteps) {
   auto prompts = readPrompts(test::sharedPath("data/prompts-python.txt"));
   CalibrationSet set = decodeCalibration(*m_->model, *m_->tokenizer, prompts, decodeOptions(40, 10));
-  const LlamaModel& model = *m_->model;
+  LlamaModel& model = *m_->model;
 
   std::map<LinearGroup, HessianAccumulator> recorded;
   for (const auto& [group, linear] : model.layerLinears(0))

@@ -1,0 +1,81 @@
+#include "compress/CompressMemory.h"
+
+#include <algorithm>
+
+#include "util/Error.h"
+#include "util/InputFile.h"
+
+namespace pareto {
+namespace {
+
+// Allocator rounding and LibTorch's temporaries the terms below do not name.
+constexpr double kHeadroom = 1.15;
+
+uint64_t withHeadroom(uint64_t bytes) { return static_cast<uint64_t>(double(bytes) * kHeadroom); }
+
+}  // namespace
+
+std::string CompressMemoryPlan::summary() const {
+  return "block weights " + formatBytes(blockWeights) + ", Hessians " + formatBytes(hessians) + ", forward of one batch " +
+         formatBytes(forward) + ", solver " + formatBytes(solver) + ", activations " + formatBytes(activations) +
+         " (" + activationPlacementName(placement) + ")";
+}
+
+CompressMemoryPlan planCompressMemory(const ModelConfig& c, const RuntimeOptions& runtime, const MemoryBudget& budget,
+                                      const std::vector<std::vector<int64_t>>& shapes) {
+  const uint64_t e = c10::elementSize(runtime.dtype);
+  const uint64_t H = c.hiddenSize, F = c.intermediateSize, Q = uint64_t(c.numHeads) * c.headDim;
+  CompressMemoryPlan p;
+  p.blockWeights = blockWeightBytes(c, runtime.dtype);
+  p.hessians = 4 * (2 * H * H + Q * Q + F * F);
+  uint64_t batchTokens = 0, batchSeqs = 0, longest = 0;
+  for (const auto& s : shapes) {
+    batchTokens = std::max<uint64_t>(batchTokens, uint64_t(s[0]) * s[1]);
+    batchSeqs = std::max<uint64_t>(batchSeqs, uint64_t(s[0]));
+    longest = std::max<uint64_t>(longest, uint64_t(s[1]));
+  }
+  // Input and output of the block, the MLP's gate, up and product; the attention scores, scaled, masked and their
+  // softmax (up to four [b, heads, T, T] alive, fp32 at most); the fp32 input and its weighted copy the Hessian
+  // accumulation makes of the widest input.
+  p.forward = batchTokens * (4 * H + 3 * F) * e + 4 * batchSeqs * c.numHeads * longest * longest * 4 +
+              2 * batchTokens * F * 4;
+  // The largest module by columns² (the down projection's F×F Hessian): damped copy, Cholesky factor, inverse;
+  // its weight, update and error in fp32.
+  const uint64_t cols = std::max(F, std::max(H, Q)), rows = cols == F ? H : std::max(F, H);
+  p.solver = 3 * cols * cols * 4 + 4 * rows * cols * 4;
+  p.activations = ActivationStore::bytesOf(shapes, runtime.dtype);
+  // A finished layer on its way to the staging folder: each module's weight as held (compute dtype), in the
+  // checkpoint's dtype, and packed.
+  p.staging = p.blockWeights * 2 + p.blockWeights / e * 2;
+
+  const uint64_t work = p.blockWeights + p.hessians + std::max(p.forward, p.solver);
+  const bool cuda = runtime.device.is_cuda();
+  p.deviceNeed = cuda ? withHeadroom(work) : 0;
+  p.hostNeed = withHeadroom(cuda ? p.staging + batchTokens * H * e : work + p.staging);
+  auto refuse = [&](const char* option, uint64_t budget, uint64_t need) {
+    throw InputError(std::string(option) + " " + formatBytes(budget) + " is less than the " + formatBytes(need) +
+                     " one block needs (" + p.summary() + "); raise it" +
+                     (p.forward > p.solver ? ", or lower --batch" : ""));
+  };
+  if (cuda && budget.gpuBytes != 0 && budget.gpuBytes < p.deviceNeed) refuse("--max-gpu-memory", budget.gpuBytes, p.deviceNeed);
+  if (budget.hostBytes != 0 && budget.hostBytes < p.hostNeed) refuse("--max-host-memory", budget.hostBytes, p.hostNeed);
+
+  const uint64_t deviceRoom = budget.gpuBytes == 0 ? UINT64_MAX : budget.gpuBytes - p.deviceNeed;
+  const uint64_t hostRoom = budget.hostBytes == 0 ? UINT64_MAX : budget.hostBytes - p.hostNeed;
+  if (cuda && withHeadroom(p.activations) <= deviceRoom)
+    p.placement = ActivationPlacement::Device;
+  else if (withHeadroom(p.activations) <= hostRoom)
+    p.placement = cuda ? ActivationPlacement::Host : ActivationPlacement::Device;
+  else
+    p.placement = ActivationPlacement::Scratch;
+  return p;
+}
+
+uint64_t wholeModelGenerationBytes(const ModelConfig& c, const RuntimeOptions& runtime, int64_t batch, int64_t positions) {
+  const uint64_t e = c10::elementSize(runtime.dtype);
+  const uint64_t kv = 2 * uint64_t(c.numLayers) * batch * c.numKvHeads * positions * c.headDim * e;
+  const uint64_t logits = uint64_t(batch) * positions * c.vocabSize * 4;
+  return withHeadroom(modelWeightBytes(c, runtime.dtype) + kv + logits);
+}
+
+}  // namespace pareto

@@ -1,0 +1,198 @@
+// Models larger than the device or the host: a streamed model (each block read from the mapped checkpoint when
+// used) computes what the whole model computes; the calibration activations give the same result wherever they
+// live (device, host, scratch file); memory budgets are planned up front, refused with the size one block needs,
+// and kept: a synthetic Llama-3.2-1B (4.9 GB in float32) compresses on the CPU under a 3 GiB host budget.
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "CliRun.h"
+#include "FolderContents.h"
+#include "SharedData.h"
+#include "calib/ActivationStore.h"
+#include "checkpoint/ModelConfig.h"
+#include "checkpoint/ModelPresets.h"
+#include "checkpoint/Safetensors.h"
+#include "model/LoadedModel.h"
+#include "model/MemoryBudget.h"
+#include "model/TensorIO.h"
+#include "util/Error.h"
+
+namespace pareto {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+nlohmann::json manifestOf(const std::string& dir) { return nlohmann::json::parse(readFile(dir + "/pareto.json")); }
+
+TEST(ActivationStore, EveryPlacementGivesBackExactlyWhatWasPut) {
+  const std::vector<std::vector<int64_t>> shapes = {{3, 17, 24}, {2, 5, 24}};
+  const std::string dir = test::scratchDir("activation-store");
+  for (ActivationPlacement where :
+       {ActivationPlacement::Device, ActivationPlacement::Host, ActivationPlacement::Scratch}) {
+    ActivationStore store(where, shapes, at::kBFloat16, at::kCPU, dir);
+    EXPECT_EQ(store.bytes(), (3 * 17 * 24 + 2 * 5 * 24) * 2u);
+    std::vector<at::Tensor> put;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      put.push_back(at::randn(shapes[i]).to(at::kBFloat16));
+      store.put(i, put.back());
+    }
+    for (size_t i = 0; i < shapes.size(); ++i) EXPECT_TRUE(at::equal(store.get(i), put[i])) << activationPlacementName(where);
+    // Overwriting a slot (the next block's inputs) replaces it.
+    const at::Tensor again = at::randn(shapes[0]).to(at::kBFloat16);
+    store.put(0, again);
+    EXPECT_TRUE(at::equal(store.get(0), again));
+    EXPECT_THROW(store.put(1, again), c10::Error);   // another shape
+  }
+  // The scratch file is unlinked at once: nothing is left in the folder.
+  EXPECT_TRUE(fs::is_empty(dir));
+  EXPECT_THROW(ActivationStore(ActivationPlacement::Scratch, shapes, at::kFloat, at::kCPU, dir + "/missing"), InputError);
+}
+
+TEST(StreamedModel, ComputesWhatTheWholeModelComputes) {
+  PARETO_REQUIRE_SHARED();
+  const std::string dir = test::sharedPath("models/ref-tiny");
+  RuntimeOptions opts;
+  LoadedModel whole = loadModel(dir, opts);
+  LoadedModel streamed = loadModel(dir, opts, WeightResidency::Streamed);
+  ASSERT_TRUE(streamed.model->streamed());
+  EXPECT_FALSE(whole.model->streamed());
+  const at::Tensor ids = at::randint(0, whole.config.vocabSize, {2, 9}, at::kLong);
+  const at::Tensor expected = whole.model->forward(ids);
+
+  LlamaModel& m = *streamed.model;
+  EXPECT_FALSE(m.layerLoaded(0));
+  LlamaModel::Context ctx = m.prepare(2, 9, nullptr, nullptr);
+  at::Tensor x = m.embed(ids);
+  EXPECT_THROW(m.block(0, x, ctx), Error);   // not loaded yet
+  for (int64_t layer = 0; layer < m.numLayers(); ++layer) {
+    m.loadLayer(layer);
+    x = m.block(layer, x, ctx);
+    m.releaseLayer(layer);
+    EXPECT_FALSE(m.layerLoaded(layer));
+  }
+  EXPECT_THROW(m.head(x), Error);
+  m.loadHead();
+  EXPECT_TRUE(at::equal(m.head(x), expected));
+}
+
+TEST(StreamedModel, ChecksEveryTensorBeforeReadingAny) {
+  PARETO_REQUIRE_SHARED();
+  // A checkpoint whose last layer lacks a tensor fails when the streamed model is made, not hours later.
+  const std::string dir = test::scratchDir("streamed-missing");
+  for (const auto& f : fs::directory_iterator(test::sharedPath("models/ref-tiny")))
+    if (f.path().filename() != "model.safetensors") fs::copy(f.path(), dir);
+  const SafetensorsFile file(test::sharedPath("models/ref-tiny/model.safetensors"));
+  const ModelConfig config = ModelConfig::fromFile(dir + "/config.json");
+  const std::string dropped = "model.layers." + std::to_string(config.numLayers - 1) + ".mlp.down_proj.weight";
+  NamedTensors kept;
+  for (const TensorEntry& e : file.tensors())
+    if (e.name != dropped) kept.emplace_back(e.name, readTensor(e));
+  writeSafetensors(dir + "/model.safetensors", kept);
+  try {
+    loadModel(dir, RuntimeOptions{}, WeightResidency::Streamed);
+    FAIL() << "a checkpoint without " << dropped << " was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(dropped));
+  }
+}
+
+class CompressBudget : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PARETO_REQUIRE_SHARED();
+    dir_ = test::scratchDir("compress-budget");
+  }
+  std::string recipe(const std::string& name, const std::string& calibration, const std::string& prune) const {
+    const std::string path = dir_ + "/" + name + ".json";
+    std::ofstream(path) << R"({"calibration": )" << calibration << R"(, "prune": )" << prune << "}";
+    return path;
+  }
+  std::string textCalibration(int tokens, int window) const {
+    return R"({"source": "text", "text": ")" + test::sharedPath("data/wikitext2-test.txt") +
+           R"(", "tokens": )" + std::to_string(tokens) + R"(, "window": )" + std::to_string(window) + "}";
+  }
+  std::string dir_;
+};
+
+TEST_F(CompressBudget, ActivationsInAScratchFileGiveTheSameWeights) {
+  const std::string r = recipe("sparsegpt", textCalibration(2048, 256), R"({"method": "sparsegpt", "pattern": "2:4"})");
+  const std::string model = test::sharedPath("models/ref-tiny");
+  const test::RunResult free = test::runCli("compress --model " + model + " --recipe " + r + " --out " + dir_ + "/free");
+  ASSERT_EQ(free.exitCode, 0) << free.err;
+  EXPECT_EQ(manifestOf(dir_ + "/free")["memory"]["activations"], "device");
+  // The least host budget the plan takes: what it says one block needs. The activations then go to the scratch file.
+  const test::RunResult low = test::runCli("compress --model " + model + " --recipe " + r + " --out " + dir_ +
+                                           "/tight --max-host-memory 1MiB");
+  ASSERT_NE(low.exitCode, 0);
+  EXPECT_THAT(low.err, HasSubstr("one block needs"));
+  EXPECT_FALSE(fs::exists(dir_ + "/tight"));
+  const std::string needs = low.err.substr(low.err.find("less than the ") + 14);
+  const std::string size = needs.substr(0, needs.find(" one block"));   // "371.10 MiB"
+  const double mib = std::stod(size) * (size.find("GiB") != std::string::npos ? 1024 : 1) + 1;
+  const test::RunResult tight = test::runCli("compress --model " + model + " --recipe " + r + " --out " + dir_ +
+                                             "/tight --max-host-memory " + std::to_string(int64_t(mib)) + "MiB");
+  ASSERT_EQ(tight.exitCode, 0) << tight.err;
+  EXPECT_EQ(manifestOf(dir_ + "/tight")["memory"]["activations"], "scratch file");
+  EXPECT_EQ(readFile(dir_ + "/tight/model.safetensors"), readFile(dir_ + "/free/model.safetensors"));
+}
+
+TEST_F(CompressBudget, BadBudgetsAndGenerationThatDoesNotFitAreRefusedUpFront) {
+  const std::string model = test::sharedPath("models/ref-tiny");
+  const std::string r = recipe("wanda", textCalibration(512, 128), R"({"method": "wanda", "pattern": "2:4"})");
+  for (const char* bad : {"--max-host-memory lots", "--max-host-memory 0", "--max-gpu-memory 5XB"}) {
+    const test::RunResult run = test::runCli("compress --model " + model + " --recipe " + r + " --out " + dir_ + "/x " + bad);
+    EXPECT_NE(run.exitCode, 0) << bad;
+    EXPECT_THAT(run.err, HasSubstr("--max-")) << bad;
+  }
+  // Decode calibration from prompts generates with the whole model: a host budget below it is refused, pointing
+  // at a continuations file.
+  const std::string decode = recipe("decode", R"({"source": "decode", "prompts": ")" +
+                                                  test::sharedPath("data/prompts-prose.txt") + R"(", "tokens": 256})",
+                                    R"({"method": "wanda", "pattern": "2:4"})");
+  const test::RunResult run = test::runCli("compress --model " + model + " --recipe " + decode + " --out " + dir_ +
+                                           "/y --max-host-memory 2MiB");
+  EXPECT_NE(run.exitCode, 0);
+  EXPECT_THAT(run.err, HasSubstr("continuations"));
+  EXPECT_FALSE(fs::exists(dir_ + "/y"));
+}
+
+// CI's memory check: a Llama-3.2-1B-shaped checkpoint whose float32 weights (4.9 GB) exceed the budget compresses
+// with the peak resident memory under the budget plus what the process held before the job (LibTorch's own).
+TEST_F(CompressBudget, ASynthetic1BCompressesOnTheCpuUnderAHostBudget) {
+  const std::string model = dir_ + "/llama-3.2-1b";
+  const test::RunResult synth = test::runCli("synthesize --preset llama-3.2-1b --out " + model + " --tokenizer " +
+                                             test::sharedPath("tokenizers/llama3"));
+  ASSERT_EQ(synth.exitCode, 0) << synth.err;
+  const ModelConfig config = ModelConfig::fromFile(model + "/config.json");
+  const uint64_t budget = 3ull << 30;
+  ASSERT_GT(modelWeightBytes(config, at::kFloat), budget);
+  const std::string r = recipe("wanda-1b", textCalibration(512, 128), R"({"method": "wanda", "pattern": "2:4"})");
+  const test::RunResult run = test::runCli("compress --model " + model + " --recipe " + r + " --out " + dir_ +
+                                           "/out --max-host-memory 3GiB --json");
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const nlohmann::json result = nlohmann::json::parse(run.out);
+  const uint64_t peak = result["memory"]["peak_host_bytes"], base = result["memory"]["host_base_bytes"];
+  EXPECT_LE(peak, base + budget) << "peak " << peak << ", at the start " << base;
+  // The same from outside: the largest child's peak resident memory (synthesize's is far below).
+  struct rusage children {};
+  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &children), 0);
+  EXPECT_LE(uint64_t(children.ru_maxrss) * 1024, base + budget);
+  EXPECT_EQ(manifestOf(dir_ + "/out")["modules"].size(), size_t(7 * config.numLayers));
+  removeTree(model);
+  removeTree(dir_ + "/out");
+}
+
+}  // namespace
+}  // namespace pareto

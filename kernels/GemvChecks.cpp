@@ -45,7 +45,7 @@ GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, const BitmaskNMGemvWeight& w,
     const size_t pad = size_t(kBitmaskStagePadHalves);
     return chooseRingSplit(p.rows, ceilDiv(p.cols, kBitmaskMmaChunkCols), kBitmaskMmaChunkCols, batch, 0,
                            multiprocessors, kRingMaxSharedBytes, 2 * size_t(batch),
-                           2 * size_t(batch) * pad + 16 + kBitmaskRingBytes);
+                           2 * size_t(batch) * pad + 16 + kBitmaskRingBytes, kBitmaskRingMinChunksPerWarp);
   }
   return chooseGemvSplit(p.rows, bitmaskChunks(p.cols), kBitmaskChunkCols, compiledBatch(p.batch), 0,
                          multiprocessors, kMaxStagedBytes);

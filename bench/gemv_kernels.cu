@@ -186,11 +186,11 @@ Linear quantLinear(int64_t rows, int64_t cols, int bits, bool symmetric, int64_t
   return l;
 }
 
-Linear bitmaskInt4Linear(int64_t rows, int64_t cols, bool symmetric, int64_t groupSize, uint64_t seed) {
+Linear bitmaskInt4Linear(int64_t rows, int64_t cols, int n, int m, bool symmetric, int64_t groupSize, uint64_t seed) {
   std::mt19937_64 rng(seed);
   const int64_t g = k::rowGroups(rows), c = k::ceilDiv(cols, 256);
   const int64_t columns = k::bitmaskInt4ScaleColumns(cols, groupSize);
-  auto masks = std::make_shared<std::vector<uint32_t>>(randomMasks(size_t(g * c * 32 * 8), 16, 32, rng));
+  auto masks = std::make_shared<std::vector<uint32_t>>(randomMasks(size_t(g * c * 32 * 8), n, m, rng));
   auto codes = std::make_shared<std::vector<uint8_t>>(randomBytes(size_t(g * c * 4 * 32 * 16), rng));
   auto scales = std::make_shared<std::vector<uint16_t>>(
       randomValues(size_t(g * columns * 32), k::ActivationType::Float16, 1.2f / std::sqrt(float(cols)), rng));
@@ -202,14 +202,14 @@ Linear bitmaskInt4Linear(int64_t rows, int64_t cols, bool symmetric, int64_t gro
   l.device = {dm, dc, ds, dz};
   l.bytes = dm->bytes + dc->bytes + ds->bytes + (symmetric ? 0 : dz->bytes);
   k::BitmaskInt4GemvWeight dw{dm->as<uint32_t>(), dc->ptr, ds->as<uint16_t>(), symmetric ? nullptr : dz->as<uint8_t>(),
-                              symmetric, groupSize, columns};
+                              symmetric, groupSize, columns, n, m};
   l.run = [dw](const k::GemvProblem& p, float* partials, int* counters, cudaStream_t s) {
-    return k::runBitmaskInt4Gemv(p, dw, k::bitmaskInt4GemvSplit(p, multiprocessors()), partials, counters, s);
+    return k::runBitmaskInt4Gemv(p, dw, k::bitmaskInt4GemvSplit(p, dw, multiprocessors()), partials, counters, s);
   };
-  l.split = [](const k::GemvProblem& p) { return k::bitmaskInt4GemvSplit(p, multiprocessors()); };
-  l.reference = [masks, codes, scales, zeros, symmetric, groupSize, columns](const k::GemvProblem& p) {
+  l.split = [dw](const k::GemvProblem& p) { return k::bitmaskInt4GemvSplit(p, dw, multiprocessors()); };
+  l.reference = [masks, codes, scales, zeros, symmetric, groupSize, columns, n, m](const k::GemvProblem& p) {
     return k::bitmaskInt4GemvReference(p, {masks->data(), codes->data(), scales->data(),
-                                           symmetric ? nullptr : zeros->data(), symmetric, groupSize, columns});
+                                           symmetric ? nullptr : zeros->data(), symmetric, groupSize, columns, n, m});
   };
   return l;
 }
@@ -360,11 +360,19 @@ int runTests(bool small) {
       for (auto t : types)
         checkLinear(bitmaskLinear(rows, cols, n, m, t, ++seed), t,
                     "bitmask " + std::to_string(n) + ":" + std::to_string(m) + shape, counts);
-    for (int64_t group : {int64_t(64), int64_t(128), cols / 2}) {
-      if (cols / 2 % group != 0) continue;
-      checkLinear(bitmaskInt4Linear(rows, cols, group != 64, group, ++seed), k::ActivationType::Float16,
-                  "bitmask int4 g" + std::to_string(group) + shape, counts);
-    }
+    // 2:4 with groups of 32 kept values or more runs on the tensor cores (bitmaskInt4UsesTensorCores), the rest
+    // on the FFMA path; symmetric and asymmetric codes on both.
+    for (auto [n, m] : {std::pair{2, 4}, {16, 32}})
+      for (int64_t group : {int64_t(16), int64_t(32), int64_t(64), int64_t(128), cols / 2}) {
+        if (cols / 2 % group != 0) continue;
+        const bool symmetric = group == 16 || group == 128;
+        const Linear l = bitmaskInt4Linear(rows, cols, n, m, symmetric, group, ++seed);
+        for (auto t : types)
+          checkLinear(l, t,
+                      "bitmask " + std::to_string(n) + ":" + std::to_string(m) + " int4" + (symmetric ? " sym" : " asym") +
+                          " g" + std::to_string(group) + shape,
+                      counts);
+      }
     for (int bits : {2, 3, 4})
       for (auto t : types)
         checkLinear(spqrLinear(rows, cols, bits, 16, 0.01, ++seed), t, "spqr " + std::to_string(bits) + "-bit" + shape,
@@ -527,10 +535,11 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
     auto scales = deviceRandom(size_t(g * columns * 32) * 2, seed + 2, 1, 0.01f);
     l->keep = {masks, codes, scales};
     l->bytes = masks->bytes + codes->bytes + scales->bytes;
-    k::BitmaskInt4GemvWeight w{masks->as<uint32_t>(), codes->ptr, scales->as<uint16_t>(), nullptr, true, 128, columns};
+    k::BitmaskInt4GemvWeight w{masks->as<uint32_t>(), codes->ptr, scales->as<uint16_t>(), nullptr, true, 128, columns,
+                               2, 4};
     l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
       const k::GemvProblem p = problem(*l, x, y, batch);
-      check(k::runBitmaskInt4Gemv(p, w, k::bitmaskInt4GemvSplit(p, sms), partials, counters, stream), "bitmask int4");
+      check(k::runBitmaskInt4Gemv(p, w, k::bitmaskInt4GemvSplit(p, w, sms), partials, counters, stream), "bitmask int4");
     };
   } else {
     return nullptr;

@@ -4,7 +4,8 @@
 # Llama-3.1-8B shapes, and the quantized kernels again with PARETO_QUANT_MMA=0 (the v5 FFMA path) for an A/B in the
 # same session (GEMV_AB_ENV, GEMV_AB_FORMATS: another A/B). Results in OUTDIR (default build-kernels/results).
 #   bench/gpu-gemv-kernels.sh [OUTDIR]
-# GEMV_BATCHES (default 1,2,4,8,16), GEMV_SANITIZE=0 skips memcheck, GEMV_AB=0 skips the A/B, GEMV_TEST=0 the test.
+# GEMV_BATCHES (default 1,2,4,8,16), GEMV_SANITIZE=0 skips memcheck, GEMV_AB=0 skips the A/B, GEMV_TEST=0 the test;
+# GEMV_BIN: a binary built beforehand (no build here).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$here/build-kernels/results}"
@@ -12,10 +13,14 @@ mkdir -p "$out"
 status=0
 step() { echo; echo "== [${SECONDS}s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
-step "build"
-"$here/bench/build-gemv-kernels.sh" "$here/build-kernels" >"$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
-cp "$here/build-kernels/ptxas.txt" "$out/ptxas.txt" 2>/dev/null
-bin="$here/build-kernels/gemv_kernels"
+if [ -n "${GEMV_BIN:-}" ]; then
+  bin="$GEMV_BIN"  # linked elsewhere (the device build takes ~300 s): the kernels' objects compiled for sm_90(a)
+else
+  step "build"
+  "$here/bench/build-gemv-kernels.sh" "$here/build-kernels" >"$out/build.log" 2>&1 || { tail -60 "$out/build.log"; exit 1; }
+  cp "$here/build-kernels/ptxas.txt" "$out/ptxas.txt" 2>/dev/null
+  bin="$here/build-kernels/gemv_kernels"
+fi
 if [ "${GEMV_TEST:-1}" = 1 ]; then
   step "test"
   "$bin" test >"$out/test.log" 2>&1 || status=1

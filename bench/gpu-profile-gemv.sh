@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hardware counters (Nsight Compute) of the packed GEMVs from the kernels-only binary (bench/gemv_kernels, built by
 # bench/gpu-gemv-kernels.sh or bench/build-gemv-kernels.sh first): for each format and batch in GEMV_NCU_CASES
-# (default int4-g128:1 int4-g128:8 dense:1), the four Llama-3.1-8B shapes of layer 0 in their first (eager)
+# (default int4-g128:1 int4-g128:8 dense:1; the batch after the last colon), the four Llama-3.1-8B shapes of layer 0 in their first (eager)
 # launch: duration, DRAM and SM throughput, issue-slot use, warps, the top stall reasons (raw CSV + a table), and
 # the SASS lines with the most stall samples of the int4 batch-1 gate+up GEMV.
 #   bench/gpu-profile-gemv.sh [OUTDIR]
@@ -12,12 +12,12 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$here/build-kernels/results}"
 mkdir -p "$out"
-bin="$here/build-kernels/gemv_kernels"
+bin="${GEMV_BIN:-$here/build-kernels/gemv_kernels}"
 status=0
 
 
 for c in ${GEMV_NCU_CASES:-int4-g128:1 int4-g128:8 dense:1}; do
-  f="${c%%:*}"; b="${c##*:}"; name="$(echo "$f-b$b" | tr -c 'a-zA-Z0-9\n-' _)"
+  f="${c%:*}"; b="${c##*:}"; name="$(echo "$f-b$b" | tr -c 'a-zA-Z0-9\n-' _)"
   regex="ringGemvKernel|packedGemvKernel"; [ "$f" = dense ] && regex="gemv|gemm"
   echo; echo "== [${SECONDS}s] ncu: $f batch $b, layer 0 (qkv, o, gate+up, down)"
   timeout 150 ncu --clock-control none --kernel-name-base demangled --kernel-name "regex:$regex" --launch-count 4 \

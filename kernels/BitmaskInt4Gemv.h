@@ -31,6 +31,7 @@ struct BitmaskInt4GemvWeight {
   bool symmetric = true;
   int64_t groupSize = 0;             // kept values per scale; cols/2 for per-channel
   int64_t scaleColumns = 0;          // S above
+  int n = 0, m = 0;                  // the N:M pattern (0: unknown, the FFMA path)
 };
 
 // S for a weight of `cols` columns (cols/2 kept per row) with groups of `groupSize` kept values.
@@ -39,8 +40,32 @@ inline int64_t bitmaskInt4ScaleColumns(int64_t cols, int64_t groupSize) {
   return groupSize < 128 ? ceilDiv(cols, 256) * 128 / groupSize : cols / 2 / groupSize;
 }
 
+// The tensor-core path (bitmask_int4_gemv.cu: BitmaskInt4MmaFormat) for 2:4 with groups of a multiple of 32 kept
+// values (or whole rows): as for bitmask 2:4 (BitmaskNMGemv.h), a 2:4 group's two kept codes are one byte of the
+// lane's code stream, so ldmatrix over the lane-interleaved codes hands each lane whole groups, which it
+// dequantizes and expands into the A fragment in registers. 16:32 and the other 50% patterns, and groups of 16
+// kept values (two scales inside one MMA's k range), stay on the FFMA path. Every batch: on the H200 the tensor
+// cores measured faster from batch 1 (a Llama-3.1-8B step 2.46 against 2.79 ms at batch 1, 2.86 against 10.71 at
+// batch 8: bench/NOTES.md v6e). PARETO_BITMASK_INT4_MMA=0 in the environment sends everything to the FFMA path
+// (for A/B timing; read once).
+bool bitmaskInt4UsesTensorCores(int n, int m, int64_t groupSize, int64_t cols);
+// Its weight stream: each warp a ring of kBitmaskInt4RingStages slots of one 128-column chunk (half a layout
+// chunk): 2 code pieces of 512 bytes, the 32 lanes' 4 mask words (512 bytes), up to 2 scale columns (64 bytes
+// each) and their zeros (32 bytes each), filled by cp.async.
+inline constexpr int kBitmaskInt4MmaChunkCols = 128;
+inline constexpr int kBitmaskInt4RingStages = 4;
+inline constexpr int kBitmaskInt4CodeBytes = 2 * 512;
+inline constexpr int kBitmaskInt4MaskBytes = 32 * 16;
+inline constexpr int kBitmaskInt4ScaleBytes = 2 * 64;
+inline constexpr int kBitmaskInt4SlotBytes = kBitmaskInt4CodeBytes + kBitmaskInt4MaskBytes + kBitmaskInt4ScaleBytes + 2 * 32;
+inline constexpr size_t kBitmaskInt4RingBytes =
+    size_t(kRingWarpsPerBlock) * kBitmaskInt4RingStages * kBitmaskInt4SlotBytes;
+// x is staged as 16-bit rows padded by this many values: a quarter-warp's 16-byte B-fragment loads (lanes t = 0-3
+// of two batch rows, 32 bytes apart within a row) then fall in 8 different 4-bank slots.
+inline constexpr int kBitmaskInt4StagePadHalves = 8;
+
 std::string checkBitmaskInt4Gemv(const GemvProblem& p, const BitmaskInt4GemvWeight& w);
-GemvSplit bitmaskInt4GemvSplit(const GemvProblem& p, int multiprocessors);
+GemvSplit bitmaskInt4GemvSplit(const GemvProblem& p, const BitmaskInt4GemvWeight& w, int multiprocessors);
 std::string runBitmaskInt4Gemv(const GemvProblem& p, const BitmaskInt4GemvWeight& w, const GemvSplit& s,
                                float* partials, int* counters, CUstream_st* stream);
 

@@ -52,6 +52,9 @@ inline constexpr int kBitmaskRingStages = 2;
 inline constexpr int kBitmaskValueBytes = 8 * 512;
 inline constexpr int kBitmaskSlotBytes = kBitmaskValueBytes + 32 * 16;
 inline constexpr size_t kBitmaskRingBytes = size_t(kRingWarpsPerBlock) * kBitmaskRingStages * kBitmaskSlotBytes;
+// The least chunks a warp of its split (chooseRingSplit): 4, not the default 2 (NOTES v6d: qkv −8%, o −5% at
+// batch 8, the step −2-3% at batch 8 and 16).
+inline constexpr int64_t kBitmaskRingMinChunksPerWarp = 4;
 // x is staged as 16-bit rows padded by this many values, so that the 4 batch rows a quarter-warp's B-fragment
 // loads touch at once (32 bytes each) start in different banks.
 inline constexpr int kBitmaskStagePadHalves = 16;

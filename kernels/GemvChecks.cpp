@@ -45,7 +45,7 @@ GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, const BitmaskNMGemvWeight& w,
     const size_t pad = size_t(kBitmaskStagePadHalves);
     return chooseRingSplit(p.rows, ceilDiv(p.cols, kBitmaskMmaChunkCols), kBitmaskMmaChunkCols, batch, 0,
                            multiprocessors, kRingMaxSharedBytes, 2 * size_t(batch),
-                           2 * size_t(batch) * pad + 16 + kBitmaskRingBytes);
+                           2 * size_t(batch) * pad + 16 + kBitmaskRingBytes, kBitmaskRingMinChunksPerWarp);
   }
   return chooseGemvSplit(p.rows, bitmaskChunks(p.cols), kBitmaskChunkCols, compiledBatch(p.batch), 0,
                          multiprocessors, kMaxStagedBytes);
@@ -133,14 +133,33 @@ std::string checkBitmaskInt4Gemv(const GemvProblem& p, const BitmaskInt4GemvWeig
            "dividing the row, or the whole row";
   if (w.scaleColumns != bitmaskInt4ScaleColumns(p.cols, g)) return "scale layout does not match the shape";
   if (!w.masks || !w.codes || !w.scales || (!w.symmetric && !w.zeros)) return "missing pointer in the weight";
-  if (reinterpret_cast<uintptr_t>(w.masks) % 16 != 0 || reinterpret_cast<uintptr_t>(w.codes) % 16 != 0)
-    return "masks and codes must be 16-byte aligned";
+  if (reinterpret_cast<uintptr_t>(w.masks) % 16 != 0 || reinterpret_cast<uintptr_t>(w.codes) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(w.scales) % 16 != 0 || reinterpret_cast<uintptr_t>(w.zeros) % 16 != 0)
+    return "masks, codes, scales and zeros must be 16-byte aligned (the kernel copies them 16 bytes at a time)";
   return {};
 }
 
-GemvSplit bitmaskInt4GemvSplit(const GemvProblem& p, int multiprocessors) {
-  return chooseGemvSplit(p.rows, ceilDiv(p.cols, 256), 256, compiledBatch(p.batch), 0, multiprocessors,
-                         kMaxStagedBytes);
+bool bitmaskInt4UsesTensorCores(int n, int m, int64_t groupSize, int64_t cols) {
+  // PARETO_BITMASK_INT4_MMA=0: the FFMA path everywhere (A/B timing).
+  static const bool disabled = [] {
+    const char* v = std::getenv("PARETO_BITMASK_INT4_MMA");
+    return v != nullptr && std::strcmp(v, "0") == 0;
+  }();
+  if (disabled || n != 2 || m != 4) return false;
+  return groupSize == cols / 2 || groupSize % 32 == 0;
+}
+
+GemvSplit bitmaskInt4GemvSplit(const GemvProblem& p, const BitmaskInt4GemvWeight& w, int multiprocessors) {
+  const int batch = compiledBatch(p.batch);
+  if (bitmaskInt4UsesTensorCores(w.n, w.m, w.groupSize, p.cols)) {
+    // 16-bit rows of x padded by kBitmaskInt4StagePadHalves, and the warps' rings after them (+16 bytes of
+    // alignment).
+    const size_t pad = size_t(kBitmaskInt4StagePadHalves);
+    return chooseRingSplit(p.rows, ceilDiv(p.cols, kBitmaskInt4MmaChunkCols), kBitmaskInt4MmaChunkCols, batch, 0,
+                           multiprocessors, kRingMaxSharedBytes, 2 * size_t(batch),
+                           2 * size_t(batch) * pad + 16 + kBitmaskInt4RingBytes);
+  }
+  return chooseGemvSplit(p.rows, ceilDiv(p.cols, 256), 256, batch, 0, multiprocessors, kMaxStagedBytes);
 }
 
 }  // namespace pareto::kernels

@@ -44,7 +44,7 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes) {
+                          size_t stagedFixedBytes, int64_t minChunksPerWarp) {
   const int64_t blocks = ceilDiv(rowGroups(rows), kRingWarpsPerBlock);
   const int64_t wave = int64_t(kRingResidentBlocks) * std::max(1, multiprocessors);
   const auto sharedFor = [&](int64_t perSplit) {
@@ -54,9 +54,10 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
     return bytes;
   };
   int64_t best = 0, bestCost = 0;
-  // At least 2 chunks a warp where there are 2: a block's fixed cost is about 2 chunks' worth of instructions
-  // (Nsight Compute, NOTES v6c), and o (4096 × 4096) measured 10.0 µs at 1 chunk a warp against 8.8 at 2.
-  const int64_t minPerSplit = std::min<int64_t>(2, chunks);
+  // At least minChunksPerWarp (2 by default) chunks a warp where there are that many: a block's fixed cost is
+  // about 2 chunks' worth of instructions (Nsight Compute, NOTES v6c), and o (4096 × 4096) measured 10.0 µs at 1
+  // chunk a warp against 8.8 at 2.
+  const int64_t minPerSplit = std::min<int64_t>(std::max<int64_t>(1, minChunksPerWarp), chunks);
   for (int64_t perSplit = chunks; perSplit >= minPerSplit; --perSplit) {
     if (sharedFor(perSplit) > maxSharedBytes && perSplit > minPerSplit) continue;
     const int64_t cost = ceilDiv(blocks * ceilDiv(chunks, perSplit), wave) * (perSplit + 2);

@@ -93,11 +93,12 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 // waves × (chunks a warp + 2), the 2 standing for a block's fixed cost (staging x, combining the splits), over
 // the splits whose staged x (`stagedBytesPerColumn` for all batch rows, `sumUnitCols` sums, plus
 // `stagedFixedBytes`: padding and the rings) fits in `maxSharedBytes`; a wave is kRingResidentBlocks blocks a
-// multiprocessor; ties go to fewer splits; a warp gets at least 2 chunks where there are 2 (its fixed cost is
-// about 2 chunks' worth).
+// multiprocessor; ties go to fewer splits; a warp gets at least `minChunksPerWarp` chunks where there are that
+// many (its fixed cost is about 2 chunks' worth; the 2:4 ring, whose chunks are shorter, measured 2-3% faster
+// at batch 8-16 with 4, int4 7% slower at batch 1: bench/NOTES.md v6d).
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes);
+                          size_t stagedFixedBytes, int64_t minChunksPerWarp = 2);
 
 // Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1) and one
 // int counter per row group that must be zero before the first launch (the kernels leave it zero).

@@ -1,6 +1,8 @@
 // bitmask_int4_gemv (see BitmaskInt4Gemv.h for the layout, GemvProblem.h for the work decomposition).
 #include "BitmaskInt4Gemv.h"
+#include "BitmaskSelectors.cuh"
 #include "GemvDriver.cuh"
+#include "TensorCoreOps.cuh"
 
 namespace pareto::kernels {
 namespace {
@@ -87,11 +89,241 @@ struct BitmaskInt4Format {
                                                   float (&)[B]) {}
 };
 
+// The selectors of both 2:4 groups of each mask byte (low nibble: the lower 4 columns): .x, .y expand the first
+// group's kept pair into its columns 0-1 and 2-3, .z, .w the second's (BitmaskSelectors.cuh). One table a block.
+__shared__ uint4 gByteSelectors[256];
+
+// (a − b) on each 16-bit half, exact here: both are integers below 2^11 (fp16) or 2^8 (bf16).
+template <ActivationType T>
+__device__ __forceinline__ uint32_t subtractPairs(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (T == ActivationType::Float16)
+    asm("sub.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else
+    asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// (a & mask) | set as one LOP3 (register operands: with two immediates ptxas emits two LOP3s). quant_group_gemv.cu
+// has the same helper (lop3Mask); they belong together in TensorCoreOps.cuh the next time both files change.
+__device__ __forceinline__ uint32_t maskAndSet(uint32_t a, uint32_t mask, uint32_t set) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(set));
+  return d;
+}
+
+// 2:4 + int4 on the tensor cores (bitmaskInt4UsesTensorCores), through the shared-memory ring of GemvDriver.cuh,
+// from the lane-interleaved layout as it is (the float64 reference reads the same bytes).
+//
+// Stream: the ring's chunk is half a layout chunk (128 columns: 4 mask words, 64 kept codes a row = 2 code pieces
+// of 16 bytes a lane). The 32 lanes copy the 2 code pieces (evict-first), their 16 bytes of mask words and the
+// chunk's scale and zero columns with cp.async into a slot of the warp's ring.
+//
+// A fragment: in 2:4 the kept codes 2q and 2q + 1 of a row are its column group q, and they are byte q of the
+// lane's code stream (low nibble first). ldmatrix.x4 over a 512-byte code piece (64 columns) hands lane l = 4g + t
+// bytes 4t .. 4t + 3 (groups 4t .. 4t + 3, columns 16t .. 16t + 15 of the piece) of rows g, g + 8, g + 16,
+// g + 24. MMA k-block i of the piece takes group 4t + i at lane t: its k slots (2t, 2t + 1 | 2t + 8, 2t + 9) are
+// columns 16t + 4i + (0, 1 | 2, 3), so the B fragment (x, batch as N) is the 8 contiguous bytes of x at column
+// 16t + 4i, and a lane's B registers of the piece's four k-blocks are two 16-byte loads. A group's byte becomes
+// the pair (q0 − z, q1 − z) by one PRMT (the byte and the byte shifted by 4 into the two halves), one LOP3
+// (`& 0x000F000F | exponent`: 1024 + q in fp16, 128 + q in bf16) and one subtraction of (exponent + z), exact;
+// two PRMTs with the selectors of the group's mask nibbles (gByteSelectors) expand it into the lane's A registers.
+// So the MMA sums (q − z)·x exactly in fp32 over each scale group (a unit: a piece at 32 kept values a scale, else
+// the chunk), and the scale of each of the lane's rows multiplies the unit's sum: acc += s · C.
+//
+// Accumulator C: lane (g, t) of tile (m, n) holds rows 16m + g (c0, c1) and 16m + g + 8 (c2, c3) for batch rows
+// 8n + 2t and 8n + 2t + 1.
+template <ActivationType T>
+struct BitmaskInt4MmaFormat {
+  static constexpr int kChunkCols = kBitmaskInt4MmaChunkCols;
+  static constexpr int kRingStages = kBitmaskInt4RingStages;
+  static constexpr int kSlotBytes = kBitmaskInt4SlotBytes;
+  static constexpr int kPadHalves = kBitmaskInt4StagePadHalves;
+  static constexpr uint32_t kExponent = T == ActivationType::Float16 ? 0x64006400u : 0x43004300u;
+  struct Params {
+    const uint4* masks;
+    const uint4* codes;
+    const uint4* scales;
+    const uint4* zeros;
+    int64_t chunks;        // the layout's 256-column chunks a row (the ring's chunks are halves of them)
+    int64_t scaleColumns;  // S (BitmaskInt4Gemv.h)
+    int chunksPerScale;    // ring chunks a scale column (0: two scale columns a chunk, 32 kept values a scale)
+    bool symmetric;
+  };
+  template <int B> static constexpr int kTiles = B > 8 ? 2 : 1;  // batch tiles of 8
+  template <int B> struct Accumulator {
+    float v[2][kTiles<B>][4];  // [m-tile][batch tile][register]
+  };
+
+  __device__ static __forceinline__ void prepareBlock() {
+    if (threadIdx.x < 256) {
+      const uint2 a = detail::nibbleSelectors(int(threadIdx.x & 0xF)), b = detail::nibbleSelectors(int(threadIdx.x >> 4));
+      gByteSelectors[threadIdx.x] = make_uint4(a.x, a.y, b.x, b.y);
+    }
+  }
+
+  template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
+    return int64_t(B) * (sliceCols + kPadHalves) / 2;
+  }
+  template <int B>
+  __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
+                                               const uint4& v) {
+    *reinterpret_cast<uint4*>(xs + b * ((sliceCols + kPadHalves) / 2) + col / 2) = v;
+  }
+
+  __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
+                                                   uint32_t slot, uint64_t evictFirst) {
+    const int64_t base = group * w.chunks + chunk / 2;
+    const int half = int(chunk % 2);
+    const uint4* codes = w.codes + (base * 4 + 2 * half) * 32 + lane;
+    detail::copyAsyncEvictFirst(slot + lane * 16, codes, evictFirst);
+    detail::copyAsyncEvictFirst(slot + 512 + lane * 16, codes + 32, evictFirst);
+    // The lane's 8 mask words of the layout chunk are 32 contiguous bytes; the half's 4 are one 16-byte vector.
+    detail::copyAsyncEvictFirst(slot + kBitmaskInt4CodeBytes + lane * 16, w.masks + (base * 32 + lane) * 2 + half,
+                                evictFirst);
+    // Scale columns [G][S][32] (64 bytes a column of fp16, 32 of zeros); 2 consecutive columns a chunk at 32 kept
+    // values a scale, else the one column holding the chunk's 64 kept values.
+    const int columns = w.chunksPerScale == 0 ? 2 : 1;
+    const int64_t column = w.chunksPerScale == 0 ? 2 * chunk : chunk / w.chunksPerScale;
+    const int64_t at = group * w.scaleColumns + column;  // first column of the chunk
+    const uint32_t scaleSlot = slot + kBitmaskInt4CodeBytes + kBitmaskInt4MaskBytes;
+    if (lane < 4 * columns) detail::copyAsync(scaleSlot + lane * 16, w.scales + at * 4 + lane);
+    if (!w.symmetric && lane >= 8 && lane < 8 + 2 * columns)
+      detail::copyAsync(scaleSlot + kBitmaskInt4ScaleBytes + (lane - 8) * 16, w.zeros + at * 2 + (lane - 8));
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void computeSlot(const Params& w, const uint8_t* slot, int64_t, int64_t,
+                                                     int64_t localChunk, int lane, const uint32_t* xs,
+                                                     int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
+    constexpr int kN = kTiles<B>;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t rowWords = (sliceCols + kPadHalves) / 2;
+    // The lane's B rows (batch g and 8 + g) in the staging at column 16t of the chunk; null: zero registers.
+    const uint32_t* xRow[kN];
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 8 * t : nullptr;
+    // The 16 mask bits of the lane's groups in piece p (word 2p + t/2, bits 16·(t%2) ...), rows g + 8j.
+    uint32_t bits[4][2];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint4 v = *reinterpret_cast<const uint4*>(slot + kBitmaskInt4CodeBytes + (g + 8 * j) * 16);
+      const int shift = 16 * (t & 1);
+      bits[j][0] = ((t >> 1) ? v.y : v.x) >> shift;
+      bits[j][1] = ((t >> 1) ? v.w : v.z) >> shift;
+    }
+    const uint8_t* scaleSlot = slot + kBitmaskInt4CodeBytes + kBitmaskInt4MaskBytes;
+    const bool twoUnits = w.chunksPerScale == 0;
+    const uint32_t slotAddress = detail::sharedAddressOf(slot);
+    float c[2][2][kN][4];  // [chain: k-block parity][m-tile][batch tile][register], the unit's sums
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) c[h][m][n][i] = 0.f;
+    const auto applyUnit = [&](int unit) {
+      const __half* scales = reinterpret_cast<const __half*>(scaleSlot) + unit * 32;
+      float s[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) s[j] = __half2float(scales[g + 8 * j]);
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int n = 0; n < kN; ++n) {
+          float* a = acc.v[m][n];
+          const float* c0 = c[0][m][n];
+          const float* c1 = c[1][m][n];
+          a[0] = fmaf(s[2 * m], c0[0] + c1[0], a[0]);
+          a[1] = fmaf(s[2 * m], c0[1] + c1[1], a[1]);
+          a[2] = fmaf(s[2 * m + 1], c0[2] + c1[2], a[2]);
+          a[3] = fmaf(s[2 * m + 1], c0[3] + c1[3], a[3]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) c[0][m][n][i] = c[1][m][n][i] = 0.f;
+        }
+    };
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      // exponent + z of the lane's four rows, twice (the unit of this piece: column p at 32 kept values a scale).
+      uint32_t zero[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t z = w.symmetric ? 8u : uint32_t(scaleSlot[kBitmaskInt4ScaleBytes + (twoUnits ? p : 0) * 32 + g + 8 * j]);
+        zero[j] = kExponent | (z * 0x00010001u);
+      }
+      uint32_t r[4];
+      detail::ldmatrixX4(r, slotAddress + p * 512 + lane * 16);
+      uint4 xb[kN][2];
+#pragma unroll
+      for (int n = 0; n < kN; ++n)
+#pragma unroll
+        for (int q = 0; q < 2; ++q)
+          xb[n][q] = xRow[n] ? *reinterpret_cast<const uint4*>(xRow[n] + p * 32 + 4 * q) : make_uint4(0, 0, 0, 0);
+      uint32_t shifted[4];
+      uint4 sel[4][2];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        shifted[j] = r[j] >> 4;
+        sel[j][0] = gByteSelectors[bits[j][p] & 0xFFu];
+        sel[j][1] = gByteSelectors[(bits[j][p] >> 8) & 0xFFu];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        uint32_t lo[4], hi[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          // Byte i of r (low nibble: the first kept code) into the low half, byte i of r >> 4 into the high one.
+          const uint32_t raw = __byte_perm(r[j], shifted[j], uint32_t(i | i << 4 | (4 + i) << 8 | (4 + i) << 12));
+          const uint32_t pair = subtractPairs<T>(maskAndSet(raw, 0x000F000Fu, kExponent), zero[j]);
+          const uint4& sj = sel[j][i >> 1];
+          lo[j] = __byte_perm(pair, 0u, (i & 1) ? sj.z : sj.x);
+          hi[j] = __byte_perm(pair, 0u, (i & 1) ? sj.w : sj.y);
+        }
+#pragma unroll
+        for (int n = 0; n < kN; ++n) {
+          const uint4& x4 = xb[n][i >> 1];
+          const uint32_t b0 = (i & 1) ? x4.z : x4.x, b1 = (i & 1) ? x4.w : x4.y;
+#pragma unroll
+          for (int m = 0; m < 2; ++m)
+            detail::mma16816<T>(c[i & 1][m][n], lo[2 * m], lo[2 * m + 1], hi[2 * m], hi[2 * m + 1], b0, b1);
+        }
+      }
+      if (twoUnits) applyUnit(p);
+      else if (p == 1) applyUnit(0);
+    }
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void finish(const Accumulator<B>& acc, int lane, float (&total)[B]) {
+    detail::rowsOfFragments<B, kTiles<B>>(acc.v, lane, total);
+  }
+};
+
 template <ActivationType T>
 std::string launch(const GemvProblem& p, const BitmaskInt4GemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
-  using F = BitmaskInt4Format<T>;
   const int64_t chunks = ceilDiv(p.cols, 256);
+  if (bitmaskInt4UsesTensorCores(w.n, w.m, w.groupSize, p.cols)) {
+    using M = BitmaskInt4MmaFormat<T>;
+    const bool perRow = w.groupSize == p.cols / 2;
+    const int chunksPerScale = perRow ? int(ceilDiv(p.cols, kBitmaskInt4MmaChunkCols)) : int(w.groupSize / 64);
+    const typename M::Params params{reinterpret_cast<const uint4*>(w.masks),
+                                    static_cast<const uint4*>(w.codes),
+                                    reinterpret_cast<const uint4*>(w.scales),
+                                    reinterpret_cast<const uint4*>(w.zeros),
+                                    chunks,
+                                    w.scaleColumns,
+                                    chunksPerScale,
+                                    w.symmetric};
+    // The split (bitmaskInt4GemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
+    const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskInt4MmaChunkCols), 0, partials, counters);
+    const cudaError_t e = detail::launchPackedGemv<M, T>(params, a, s.sharedBytes, stream);
+    return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_int4_gemv launch");
+  }
+  using F = BitmaskInt4Format<T>;
   int shift = -1;
   int64_t chunksPerGroup = 1;
   if (w.groupSize == p.cols / 2) {

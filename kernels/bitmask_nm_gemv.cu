@@ -2,6 +2,7 @@
 #include <type_traits>
 
 #include "BitmaskNMGemv.h"
+#include "BitmaskSelectors.cuh"
 #include "GemvDriver.cuh"
 #include "TensorCoreOps.cuh"
 
@@ -87,23 +88,8 @@ struct BitmaskFormat {
                                                   float (&)[B]) {}
 };
 
-// Byte-permute selectors that expand the two kept values of a 2:4 group (one 32-bit word: the first kept value in
-// the low half) into the group's 4 columns, indexed by the group's mask nibble: .x gives columns 0-1, .y columns
-// 2-3 (selector 4 picks a zero byte). Column 0 is the first value if bit 0 is set; column 1 the second if bits 0
-// and 1 are set, the first if only bit 1; column 2 the first if bits 2 and 3 are set, the second if only bit 2;
-// column 3 the second if bit 3 is set. Nibbles without exactly two bits occur only in padding, whose values are 0.
+// The selectors of each mask nibble (BitmaskSelectors.cuh), one table a block.
 __shared__ uint2 gNibbleSelectors[16];
-
-__host__ __device__ constexpr uint32_t halfSelector(int byteLow) { return uint32_t(byteLow) | uint32_t(byteLow + 1) << 4; }
-constexpr uint32_t kZeroHalf = 0x44u;
-__device__ __forceinline__ uint2 nibbleSelectors(int n) {
-  const bool b0 = n & 1, b1 = n & 2, b2 = n & 4, b3 = n & 8;
-  const uint32_t c0 = b0 ? halfSelector(0) : kZeroHalf;
-  const uint32_t c1 = b1 ? halfSelector(b0 ? 2 : 0) : kZeroHalf;
-  const uint32_t c2 = b2 ? halfSelector(b3 ? 0 : 2) : kZeroHalf;
-  const uint32_t c3 = b3 ? halfSelector(2) : kZeroHalf;
-  return make_uint2(c0 | c1 << 8, c2 | c3 << 8);
-}
 
 // 2:4 on the tensor cores (bitmaskUsesTensorCores), through the shared-memory ring of GemvDriver.cuh, from the
 // lane-interleaved layout as it is (the float64 reference reads the same bytes).
@@ -140,7 +126,7 @@ struct BitmaskMmaFormat {
   };
 
   __device__ static __forceinline__ void prepareBlock() {
-    if (threadIdx.x < 16) gNibbleSelectors[threadIdx.x] = nibbleSelectors(int(threadIdx.x));
+    if (threadIdx.x < 16) gNibbleSelectors[threadIdx.x] = detail::nibbleSelectors(int(threadIdx.x));
   }
 
   template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {

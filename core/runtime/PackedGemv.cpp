@@ -250,6 +250,8 @@ BitmaskInt4KernelWeight BitmaskInt4KernelWeight::fromPacked(const at::Tensor& ma
   out.cols = cols;
   out.symmetric = kept.symmetric;
   out.groupSize = kept.groupSize;
+  out.n = n;
+  out.m = m;
   const int64_t chunks = k::ceilDiv(cols, 256);
   out.masks = relayoutMasks(masks, rows, cols, 16);
   out.codes = interleaveLanes(padTo(kept.codes, paddedRows(rows), chunks * 64), chunks, 4, 16);
@@ -273,9 +275,11 @@ at::Tensor gemv(const BitmaskInt4KernelWeight& w, const at::Tensor& x, at::Tenso
   kw.symmetric = w.symmetric;
   kw.groupSize = w.groupSize;
   kw.scaleColumns = w.scales.size(1);
+  kw.n = w.n;
+  kw.m = w.m;
   return runGemv(
       x, out, w.rows, w.cols, w.masks, w.launch, what,
-      [&](const k::GemvProblem& p, int sms) { return k::bitmaskInt4GemvSplit(p, sms); },
+      [&](const k::GemvProblem& p, int sms) { return k::bitmaskInt4GemvSplit(p, kw, sms); },
       [&](const k::GemvProblem& p, const k::GemvSplit& s, float* partials, int* counters, CUstream_st* stream) {
 #ifdef PARETO_WITH_CUDA
         return k::runBitmaskInt4Gemv(p, kw, s, partials, counters, stream);

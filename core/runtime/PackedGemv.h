@@ -59,6 +59,7 @@ struct BitmaskInt4KernelWeight {
   at::Tensor zeros;   // uint8, asymmetric only
   bool symmetric = true;
   int64_t groupSize = 0;  // kept values per scale
+  int n = 0, m = 0;       // the N:M pattern (2:4 runs on the tensor cores: kernels/BitmaskInt4Gemv.h)
   int64_t rows = 0, cols = 0;
   GemvCounters launch;
 

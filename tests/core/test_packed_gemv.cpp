@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "formats/BitPacking.h"
 #include "formats/QuantGroupWeight.h"
 #include "formats/SpqrWeight.h"
+#include "kernels/BitmaskInt4Gemv.h"
 #include "kernels/BitmaskNMGemv.h"
 #include "kernels/QuantGroupGemv.h"
 #include "runtime/KernelBenchmark.h"
@@ -468,6 +470,52 @@ TEST(PackedGemvSplit, BitmaskSharedMemoryFollowsTheArithmeticPath) {
         EXPECT_GE(int64_t(s.splits) * s.chunksPerSplit, chunks) << what;
         EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, chunks) << what;  // no empty split
         EXPECT_EQ(s.sliceCols, s.chunksPerSplit * chunkCols) << what;
+        if (mma) {
+          EXPECT_GE(s.chunksPerSplit, std::min<int64_t>(k::kBitmaskRingMinChunksPerWarp, chunks)) << what;
+        }
+      }
+    }
+  }
+}
+
+// 2:4 + int4 runs on the tensor cores at every batch when its groups hold a multiple of 32 kept values or whole
+// rows (bitmask_int4_gemv.cu: BitmaskInt4MmaFormat), other patterns and groups of 16 on the FFMA path; the ring
+// split keeps the staged x (16-bit rows padded by kBitmaskInt4StagePadHalves) and the warps' rings within the
+// ring kernels' budget, the FFMA split the fp32 rows within its own.
+TEST(PackedGemvSplit, BitmaskInt4SharedMemoryFollowsTheArithmeticPath) {
+  namespace k = kernels;
+  EXPECT_TRUE(k::bitmaskInt4UsesTensorCores(2, 4, 128, 4096));
+  EXPECT_TRUE(k::bitmaskInt4UsesTensorCores(2, 4, 32, 4096));
+  EXPECT_TRUE(k::bitmaskInt4UsesTensorCores(2, 4, 2080, 4160));  // whole rows
+  EXPECT_FALSE(k::bitmaskInt4UsesTensorCores(2, 4, 16, 4096));
+  EXPECT_FALSE(k::bitmaskInt4UsesTensorCores(16, 32, 128, 4096));
+  EXPECT_FALSE(k::bitmaskInt4UsesTensorCores(4, 8, 128, 4096));
+  const int sms = 132;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
+    for (auto [n, m] : {std::pair{2, 4}, {16, 32}}) {
+      for (int64_t group : {int64_t(16), int64_t(128)}) {
+        for (int batch : {1, 2, 3, 4, 8, 11, 16}) {
+          k::GemvProblem p;
+          p.rows = rows, p.cols = cols, p.batch = batch;
+          k::BitmaskInt4GemvWeight w;
+          w.n = n, w.m = m, w.groupSize = group;
+          const k::GemvSplit s = k::bitmaskInt4GemvSplit(p, w, sms);
+          const int compiled = k::compiledBatch(batch);
+          const bool mma = k::bitmaskInt4UsesTensorCores(n, m, group, cols);
+          const int64_t chunkCols = mma ? k::kBitmaskInt4MmaChunkCols : 256;
+          const int64_t chunks = k::ceilDiv(cols, chunkCols);
+          const size_t staged = mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::kBitmaskInt4StagePadHalves) + 16 +
+                                          k::kBitmaskInt4RingBytes
+                                    : sizeof(float) * size_t(compiled) * size_t(s.sliceCols);
+          const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::to_string(n) + ":" +
+                                   std::to_string(m) + " g" + std::to_string(group) + " batch " + std::to_string(batch);
+          EXPECT_EQ(mma, n == 2 && group == 128) << what;
+          EXPECT_EQ(s.sharedBytes, staged) << what;
+          EXPECT_LE(s.sharedBytes, mma ? k::kRingMaxSharedBytes : k::kMaxStagedBytes) << what;
+          EXPECT_GE(int64_t(s.splits) * s.chunksPerSplit, chunks) << what;
+          EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, chunks) << what;  // no empty split
+          EXPECT_EQ(s.sliceCols, s.chunksPerSplit * chunkCols) << what;
+        }
       }
     }
   }

@@ -10,6 +10,7 @@
 #include "util/InputFile.h"
 
 #ifdef PARETO_WITH_CUDA
+#include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -48,7 +49,12 @@ uint64_t hostPeakResidentBytes() {
 
 #ifdef PARETO_WITH_CUDA
 namespace {
-c10::DeviceIndex indexOf(const c10::Device& device) { return device.has_index() ? device.index() : 0; }
+// The caching allocator sets itself up on the first CUDA allocation; its statistics and limits refuse a device
+// before that ("Invalid device argument"), so each call makes sure one allocation happened.
+c10::DeviceIndex indexOf(const c10::Device& device) {
+  (void)at::empty({1}, at::TensorOptions().device(device).dtype(at::kByte));
+  return device.has_index() ? device.index() : 0;
+}
 }  // namespace
 
 uint64_t gpuReservedBytes(const c10::Device& device) {

@@ -13,7 +13,7 @@
 // or below its grid cost, so a point chosen for a budget never exceeds it. With integer costs whose summed range
 // is at most gridSteps the unit is 1 and the front is exact. Otherwise, for any budget B the front holds a
 // point of cost ≤ B whose loss is at most the exact optimum at budget B − modules · unit (for a 16-bit model
-// with 56 linears of 12.6 M weights and the default grid, modules · unit is about 0.002 bits per weight).
+// with 56 linears of 12.6 M weights and the default grid, modules · unit is 56 × 78 bytes, 0.003 bits per weight).
 #pragma once
 
 #include <cstdint>

@@ -130,6 +130,13 @@ TEST(SearchBaseRecipe, DefaultCandidatesAreTheIssueList) {
   EXPECT_EQ(base.calibrationBlock.at("text"), "/base/data.txt");   // absolute, for recipes written elsewhere
 }
 
+TEST(SearchBaseRecipe, TheShippedBaseReads) {
+  const SearchBase base = readSearchBase(PARETO_SOURCE_DIR "/resources/search/wikitext2-default-candidates.json");
+  EXPECT_TRUE(base.defaultCandidates);
+  EXPECT_EQ(base.calibration.tokens, 16384);
+  EXPECT_EQ(base.candidates.size(), 11u);
+}
+
 TEST(SearchBaseRecipe, RefusalsNameTheFileAndKeyPath) {
   auto message = [](const json& j) {
     try {

@@ -7,6 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
+
+#include "ChildProcess.h"
 #include "CliRun.h"
 #include "SharedData.h"
 
@@ -91,6 +94,28 @@ TEST_F(SearchCli, UsageErrorsSayWhatIsMissing) {
   EXPECT_EQ(help.exitCode, 0);
   EXPECT_THAT(help.out, HasSubstr("--budget-tok-s"));
   EXPECT_THAT(help.out, HasSubstr("tr(ΔW H ΔWᵀ)"));
+}
+
+TEST_F(SearchCli, CtrlCDuringTheSensitivityPassLeavesNothingWritten) {
+  const std::string out = dir_ + "/cancelled.json", front = dir_ + "/cancelled-front";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  // The progress line comes at the first module; the rest of the pass (seconds) is still ahead.
+  const pareto::test::Child c = pareto::test::spawnCli(
+      {"search", "--no-record", "--model", model_, "--recipe", base_, "--budget-bpw", "6", "--out", out,
+       "--frontier", "3", "--out-dir", front},
+      fds[1], [] {});
+  ASSERT_GT(c.pid, 0);
+  ::close(fds[1]);
+  const std::string before = pareto::test::readUntil(fds[0], "sensitivity", 300);
+  ASSERT_THAT(before, HasSubstr("sensitivity"));
+  ::kill(c.pid, SIGINT);
+  const std::string after = pareto::test::readUntil(fds[0], "", 120);
+  ::close(fds[0]);
+  EXPECT_EQ(pareto::test::waitExit(c.pid, 60), 130) << after;
+  EXPECT_THAT(after, HasSubstr("cancelled"));
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(front));
 }
 
 }  // namespace

@@ -15,9 +15,8 @@
 #include "RunRecording.h"
 #include "compress/RecipeEstimate.h"
 #include "model/Device.h"
-#include "model/ModelSummary.h"
 #include "runtime/CopyBandwidth.h"
-#include "search/Search.h"
+#include "jobs/SearchJob.h"
 #include "util/Error.h"
 #include "util/FileSystem.h"
 
@@ -124,18 +123,21 @@ void addSearchCommand(CLI::App& app) {
     if (!args->outDir.empty() && args->frontier == 0)
       throw InputError("--out-dir " + args->outDir + ": give --frontier K, the number of front points to write");
 
-    const SearchBase base = readSearchBase(args->recipe);
-    const ModelSummary summary = summarizeModel(args->model);
-    SensitivityTable table = planSensitivity(base, summary);
-    const DecodeBandwidth bandwidth = decodeBandwidth(args->device);
-    checkBudget(table, budget, bandwidth);   // before any work
-
-    const CancelToken& cancel = interruptToken();
-    measureSensitivity(table, base, args->model, makeRuntimeOptions(args->device, args->dtype), args->batch,
-                       terminalProgress(), &cancel);
-    const SearchFront front = searchFront(table, budget.kind, bandwidth);
-    const SearchPoint& chosen = chooseForBudget(front, budget);
-    if (cancel.isCancelled()) throw Cancelled();
+    SearchOptions options;
+    options.modelDir = args->model;
+    options.baseRecipe = args->recipe;
+    options.budget = budget;
+    options.device = args->device;
+    options.dtype = args->dtype;
+    options.batch = args->batch;
+    options.bandwidth = decodeBandwidth(args->device);
+    SearchJob job(options);
+    job.run(terminalProgress(), interruptToken());
+    const SearchReport& report = job.report();
+    const SearchBase& base = report.base;
+    const SensitivityTable& table = report.table;
+    const SearchFront& front = report.front;
+    const SearchPoint& chosen = report.chosenPoint();
 
     auto describe = [&](const SearchPoint& p, const std::string& what) {
       std::ostringstream s;

@@ -14,6 +14,7 @@ void SearchJob::run(const ProgressCallback& progress, const CancelToken& cancel)
   checkBudget(r.table, options_.budget, options_.bandwidth);
   measureSensitivity(r.table, r.base, options_.modelDir, makeRuntimeOptions(options_.device, options_.dtype),
                      options_.batch, progress, &cancel);
+  r.budget = options_.budget;
   r.front = searchFront(r.table, options_.budget.kind, options_.bandwidth);
   const SearchPoint& chosen = chooseForBudget(r.front, options_.budget);
   r.chosen = size_t(&chosen - r.front.points.data());

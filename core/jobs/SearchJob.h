@@ -25,14 +25,6 @@ struct SearchOptions {
   DecodeBandwidth bandwidth;
 };
 
-struct SearchReport {
-  SearchBase base;
-  SensitivityTable table;
-  SearchFront front;
-  size_t chosen = 0;        // index into front.points
-  const SearchPoint& chosenPoint() const { return front.points.at(chosen); }
-};
-
 class SearchJob : public Job {
  public:
   explicit SearchJob(SearchOptions options);

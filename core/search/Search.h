@@ -54,6 +54,16 @@ struct SearchFront {
   uint64_t gridUnit = 1;         // Allocation.h's unit (bytes, or picoseconds per token)
 };
 
+// A finished search: the base it read, the measured table, the front and the point chosen for the budget.
+struct SearchReport {
+  SearchBase base;
+  SensitivityTable table;
+  SearchFront front;
+  SearchBudget budget;
+  size_t chosen = 0;        // index into front.points
+  const SearchPoint& chosenPoint() const { return front.points.at(chosen); }
+};
+
 // The front over bytes (kind BitsPerWeight, Bytes) or over time (TokensPerSecond). Needs a measured table.
 SearchFront searchFront(const SensitivityTable& table, BudgetKind kind, const DecodeBandwidth& bandwidth);
 

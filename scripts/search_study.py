@@ -3,9 +3,9 @@
 
 For each budget (bits per weight over the block linears) runs `search` with the default candidates and the
 shipped recipes' calibration (16384 tokens of WikiText-2 windows of 512), compresses the searched recipe and the
-uniform shipped recipes, and evaluates every folder: perplexity on heldout-prose and heldout-python (40 windows
-of 512) with the KL divergence to dense on the same windows (`perplexity --dense`), and decode fidelity on the
-odd-line prose prompts (64 dense greedy tokens each). The estimated loss of a uniform recipe is the sum of its
+uniform shipped recipes, and evaluates every folder: perplexity on heldout-prose and heldout-python (--windows
+windows of 512) with the KL divergence to dense on the same windows (`perplexity --dense`), and decode fidelity on the
+first --prompts odd-line prose prompts (64 dense greedy tokens each). The estimated loss of a uniform recipe is the sum of its
 candidate's estimated losses over the modules (the same sensitivities the search used); the study reports the
 Spearman rank correlation of estimated loss and measured KL over every recipe.
 
@@ -64,6 +64,8 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--budgets", default="3.5,4.125,6,9")
+    ap.add_argument("--windows", default="10", help="perplexity/KL windows of 512 per held-out file")
+    ap.add_argument("--prompts", default="16", help="fidelity prompts (odd prose lines)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     shared = os.path.abspath(a.shared)
@@ -78,10 +80,10 @@ def main():
         r = {}
         for key, f in (("prose", "heldout-prose.txt"), ("python", "heldout-python.txt")):
             p = run(a.cli, ["perplexity", "--model", folder, "--dense", a.model, "--text", f"{shared}/data/{f}",
-                            "--max-windows", "40"], f"{a.out}/{name}.ppl-{key}.json")
+                            "--max-windows", a.windows], f"{a.out}/{name}.ppl-{key}.json")
             r[f"ppl_{key}"], r[f"kl_{key}"], r[f"kl_p99_{key}"] = p["ppl"], p["kl_mean"], p["kl_p99"]
         fid = run(a.cli, ["fidelity", "--dense", a.model, "--model", folder, "--prompts", prompts,
-                          "--max-prompts", "0", "--max-new-tokens", "64"], f"{a.out}/{name}.fidelity.json")
+                          "--max-prompts", a.prompts, "--max-new-tokens", "64"], f"{a.out}/{name}.fidelity.json")
         r.update(decode_nll=fid["decode_nll"], top1=fid["top1_agreement"], shared_prefix=fid["shared_prefix"]["mean"]
                  if isinstance(fid["shared_prefix"], dict) else fid["shared_prefix"])
         return r
@@ -115,7 +117,7 @@ def main():
         rows.append(dict(recipe=name, bits=bits, estimated_loss=loss, **evaluate(name, folder)))
         print(json.dumps(rows[-1]), flush=True)
     dense = run(a.cli, ["perplexity", "--model", a.model, "--text", f"{shared}/data/heldout-prose.txt",
-                        "--max-windows", "40"], f"{a.out}/dense.ppl-prose.json")["ppl"]
+                        "--max-windows", a.windows], f"{a.out}/dense.ppl-prose.json")["ppl"]
     rho_prose = spearman([r["estimated_loss"] for r in rows], [r["kl_prose"] for r in rows])
     rho_python = spearman([r["estimated_loss"] for r in rows], [r["kl_python"] for r in rows])
     json.dump({"rows": rows, "dense_ppl_prose": dense, "spearman_kl_prose": rho_prose,

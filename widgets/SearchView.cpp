@@ -83,6 +83,7 @@ SearchView::SearchView(RunHistory* history, QWidget* parent) : QWidget(parent), 
   status_ = new QLabel;
   status_->setObjectName("searchStatus");
   status_->setWordWrap(true);
+  status_->setToolTip(tr("What the search is doing, or how the last one ended."));
 
   front_ = new QCustomPlot;
   front_->setObjectName("searchFront");
@@ -140,7 +141,9 @@ SearchView::SearchView(RunHistory* history, QWidget* parent) : QWidget(parent), 
   auto* controls = new QHBoxLayout;
   controls->addWidget(base_, 1);
   controls->addWidget(browse);
-  controls->addWidget(new QLabel(tr("budget")));
+  auto* budgetCaption = new QLabel(tr("budget"));
+  budgetCaption->setToolTip(kind_->toolTip());
+  controls->addWidget(budgetCaption);
   controls->addWidget(value_);
   controls->addWidget(kind_);
   controls->addWidget(search_);

@@ -31,5 +31,6 @@ void addRecordingOptions(CLI::App& app);   // global --db, --no-record (RunRecor
 void addRunsCommand(CLI::App& app);        // runs list/show/compare/export/delete
 void addExportCommand(CLI::App& app);      // export hf
 void addSynthesizeCommand(CLI::App& app);  // synthesize (a random-weight checkpoint of a preset)
+void addSearchCommand(CLI::App& app);      // search (per-module candidates under a budget)
 
 }  // namespace pareto::cli

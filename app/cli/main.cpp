@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   pareto::cli::addAnalyzeCommand(app);
   pareto::cli::addFidelityCommand(app);
   pareto::cli::addCompressCommand(app);
+  pareto::cli::addSearchCommand(app);
   pareto::cli::addBenchCommand(app);
   pareto::cli::addRunsCommand(app);
   pareto::cli::addExportCommand(app);

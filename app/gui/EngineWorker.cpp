@@ -13,6 +13,7 @@
 #include "jobs/CompressEvaluateJob.h"
 #include "jobs/ExportJob.h"
 #include "jobs/GenerateJob.h"
+#include "jobs/SearchJob.h"
 #include "model/Device.h"
 #include "runtime/CopyBandwidth.h"
 #include "store/ExperimentStore.h"
@@ -65,6 +66,7 @@ EngineWorker::EngineWorker() : cache_(std::make_unique<EvaluationCache>()) {
   qRegisterMetaType<pareto::ComputeDevice>();
   qRegisterMetaType<QVector<pareto::ComputeDevice>>();
   qRegisterMetaType<QVector<pareto::RunRecord>>();
+  qRegisterMetaType<std::shared_ptr<const pareto::SearchReport>>();
 }
 
 EngineWorker::~EngineWorker() = default;
@@ -167,6 +169,28 @@ void EngineWorker::run(const RunRequest& request) {
     emit runCancelled(tr("Run cancelled; %1 was not kept.").arg(request.outDir));
   } catch (const std::exception& e) {
     emit runFailed(qs(e.what()));
+  }
+}
+
+void EngineWorker::search(const SearchRequest& request) {
+  const CancelToken none;
+  try {
+    SearchOptions options;
+    options.modelDir = str(request.modelDir);
+    options.baseRecipe = str(request.baseRecipe);
+    options.budget = {BudgetKind(request.budgetKind), request.budget};
+    options.device = str(request.device);
+    options.bandwidth = request.bandwidth;
+    SearchJob job(options);
+    job.run([this](const ProgressUpdate& u) {
+              emit searchProgress(u.fraction, u.message.empty() ? qs(u.stage) : tr("%1: %2").arg(qs(u.stage), qs(u.message)));
+            },
+            request.cancel ? *request.cancel : none);
+    emit searchFinished(std::make_shared<const SearchReport>(job.report()));
+  } catch (const Cancelled&) {
+    emit searchCancelled(tr("Search cancelled."));
+  } catch (const std::exception& e) {
+    emit searchFailed(qs(e.what()));
   }
 }
 

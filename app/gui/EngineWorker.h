@@ -36,6 +36,18 @@ namespace pareto {
 
 class ExperimentStore;
 struct EvaluationCache;
+struct SearchReport;
+
+// A search of the trade-off (jobs/SearchJob.h), as `pareto-cli search` runs it; the report goes to the Search view.
+struct SearchRequest {
+  QString modelDir;
+  QString baseRecipe;
+  int budgetKind = 0;   // search/Search.h BudgetKind's order: bits per weight, bytes, tokens/s
+  double budget = 0;
+  QString device;
+  DecodeBandwidth bandwidth;
+  std::shared_ptr<CancelToken> cancel;   // the window keeps a copy to cancel with
+};
 
 struct RunRequest {
   QString modelDir;
@@ -89,6 +101,8 @@ class EngineWorker : public QObject {
   // Runs core's ExportJob; its report lines (what pareto-cli prints) arrive with exportFinished, a refusal's
   // message (what pareto-cli prints after "error:") with exportFailed.
   void exportModel(const ExportRequest& request);
+  // Runs core's SearchJob; nothing is written (a front point's recipe is loaded into the Recipe dock).
+  void search(const SearchRequest& request);
   // Reads the store's finished compress runs, oldest first, and emits historyLoaded (errors in its message).
   void loadHistory();
 
@@ -106,6 +120,10 @@ class EngineWorker : public QObject {
   void exportFinished(const QString& summary);
   void exportCancelled(const QString& message);
   void exportFailed(const QString& message);
+  void searchProgress(double fraction, const QString& message);
+  void searchFinished(std::shared_ptr<const pareto::SearchReport> report);
+  void searchCancelled(const QString& message);
+  void searchFailed(const QString& message);
   // The store could not be used (opened or written); runs go on unrecorded.
   void storeProblem(const QString& message);
 
@@ -125,3 +143,4 @@ class EngineWorker : public QObject {
 
 Q_DECLARE_METATYPE(pareto::RunRecord)
 Q_DECLARE_METATYPE(pareto::ComputeDevice)
+Q_DECLARE_METATYPE(std::shared_ptr<const pareto::SearchReport>)

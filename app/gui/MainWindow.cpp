@@ -48,6 +48,8 @@
 #include "widgets/GenerationPanel.h"
 #include "widgets/ModelSummaryView.h"
 #include "widgets/ParetoView.h"
+#include "widgets/SearchView.h"
+#include "search/Search.h"
 #include "widgets/RecipePanel.h"
 #include "widgets/RunCompareView.h"
 #include "widgets/RunHistory.h"
@@ -109,6 +111,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
 MainWindow::~MainWindow() {
   if (runCancel_) runCancel_->cancel();
+  if (searchCancel_) searchCancel_->cancel();
   if (generationCancel_) generationCancel_->cancel();
   if (benchCancel_) benchCancel_->cancel();
   workerThread_.quit();
@@ -146,6 +149,8 @@ void MainWindow::createDocksAndTabs() {
   driftView_ = new DriftView;
   discrepancyView_ = new DiscrepancyView;
   paretoView_ = new ParetoView(history_);
+  searchView_ = new SearchView(history_);
+  searchView_->setObjectName("searchView");
   compareView_ = new RunCompareView;
   benchmarkStrip_ = new BenchmarkStrip;
   benchmarkStrip_->setObjectName("benchmarkStrip");
@@ -155,6 +160,7 @@ void MainWindow::createDocksAndTabs() {
   centralTabs_->addTab(paretoView_, tr("Pareto"));
   centralTabs_->addTab(compareView_, tr("Compare"));
   centralTabs_->addTab(benchmarkStrip_, tr("Benchmark"));
+  centralTabs_->addTab(searchView_, tr("Search"));
   centralTabs_->setTabToolTip(0, tr("The model folder's report, as `pareto-cli inspect` prints it."));
   centralTabs_->setTabToolTip(1, tr("Activation drift of the current run: heatmap and per-layer curves."));
   centralTabs_->setTabToolTip(2, tr("Hessian discrepancy per module, text vs decode calibration."));
@@ -163,6 +169,8 @@ void MainWindow::createDocksAndTabs() {
   centralTabs_->setTabToolTip(5, tr("The live benchmark: GB/s of the recipe's kernel formats and dense at the loaded "
                                     "model's shapes, then of the model's decode loop, against the copy bandwidth, "
                                     "with the tokens/s the kernels allow and the decode loop measures."));
+  centralTabs_->setTabToolTip(6, tr("The best format per module under a budget: the predicted front, each "
+                                    "candidate's estimated loss per module, a point's recipe a click away."));
   setCentralWidget(centralTabs_);
 
   // Docks scroll rather than impose their full height on the window (small screens, tiled window managers).
@@ -216,6 +224,13 @@ void MainWindow::createDocksAndTabs() {
     QString error;
     const auto doc = nlohmann::json::parse(run->recipeJson, nullptr, false);
     if (!recipePanel_->setRecipe(doc, QString(), run->name, &error)) reportError_(tr("Cannot use recipe"), error);
+  });
+  connect(searchView_, &SearchView::searchRequested, this, &MainWindow::startSearch);
+  connect(searchView_, &SearchView::cancelRequested, this, &MainWindow::cancelSearch);
+  connect(searchView_, &SearchView::recipeChosen, this, [this](const nlohmann::json& recipe, const QString& source) {
+    QString error;
+    if (!recipePanel_->setRecipe(recipe, QString(), source, &error)) reportError_(tr("Cannot use recipe"), error);
+    else statusBar()->showMessage(tr("Loaded the recipe of the %1 into the Recipe dock").arg(source), 10000);
   });
   connect(generationPanel_, &GenerationPanel::generateRequested, this, &MainWindow::startGeneration);
   connect(generationPanel_, &GenerationPanel::stopRequested, this, [this] {
@@ -422,6 +437,25 @@ void MainWindow::connectWorker() {
     runDone(false, message);
     reportError_(tr("Run failed"), message);
   });
+  auto searchDone = [this](bool succeeded, const QString& message) {
+    searchCancel_.reset();
+    searchView_->setRunning(false);
+    searchView_->setMessage(message);
+    updateRunnable();
+    emit searchEnded(succeeded, message);
+  };
+  connect(worker_, &EngineWorker::searchProgress, searchView_, &SearchView::setProgress);
+  connect(worker_, &EngineWorker::searchFinished, this,
+          [this, searchDone](std::shared_ptr<const SearchReport> report) {
+            searchView_->setSearch(report);
+            searchDone(true, tr("Search finished: %1 front points; click one to load its recipe.")
+                                 .arg(report->front.points.size()));
+          });
+  connect(worker_, &EngineWorker::searchCancelled, this, [searchDone](const QString& m) { searchDone(false, m); });
+  connect(worker_, &EngineWorker::searchFailed, this, [this, searchDone](const QString& message) {
+    searchDone(false, message);
+    reportError_(tr("Search failed"), message);
+  });
   connect(worker_, &EngineWorker::generationText, generationPanel_, &GenerationPanel::showContinuation);
   connect(worker_, &EngineWorker::generationFinished, this, [this](const QString& summary) {
     generationCancel_.reset();
@@ -463,6 +497,7 @@ bool MainWindow::openModel(const QString& dir) {
 
   currentModelDir_ = QFileInfo(dir).absoluteFilePath();
   syntheticPreset_.clear();
+  searchView_->setModelDir(currentModelDir_);
   summary_ = summary;
   modelView_->setSummary(summary);
   recipePanel_->setModel(summary);
@@ -769,6 +804,8 @@ void MainWindow::updateRunnable() {
   QString why;
   if (isRunning())
     why = tr("A run is in progress.");
+  else if (isSearching())
+    why = tr("A search is running.");
   else if (isBenchmarking())
     why = tr("A benchmark is running.");
   else if (exporter_ != nullptr && exporter_->isExporting())
@@ -812,6 +849,7 @@ bool MainWindow::startRun() {
   if (isRunning()) return false;
   QString why;
   if (isBenchmarking()) why = tr("A benchmark is running; wait for it or cancel it.");
+  else if (isSearching()) why = tr("A search is running; wait for it or cancel it.");
   else if (exporter_->isExporting()) why = tr("An export is running; wait for it or cancel it.");
   else if (!summary_) why = tr("Open a model first.");
   else if (!syntheticPreset_.isEmpty()) why = syntheticModelReason();
@@ -845,6 +883,38 @@ bool MainWindow::startRun() {
   statusBar()->showMessage(tr("Running %1 → %2").arg(describeRecipe(request.recipeJson), request.outDir));
   updateRunnable();
   return true;
+}
+
+bool MainWindow::startSearch(const QString& baseRecipe, int budgetKind, double budget) {
+  QString why;
+  if (isSearching()) why = tr("A search is running; wait for it or cancel it.");
+  else if (isRunning()) why = tr("A run is in progress; wait for it or cancel it.");
+  else if (!summary_ || currentModelDir_.isEmpty()) why = !syntheticPreset_.isEmpty() ? syntheticModelReason() : tr("Open a model first.");
+  else if (baseRecipe.isEmpty()) why = tr("Choose a base recipe (its calibration block; docs/search.md).");
+  if (!why.isEmpty()) {
+    reportError_(tr("Cannot search"), why);
+    return false;
+  }
+  SearchRequest request;
+  request.modelDir = currentModelDir_;
+  request.baseRecipe = baseRecipe;
+  request.budgetKind = budgetKind;
+  request.budget = budget;
+  request.device = currentDevice();
+  request.bandwidth = currentBandwidth();
+  request.cancel = std::make_shared<CancelToken>();
+  searchCancel_ = request.cancel;
+  searchView_->setRunning(true);
+  searchView_->setMessage(tr("starting"));
+  QMetaObject::invokeMethod(worker_, [w = worker_, request] { w->search(request); }, Qt::QueuedConnection);
+  updateRunnable();
+  return true;
+}
+
+void MainWindow::cancelSearch() {
+  if (!searchCancel_) return;
+  searchCancel_->cancel();
+  searchView_->setMessage(tr("cancelling at the next module…"));
 }
 
 void MainWindow::cancelRun() {

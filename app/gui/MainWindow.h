@@ -5,7 +5,8 @@
 // experiment store (pareto-cli's database), read on the worker thread; every run the window starts is recorded
 // there by the worker and appears in the Runs dock and the Pareto view when it finishes. Deleting runs there
 // deletes them from the store too; Export writes the selected run's folder for llama.cpp (GGUF), vLLM
-// (compressed-tensors) or transformers (dense), as pareto-cli's exports do (RunExporter). Central tabs: Inspect, Drift, Discrepancy, Pareto, Compare and Benchmark.
+// (compressed-tensors) or transformers (dense), as pareto-cli's exports do (RunExporter). Central tabs: Inspect, Drift, Discrepancy, Pareto, Compare, Benchmark and Search. Search runs core's
+// search of the trade-off on the engine worker and loads a clicked front point's recipe into the Recipe dock.
 //
 // All engine work (compress, evaluate, generate, device probing) runs on an EngineWorker on its own QThread,
 // reached through queued calls and queued signals only. The benchmark (Run ▸ Benchmark, the Benchmark tab's live
@@ -53,6 +54,7 @@ class RunCompareView;
 class RunHistory;
 class RunExporter;
 class RunsPanel;
+class SearchView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -95,6 +97,11 @@ class MainWindow : public QMainWindow {
   // model, or while a run or a benchmark is in progress.
   bool startBenchmark();
   void cancelBenchmark();
+  // Starts the Search view's search (jobs/SearchJob.h) on the worker for the open model and current device;
+  // false (and the reason reported) without a model folder, or while a run or a search is in progress.
+  bool startSearch(const QString& baseRecipe, int budgetKind, double budget);
+  void cancelSearch();
+  bool isSearching() const { return static_cast<bool>(searchCancel_); }
   bool isBenchmarking() const { return static_cast<bool>(benchCancel_); }
   // The store's kernel measurements of the current device (empty: none, or not read yet).
   const std::vector<KernelMeasurement>& kernelMeasurements() const { return measurements_; }
@@ -118,6 +125,7 @@ class MainWindow : public QMainWindow {
   DriftView* driftView() const { return driftView_; }
   DiscrepancyView* discrepancyView() const { return discrepancyView_; }
   ParetoView* paretoView() const { return paretoView_; }
+  SearchView* searchView() const { return searchView_; }
   RunCompareView* compareView() const { return compareView_; }
   RunHistory* history() const { return history_; }
   BenchmarkStrip* benchmarkStrip() const { return benchmarkStrip_; }
@@ -138,6 +146,8 @@ class MainWindow : public QMainWindow {
   void benchmarkEnded(bool succeeded, const QString& message);
   // The kernel measurements of the current device were (re)read from the store.
   void measurementsLoaded(int measurements);
+  // A search finished (succeeded), was cancelled or failed; the message says which.
+  void searchEnded(bool succeeded, const QString& message);
   // Runs of the current device got their predicted tokens/s from new kernel measurements.
   void predictionsUpdated(int runs);
   void runsDeleted(int deletedFromStore, const QString& error);
@@ -184,6 +194,7 @@ class MainWindow : public QMainWindow {
   QString measurementsDevice_;   // the device name the measurements are of
   QList<int> comparedIds_;
   std::shared_ptr<CancelToken> runCancel_;
+  std::shared_ptr<CancelToken> searchCancel_;
   std::shared_ptr<CancelToken> generationCancel_;
   QVector<ComputeDevice> devices_;
 
@@ -201,6 +212,7 @@ class MainWindow : public QMainWindow {
   DriftView* driftView_ = nullptr;
   DiscrepancyView* discrepancyView_ = nullptr;
   ParetoView* paretoView_ = nullptr;
+  SearchView* searchView_ = nullptr;
   RunCompareView* compareView_ = nullptr;
   BenchmarkStrip* benchmarkStrip_ = nullptr;
   QTabWidget* centralTabs_ = nullptr;

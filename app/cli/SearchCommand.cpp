@@ -1,0 +1,249 @@
+// `pareto-cli search`: the per-module sensitivity of every candidate, the front of allocations under a budget of
+// bits per weight, bytes or predicted tokens per second, and the chosen allocation as a recipe compress runs as
+// it is (core/search).
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "CliSupport.h"
+#include "Commands.h"
+#include "RunRecording.h"
+#include "compress/RecipeEstimate.h"
+#include "model/Device.h"
+#include "runtime/CopyBandwidth.h"
+#include "jobs/SearchJob.h"
+#include "util/Error.h"
+#include "util/FileSystem.h"
+
+namespace pareto::cli {
+namespace {
+
+using nlohmann::json;
+
+// The bandwidths tokens/s is predicted from: this device's stored kernel benchmarks (as the workbench reads them),
+// else its measured copy bandwidth.
+DecodeBandwidth decodeBandwidth(const std::string& device) {
+  const c10::Device d = parseDevice(device);
+  const std::string name = deviceDescription(d);
+  DecodeBandwidth b;
+  try {
+    const ExperimentStore store = openStoreForReading();
+    std::vector<KernelMeasurement> rows;
+    for (const BenchmarkRow& r : store.benchmarks())
+      rows.push_back({r.kernel, r.device, r.shape, r.batch, r.gbps * 1e9, 0});
+    b.kernels = selectKernelMeasurements(rows, name);
+  } catch (const std::exception&) {
+    b.kernels.clear();   // no readable store: the copy bandwidth
+  }
+  b.bytesPerSecond = measureCopyBandwidth(d);
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1) << "bytes / measured " << name << " copy bandwidth "
+    << b.bytesPerSecond / 1e9 << " GB/s (no stored kernel benchmarks of this device)";
+  b.source = s.str();
+  return b;
+}
+
+json pointJson(const SearchPoint& p) {
+  return {{"estimated_loss", p.loss}, {"bytes", p.bytes}, {"linear_bits_per_weight", p.bitsPerWeight},
+          {"predicted_tokens_per_second", p.tokensPerSecond}};
+}
+
+std::string pointRow(const SearchPoint& p) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(3) << std::setw(9) << p.bitsPerWeight << std::setw(13) << p.bytes
+    << std::scientific << std::setprecision(4) << std::setw(14) << p.loss << std::fixed << std::setprecision(1)
+    << std::setw(11) << p.tokensPerSecond;
+  return s.str();
+}
+
+std::string bpwTag(double bpw) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3fbpw", bpw);
+  return text;
+}
+
+}  // namespace
+
+void addSearchCommand(CLI::App& app) {
+  struct Args {
+    std::string model, recipe, out, outDir, device = "cpu", dtype = kDefaultComputeDtype;
+    double bpw = NAN, bytes = NAN, tokS = NAN;
+    size_t frontier = 0;
+    int64_t batch = 0;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "search",
+      "Search the trade-off: for every block linear and every candidate (BASE.json's \"candidates\", by default "
+      "dense, rtn int8 per channel, gptq int4 g64/g128, gptq int3 g128, SpQR 3-bit, SparseGPT 2:4, 2:4 + gptq int4 "
+      "and the GGUF grids q8_0, q4_k, q4_0), the estimated loss tr(ΔW H ΔWᵀ) of the candidate's solution against "
+      "the calibration Hessian of the dense model (H: the mean of x xᵀ over calibration tokens); then one "
+      "candidate per module minimising the summed estimated loss under the budget (an exact multiple-choice "
+      "knapsack that gives the whole front in one sweep). Writes the chosen allocation as an ordinary recipe "
+      "(BASE.json's calibration block + one override per module) that `compress` runs as it is, and prints the "
+      "predicted front: bits per weight over the block linears, bytes, estimated loss, predicted tokens/s. "
+      "Tokens/s come from this device's stored kernel benchmarks (`bench kernels`), else from its measured copy "
+      "bandwidth. A budget outside what the candidates can reach is refused with the reachable range, before any "
+      "work; a candidate that cannot apply to a module is left out for that module and listed.");
+  cmd->add_option("--model", args->model, "Dense Hugging Face model folder")->required();
+  cmd->add_option("--recipe", args->recipe,
+                  "Base recipe JSON: its \"calibration\" block (needed), \"skip\", and optionally \"candidates\": "
+                  "[{\"name\", \"prune\", \"quantize\"}, ...] in recipe syntax (docs/search.md)")
+      ->required();
+  auto* bpw = cmd->add_option("--budget-bpw", args->bpw, "Average bits per weight over the block linears");
+  auto* bytes = cmd->add_option("--budget-bytes", args->bytes, "Total bytes of the block linears");
+  auto* toks = cmd->add_option("--budget-tok-s", args->tokS, "Predicted batch-1 decode tokens per second (at least)");
+  bpw->excludes(bytes)->excludes(toks);
+  bytes->excludes(toks);
+  cmd->add_option("--out", args->out, "The chosen allocation's recipe JSON (written atomically)")->required();
+  cmd->add_option("--frontier", args->frontier,
+                  "Points of the front to print (default 10) and, with --out-dir, to write as recipes");
+  cmd->add_option("--out-dir", args->outDir, "Folder for the --frontier recipes (created if missing)");
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N (sensitivity pass; tokens/s predicted for it)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Compute dtype (float32, bfloat16, float16)")->capture_default_str();
+  cmd->add_option("--batch", args->batch, "Calibration sequences per forward (0: pick for the device)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", args->json,
+                "Print one JSON object (budget, chosen, front, modules with each candidate's estimated loss and "
+                "bytes, skipped pairs)");
+  cmd->callback([args] {
+    SearchBudget budget;
+    if (!std::isnan(args->bpw)) budget = {BudgetKind::BitsPerWeight, args->bpw};
+    else if (!std::isnan(args->bytes)) budget = {BudgetKind::Bytes, args->bytes};
+    else if (!std::isnan(args->tokS)) budget = {BudgetKind::TokensPerSecond, args->tokS};
+    else throw InputError("give a budget: --budget-bpw B, --budget-bytes N or --budget-tok-s T");
+    if (!(budget.value > 0)) throw InputError("the budget must be positive, got " + budgetText(budget));
+    if (!args->outDir.empty() && args->frontier == 0)
+      throw InputError("--out-dir " + args->outDir + ": give --frontier K, the number of front points to write");
+
+    SearchOptions options;
+    options.modelDir = args->model;
+    options.baseRecipe = args->recipe;
+    options.budget = budget;
+    options.device = args->device;
+    options.dtype = args->dtype;
+    options.batch = args->batch;
+    options.bandwidth = decodeBandwidth(args->device);
+    SearchJob job(options);
+    job.run(terminalProgress(), interruptToken());
+    const SearchReport& report = job.report();
+    const SearchBase& base = report.base;
+    const SensitivityTable& table = report.table;
+    const SearchFront& front = report.front;
+    const SearchPoint& chosen = report.chosenPoint();
+
+    auto describe = [&](const SearchPoint& p, const std::string& what) {
+      std::ostringstream s;
+      s << std::setprecision(6) << "pareto-cli search " << what << ": " << base.candidates.size()
+        << " candidates on " << std::filesystem::path(args->model).filename().string() << ", estimated loss "
+        << p.loss << ", " << p.bitsPerWeight << " bits per weight over the block linears (" << p.bytes
+        << " bytes), predicted " << std::setprecision(4) << p.tokensPerSecond << " tokens/s";
+      return s.str();
+    };
+    // Everything is computed before anything is written; each file goes in whole (a temporary file renamed).
+    const json recipe = searchRecipe(base, table, chosen, describe(chosen, "for " + budgetText(budget)));
+    std::vector<size_t> sample = frontierSample(front, args->frontier > 0 ? args->frontier : 10);
+    std::vector<std::pair<std::string, json>> frontierFiles;
+    if (!args->outDir.empty()) {
+      for (size_t k = 0; k < sample.size(); ++k) {
+        const SearchPoint& p = front.points[sample[k]];
+        char name[64];
+        std::snprintf(name, sizeof name, "frontier-%02zu-%s.json", k + 1, bpwTag(p.bitsPerWeight).c_str());
+        frontierFiles.emplace_back((std::filesystem::path(args->outDir) / name).string(),
+                                   searchRecipe(base, table, p, describe(p, "front point " + std::to_string(k + 1))));
+      }
+    }
+    writeFileAtomically(args->out, recipe.dump(2) + "\n");
+    if (!frontierFiles.empty()) std::filesystem::create_directories(args->outDir);
+    for (const auto& [path, doc] : frontierFiles) writeFileAtomically(path, doc.dump(2) + "\n");
+
+    // Results.
+    std::map<std::string, int> counts;
+    for (int c : chosen.choice) counts[base.candidates[size_t(c)].name]++;
+    const std::vector<std::string> skipped = table.skipped();
+    json result = {{"model", absolutePath(args->model)},
+                   {"base", absolutePath(args->recipe)},
+                   {"out", absolutePath(args->out)},
+                   {"budget", {{"kind", budget.kind == BudgetKind::BitsPerWeight ? "bits_per_weight"
+                                        : budget.kind == BudgetKind::Bytes   ? "bytes"
+                                                                             : "tokens_per_second"},
+                               {"value", budget.value}}},
+                   {"chosen", pointJson(chosen)},
+                   {"calibration_tokens", table.calibrationTokens},
+                   {"speed_source", front.speedSource},
+                   {"front_points", front.points.size()},
+                   {"grid_unit", front.gridUnit},
+                   {"reachable", {{"bits_per_weight", {front.minBitsPerWeight, front.maxBitsPerWeight}},
+                                  {"bytes", {front.minBytes, front.maxBytes}},
+                                  {"tokens_per_second", {front.minTokensPerSecond, front.maxTokensPerSecond}}}},
+                   {"skipped", skipped},
+                   {"unmeasured", front.unmeasured}};
+    json frontJson = json::array();
+    for (size_t k = 0; k < sample.size(); ++k) {
+      json p = pointJson(front.points[sample[k]]);
+      if (k < frontierFiles.size()) p["recipe"] = absolutePath(frontierFiles[k].first);
+      frontJson.push_back(p);
+    }
+    result["front"] = frontJson;
+    json modules = json::array();
+    for (size_t i = 0; i < table.modules.size(); ++i) {
+      const SensitivityModule& m = table.modules[i];
+      json cells = json::array();
+      for (size_t c = 0; c < m.cells.size(); ++c) {
+        const SensitivityCell& cell = m.cells[c];
+        json j = {{"candidate", table.candidates[c]}, {"applies", cell.applies}};
+        if (cell.applies) {
+          j["format"] = cell.format;
+          j["bytes"] = cell.bytes;
+          j["estimated_loss"] = cell.loss;
+        } else {
+          j["problem"] = cell.problem;
+        }
+        cells.push_back(j);
+      }
+      modules.push_back({{"module", m.name}, {"chosen", table.candidates[size_t(chosen.choice[i])]}, {"candidates", cells}});
+    }
+    result["modules"] = modules;
+
+    std::ostringstream text;
+    text << "searched " << table.modules.size() << " modules × " << base.candidates.size() << " candidates ("
+         << table.calibrationTokens << " calibration tokens); the front has " << front.points.size() << " points\n";
+    if (!skipped.empty()) {
+      // One line per candidate: how many modules it cannot apply to and the first reason (--json lists all).
+      text << "left out where the candidate cannot apply (" << skipped.size() << " module × candidate pairs):\n";
+      for (size_t c = 0; c < table.candidates.size(); ++c) {
+        size_t n = 0;
+        std::string first;
+        for (const SensitivityModule& m : table.modules)
+          if (!m.cells[c].applies && n++ == 0) first = m.cells[c].problem;
+        if (n > 0) text << "  " << table.candidates[c] << " on " << n << " module" << (n == 1 ? "" : "s") << ", e.g. "
+                        << first << "\n";
+      }
+    }
+    if (!front.unmeasured.empty()) {
+      text << "left out of the tokens/s search (no stored kernel time): " << front.unmeasured.size() << "\n";
+      for (const std::string& s : front.unmeasured) text << "  " << s << "\n";
+    }
+    text << "predicted front (tokens/s: " << (front.speedSource.empty() ? "unknown" : front.speedSource) << ")\n"
+         << "   bits/w        bytes  est. loss        tok/s\n";
+    for (size_t k : sample) text << pointRow(front.points[k]) << (&front.points[k] == &chosen ? "   <- chosen" : "") << "\n";
+    text << "chosen for " << budgetText(budget) << ":\n" << pointRow(chosen) << "\n  ";
+    bool first = true;
+    for (const auto& [name, n] : counts) {
+      text << (first ? "" : ", ") << name << " × " << n;
+      first = false;
+    }
+    text << "\nwrote " << args->out;
+    for (const auto& f : frontierFiles) text << "\nwrote " << f.first;
+    printResult(args->json, result, text.str());
+  });
+}
+
+}  // namespace pareto::cli

@@ -8,15 +8,14 @@
 #include <fstream>
 #include <map>
 
-#include "calib/DecodeCalibration.h"
 #include "calib/SequentialPass.h"
-#include "calib/TextCalibration.h"
 #include "checkpoint/Safetensors.h"
 #include "checkpoint/ShardPlan.h"
 #include "compress/CompressMemory.h"
 #include "compress/CompressResume.h"
 #include "compress/ModulePlan.h"
 #include "compress/ModuleSolve.h"
+#include "compress/RecipeCalibration.h"
 #include "formats/BitmaskNMWeight.h"
 #include "formats/CompressionManifest.h"
 #include "formats/PackedModuleIO.h"
@@ -40,26 +39,6 @@ namespace {
 using clock = std::chrono::steady_clock;
 double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
 
-CalibrationSet calibrate(const LoadedModel& m, const CalibrationSpec& spec, const ProgressCallback& progress,
-                         const CancelToken* cancel, int64_t batch) {
-  if (spec.source == "text") {
-    TextCalibrationOptions o;
-    o.window = spec.window;
-    o.tokens = spec.tokens;
-    o.seed = spec.seed;
-    return textCalibration(*m.tokenizer, spec.file, o);
-  }
-  DecodeCalibrationOptions o;
-  o.tokens = spec.tokens;
-  o.maxNewTokens = spec.maxNewTokens;
-  o.seed = spec.seed;
-  o.batch = batch;
-  o.eosTokenIds = m.eosTokenIds;
-  o.bosTokenId = m.config.bosTokenId;
-  if (spec.fromContinuations)
-    return continuationCalibration(readContinuationsFile(spec.file, m.config.vocabSize), o, spec.file);
-  return decodeCalibration(*m.model, *m.tokenizer, readPrompts(spec.file), o, progress, cancel);
-}
 
 // The module in its stored format; `weight`: the solvers' result on the CPU in the checkpoint's dtype.
 PackedModule packOutcome(const ModuleOutcome& o, const at::Tensor& weight) {
@@ -259,9 +238,9 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
   GpuMemoryLimit gpuLimit(opts.runtime.device, opts.budget.gpuBytes);
   if (recipe.needsCalibration()) {
     CalibrationSet data = guardMemory("calibration", "lower --batch or the recipe's calibration tokens", [&] {
-      if (!generates) return calibrate(m, *recipe.calibration, progress, cancel, opts.batch);
+      if (!generates) return recipeCalibration(m, *recipe.calibration, opts.batch, progress, cancel);
       LoadedModel whole = loadModel(opts.modelDir, opts.runtime);   // freed once the continuations are generated
-      return calibrate(whole, *recipe.calibration, progress, cancel, opts.batch);
+      return recipeCalibration(whole, *recipe.calibration, opts.batch, progress, cancel);
     });
     result.calibrationTokens = data.countedTokens();
     result.calibrationSeconds = since(calibStart);

@@ -6,11 +6,10 @@
 #include <limits>
 #include <map>
 
-#include "calib/DecodeCalibration.h"
 #include "calib/SequentialPass.h"
-#include "calib/TextCalibration.h"
 #include "compress/ModulePlan.h"
 #include "compress/ModuleSolve.h"
+#include "compress/RecipeCalibration.h"
 #include "compress/RecipeEstimate.h"
 #include "formats/CompressionManifest.h"
 #include "model/LoadedModel.h"
@@ -20,27 +19,6 @@
 namespace pareto {
 namespace {
 
-// The calibration set the compress job would build for the same calibration block.
-CalibrationSet buildCalibration(const LoadedModel& m, const CalibrationSpec& spec, int64_t batch,
-                                const ProgressCallback& progress, const CancelToken* cancel) {
-  if (spec.source == "text") {
-    TextCalibrationOptions o;
-    o.window = spec.window;
-    o.tokens = spec.tokens;
-    o.seed = spec.seed;
-    return textCalibration(*m.tokenizer, spec.file, o);
-  }
-  DecodeCalibrationOptions o;
-  o.tokens = spec.tokens;
-  o.maxNewTokens = spec.maxNewTokens;
-  o.seed = spec.seed;
-  o.batch = batch;
-  o.eosTokenIds = m.eosTokenIds;
-  o.bosTokenId = m.config.bosTokenId;
-  if (spec.fromContinuations)
-    return continuationCalibration(readContinuationsFile(spec.file, m.config.vocabSize), o, spec.file);
-  return decodeCalibration(*m.model, *m.tokenizer, readPrompts(spec.file), o, progress, cancel);
-}
 
 // tr(ΔW H̄ ΔWᵀ) in float64.
 double estimatedLoss(const at::Tensor& solved, const at::Tensor& dense, const at::Tensor& meanHessian) {
@@ -125,7 +103,7 @@ void measureSensitivity(SensitivityTable& table, const SearchBase& base, const s
     throw InputError(fileMessage(modelDir, "is already a compressed folder; the search starts from the dense "
                                            "source model"));
   report("calibration", 0, base.calibration.file);
-  const CalibrationSet data = buildCalibration(m, base.calibration, batch, progress, cancel);
+  const CalibrationSet data = recipeCalibration(m, base.calibration, batch, progress, cancel);
   table.calibrationTokens = data.countedTokens();
 
   std::map<std::string, size_t> index;

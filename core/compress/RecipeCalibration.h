@@ -1,0 +1,20 @@
+// The calibration set a recipe's "calibration" block names (text windows, decode-time continuations generated
+// from prompts, or continuations read from a file), built one way for every job that calibrates from a recipe
+// (compress, search), so that the same block gives the same Hessians everywhere.
+#pragma once
+
+#include <cstdint>
+
+#include "calib/CalibrationSet.h"
+#include "compress/Recipe.h"
+#include "model/LoadedModel.h"
+#include "util/Progress.h"
+
+namespace pareto {
+
+// Decode calibration from prompts generates with `m`'s model, which must then hold its weights whole; text and
+// continuation files need only the tokenizer and config. `batch`: sequences a generation step (0: the default).
+CalibrationSet recipeCalibration(const LoadedModel& m, const CalibrationSpec& spec, int64_t batch,
+                                 const ProgressCallback& progress = {}, const CancelToken* cancel = nullptr);
+
+}  // namespace pareto

@@ -26,8 +26,6 @@ QString number(double v, int decimals) {
 // GB/s with as many decimals as a small figure needs (CPU references run at a few GB/s, GPUs at thousands).
 QString gbText(double gb) { return number(gb, gb >= 100 ? 0 : gb >= 10 ? 1 : 2); }
 
-QCPTextElement* titleOf(QCustomPlot* plot) { return qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0)); }
-
 }  // namespace
 
 BenchmarkStrip::BenchmarkStrip(QWidget* parent) : QWidget(parent) {
@@ -82,9 +80,7 @@ BenchmarkStrip::BenchmarkStrip(QWidget* parent) : QWidget(parent) {
                        "weight format (left axis); dashed line: the measured copy bandwidth, the ceiling of anything "
                        "that streams its weights once; diamonds: tokens/s of the model's linear layers at that "
                        "kernel speed, circles: measured tokens/s of the decode loop (right axis)."));
-  plot_->plotLayout()->insertRow(0);
-  const QFont titleFont(font().family(), font().pointSize() + 1, QFont::Bold);
-  plot_->plotLayout()->addElement(0, 0, new QCPTextElement(plot_, tr("Kernel benchmark: no session yet"), titleFont));
+  addPlotTitle(plot_, tr("Kernel benchmark: no session yet"));
   plot_->yAxis->setLabel(tr("GB/s achieved"));
   plot_->yAxis2->setVisible(true);
   plot_->yAxis2->setLabel(tr("tokens/s (◆ linears · ● decode loop)"));
@@ -168,7 +164,7 @@ void BenchmarkStrip::rebuild() {
   QString title = session_.device.isEmpty() ? tr("Benchmark: no session yet")
                                             : tr("%1 on %2 — %3").arg(what, session_.device, session_.shape);
   if (session_.cpuReference) title += QStringLiteral("\n") + kCpuReferenceLabel;
-  if (QCPTextElement* t = titleOf(plot_)) t->setText(title);
+  if (QCPTextElement* t = plotTitle(plot_)) t->setText(title);
 
   auto ticker = QSharedPointer<QCPAxisTickerText>::create();
   auto makeBars = [this](const QString& name, QColor color) {

@@ -34,8 +34,6 @@ class NumericItem : public QTreeWidgetItem {
   }
 };
 
-QCPTextElement* titleOf(QCustomPlot* plot) { return qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0)); }
-
 }  // namespace
 
 DiscrepancyView::DiscrepancyView(QWidget* parent) : QWidget(parent) {
@@ -48,10 +46,7 @@ DiscrepancyView::DiscrepancyView(QWidget* parent) : QWidget(parent) {
   plot_->yAxis->setLabel(tr("discrepancy δ"));
   plot_->yAxis->setScaleType(QCPAxis::stLogarithmic);
   plot_->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
-  plot_->plotLayout()->insertRow(0);
-  auto* title = new QCPTextElement(plot_, QString(), QFont(font().family(), font().pointSize() + 1, QFont::Bold));
-  title->setObjectName("discrepancyTitle");
-  plot_->plotLayout()->addElement(0, 0, title);
+  addPlotTitle(plot_, QString(), "discrepancyTitle");
   plot_->legend->setVisible(true);
 
   table_ = new QTreeWidget;
@@ -98,7 +93,7 @@ void DiscrepancyView::setStudy(const QString& runName, std::shared_ptr<const Hes
   rebuild();
 }
 
-QString DiscrepancyView::title() const { return titleOf(plot_)->text(); }
+QString DiscrepancyView::title() const { return plotTitle(plot_)->text(); }
 
 void DiscrepancyView::rebuild() {
   plot_->clearGraphs();
@@ -106,7 +101,7 @@ void DiscrepancyView::rebuild() {
   table_->setSortingEnabled(false);
   table_->clear();
   if (!study_ || study_->modules.empty()) {
-    titleOf(plot_)->setText(tr("Hessian discrepancy: run an evaluation with the Hessian study to see it"));
+    plotTitle(plot_)->setText(tr("Hessian discrepancy: run an evaluation with the Hessian study to see it"));
   } else {
     const auto& modules = study_->modules;
     std::vector<size_t> order(modules.size());
@@ -148,7 +143,7 @@ void DiscrepancyView::rebuild() {
     plot_->rescaleAxes();
     plot_->xAxis->setRange(-0.5, double(order.size()) - 0.5);
     const DiscrepancySummary& s = study_->summary;
-    titleOf(plot_)->setText(tr("Decode calibration closer in %1% of %2 modules\nmedian δ(text)/δ(decode) = %3")
+    plotTitle(plot_)->setText(tr("Decode calibration closer in %1% of %2 modules\nmedian δ(text)/δ(decode) = %3")
                                 .arg(locale.toString(100.0 * s.fractionDecodeSmaller, 'f', 1))
                                 .arg(s.modules)
                                 .arg(locale.toString(s.medianRatio, 'f', 2)));

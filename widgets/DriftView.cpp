@@ -17,18 +17,6 @@ namespace pareto {
 
 namespace {
 
-QCPTextElement* addTitle(QCustomPlot* plot, const QString& objectName) {
-  plot->plotLayout()->insertRow(0);
-  auto* title = new QCPTextElement(plot, QString(), QFont(plot->font().family(), plot->font().pointSize() + 1, QFont::Bold));
-  title->setObjectName(objectName);
-  plot->plotLayout()->addElement(0, 0, title);
-  return title;
-}
-
-QCPTextElement* titleOf(QCustomPlot* plot) {
-  return qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0));
-}
-
 // Distinct, evenly spaced hues; lightness kept mid so that lines read on light and dark backgrounds.
 QColor layerColor(int layer, int layers) {
   return QColor::fromHsl(int(300.0 * layer / std::max(1, layers - 1)), 180, 120);
@@ -69,7 +57,7 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   auto* margins = new QCPMarginGroup(heatmap_);
   heatmap_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   colorScale_->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
-  addTitle(heatmap_, "driftHeatmapTitle");
+  addPlotTitle(heatmap_, QString(), "driftHeatmapTitle");
 
   curves_ = new QCustomPlot;
   curves_->setObjectName("driftCurves");
@@ -78,7 +66,7 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
                          "spectrum to magenta (the final norm's input)."));
   curves_->xAxis->setLabel(tr("decode step t"));
   curves_->yAxis->setLabel(tr("drift D"));
-  addTitle(curves_, "driftCurvesTitle");
+  addPlotTitle(curves_, QString(), "driftCurvesTitle");
 
   auto* top = new QHBoxLayout;
   top->addWidget(variant_);
@@ -110,8 +98,8 @@ void DriftView::rebuild() {
   const DriftCurves* c = shownCurves();
   if (c == nullptr || c->drift.empty()) {
     colorMap_->data()->clear();
-    titleOf(heatmap_)->setText(tr("Activation drift: run an evaluation with drift steps > 0 to see it"));
-    titleOf(curves_)->setText(QString());
+    plotTitle(heatmap_)->setText(tr("Activation drift: run an evaluation with drift steps > 0 to see it"));
+    plotTitle(curves_)->setText(QString());
     summary_->clear();
   } else {
     const int layers = int(c->drift.size());
@@ -125,7 +113,7 @@ void DriftView::rebuild() {
     heatmap_->xAxis->setRange(-0.5, steps - 0.5);
     heatmap_->yAxis->setRange(-0.5, layers - 0.5);
     const QString variant = variant_->currentData().toString() == "forced" ? tr("teacher-forced") : tr("free decoding");
-    titleOf(heatmap_)->setText(tr("Activation drift, %1 (%2 prompts × %3 steps)").arg(variant).arg(drift_->prompts).arg(steps));
+    plotTitle(heatmap_)->setText(tr("Activation drift, %1 (%2 prompts × %3 steps)").arg(variant).arg(drift_->prompts).arg(steps));
 
     QVector<double> markerSteps, markerDrift;
     int worstLayer = -1;
@@ -162,7 +150,7 @@ void DriftView::rebuild() {
     curves_->rescaleAxes();
     curves_->yAxis->setRangeLower(0);
     curves_->legend->setVisible(layers <= 6);   // a longer legend hides the curves; the tooltip gives the colour order
-    titleOf(curves_)->setText(worstLayer < 0 ? tr("No layer reached 90% of its plateau")
+    plotTitle(curves_)->setText(worstLayer < 0 ? tr("No layer reached 90% of its plateau")
                                              : tr("Steps to 90% of plateau: at most %1 (layer %2)")
                                                    .arg(worstSteps)
                                                    .arg(worstLayer));

@@ -55,10 +55,7 @@ ParetoView::ParetoView(RunHistory* history, QWidget* parent) : QWidget(parent), 
   plot_->setToolTip(tr("Every run of this session as a point; the dashed line joins the runs no other run beats "
                        "on both axes (the Pareto front). Click a point to open its run."));
   plot_->setInteractions(QCP::iSelectPlottables);
-  plot_->plotLayout()->insertRow(0);
-  auto* title = new QCPTextElement(plot_, tr("Quality against cost"),
-                                   QFont(font().family(), font().pointSize() + 1, QFont::Bold));
-  plot_->plotLayout()->addElement(0, 0, title);
+  addPlotTitle(plot_, tr("Quality against cost"));
   connect(plot_, &QCustomPlot::plottableClick, this,
           [this](QCPAbstractPlottable* p, int, QMouseEvent*) { pointClicked(p); });
   connect(plot_, &QCustomPlot::itemClick, this, [this](QCPAbstractItem* item, QMouseEvent*) { pointClicked(item); });
@@ -146,7 +143,7 @@ void ParetoView::rebuild() {
     label->setColor(palette().color(QPalette::WindowText));
     break;
   }
-  if (auto* title = qobject_cast<QCPTextElement*>(plot_->plotLayout()->element(0, 0)))
+  if (auto* title = plotTitle(plot_))
     title->setText(plot_->graphCount() == 0 ? tr("Quality against cost: no runs with both values yet")
                                             : tr("Quality against cost"));
   const std::vector<size_t> front = paretoFront(points, higherCostBetter);

@@ -12,6 +12,18 @@
 
 namespace pareto {
 
+QCPTextElement* addPlotTitle(QCustomPlot* plot, const QString& text, const QString& objectName) {
+  plot->plotLayout()->insertRow(0);
+  auto* title = new QCPTextElement(plot, text, QFont(plot->font().family(), plot->font().pointSize() + 1, QFont::Bold));
+  if (!objectName.isEmpty()) title->setObjectName(objectName);
+  plot->plotLayout()->addElement(0, 0, title);
+  return title;
+}
+
+QCPTextElement* plotTitle(QCustomPlot* plot) {
+  return qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0));
+}
+
 void applyPalette(QCustomPlot* plot) {
   const QPalette pal = plot->palette();
   const QColor text = pal.color(QPalette::WindowText);

@@ -10,10 +10,15 @@
 #include <functional>
 
 class QCustomPlot;
+class QCPTextElement;
 class QToolButton;
 class QWidget;
 
 namespace pareto {
+
+// A bold title row above the plot (one point larger than the plot's font), and that title afterwards.
+QCPTextElement* addPlotTitle(QCustomPlot* plot, const QString& text = QString(), const QString& objectName = QString());
+QCPTextElement* plotTitle(QCustomPlot* plot);
 
 // Background, axes, grid and text of the plot from its palette; call again when the palette changes.
 void applyPalette(QCustomPlot* plot);

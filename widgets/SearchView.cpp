@@ -25,16 +25,6 @@
 namespace pareto {
 namespace {
 
-QCPTextElement* addTitle(QCustomPlot* plot, const QString& objectName) {
-  plot->plotLayout()->insertRow(0);
-  auto* title = new QCPTextElement(plot, QString(), QFont(plot->font().family(), plot->font().pointSize() + 1, QFont::Bold));
-  title->setObjectName(objectName);
-  plot->plotLayout()->addElement(0, 0, title);
-  return title;
-}
-
-QCPTextElement* titleOf(QCustomPlot* plot) { return qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0)); }
-
 QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 }  // namespace
@@ -116,7 +106,7 @@ SearchView::SearchView(RunHistory* history, QWidget* parent) : QWidget(parent), 
     if (p == frontGraph_ && dataIndex >= 0 && dataIndex < plotted_.size()) choosePoint(plotted_[dataIndex]);
     if (p == chosenGraph_ && report_) choosePoint(report_->chosen);   // the star sits on top of its front point
   });
-  addTitle(front_, "searchFrontTitle");
+  addPlotTitle(front_, QString(), "searchFrontTitle");
 
   heatmap_ = new QCustomPlot;
   heatmap_->setObjectName("searchHeatmap");
@@ -136,7 +126,7 @@ SearchView::SearchView(RunHistory* history, QWidget* parent) : QWidget(parent), 
   allocationGraph_ = heatmap_->addGraph();
   allocationGraph_->setLineStyle(QCPGraph::lsNone);
   allocationGraph_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(Qt::white, 2), Qt::NoBrush, 7));
-  addTitle(heatmap_, "searchHeatmapTitle");
+  addPlotTitle(heatmap_, QString(), "searchHeatmapTitle");
 
   auto* controls = new QHBoxLayout;
   controls->addWidget(base_, 1);
@@ -193,7 +183,7 @@ void SearchView::setProgress(double fraction, const QString& message) {
 
 void SearchView::setMessage(const QString& text) { status_->setText(text); }
 
-QString SearchView::title() const { return titleOf(front_)->text(); }
+QString SearchView::title() const { return plotTitle(front_)->text(); }
 
 nlohmann::json SearchView::pointRecipe(size_t index) const {
   if (!report_ || index >= report_->front.points.size()) return nlohmann::json();
@@ -221,8 +211,8 @@ void SearchView::rebuild() {
   allocationGraph_->data()->clear();
   plotted_.clear();
   if (!report_ || report_->front.points.empty()) {
-    titleOf(front_)->setText(tr("Search: choose a base recipe and a budget, then Search"));
-    titleOf(heatmap_)->setText(QString());
+    plotTitle(front_)->setText(tr("Search: choose a base recipe and a budget, then Search"));
+    plotTitle(heatmap_)->setText(QString());
   } else {
     const SearchReport& r = *report_;
     auto xOf = [&](const SearchPoint& p) { return bySpeed ? p.tokensPerSecond : p.bitsPerWeight; };
@@ -252,7 +242,7 @@ void SearchView::rebuild() {
     front_->xAxis->setRange(xr.lower - pad, xr.upper + pad);
     for (QCPAxis* axis : {front_->yAxis, front_->yAxis2})
       if (axis->range().lower > 0) axis->setRange(axis->range().lower / 2, axis->range().upper * 2);
-    titleOf(front_)->setText(tr("%1 front points · chosen: %2 bits/w, Σ loss %3, %4 tok/s (%5)")
+    plotTitle(front_)->setText(tr("%1 front points · chosen: %2 bits/w, Σ loss %3, %4 tok/s (%5)")
                                  .arg(r.front.points.size())
                                  .arg(QLocale().toString(chosen.bitsPerWeight, 'f', 3))
                                  .arg(QLocale().toString(chosen.loss, 'g', 4))
@@ -284,7 +274,7 @@ void SearchView::rebuild() {
     heatmap_->yAxis->setTicker(yt);
     heatmap_->xAxis->setRange(-0.5, candidates - 0.5);
     heatmap_->yAxis->setRange(-0.5, modules - 0.5);
-    titleOf(heatmap_)->setText(tr("Estimated loss per module × candidate (%1 calibration tokens)")
+    plotTitle(heatmap_)->setText(tr("Estimated loss per module × candidate (%1 calibration tokens)")
                                    .arg(r.table.calibrationTokens));
   }
   applyPalette(front_);

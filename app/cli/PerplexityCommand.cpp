@@ -4,8 +4,10 @@
 
 #include "CliSupport.h"
 #include "Commands.h"
+#include "MemoryOptions.h"
 #include "ModelOptions.h"
 #include "RunRecording.h"
+#include "eval/EvalMemory.h"
 #include "eval/Perplexity.h"
 #include "model/LoadedModel.h"
 #include "store/MetricNames.h"
@@ -19,6 +21,7 @@ void addPerplexityCommand(CLI::App& app) {
     std::string text;
     std::string dense;
     PerplexityOptions ppl;
+    MemoryOptions memory;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -39,6 +42,10 @@ void addPerplexityCommand(CLI::App& app) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--batch", args->ppl.batch, "Windows per forward pass (0: pick for the device)")
       ->check(CLI::NonNegativeNumber);
+  args->memory.add(cmd);
+  cmd->add_option("--scratch-dir", args->ppl.scratchDir,
+                  "Folder for the hidden states' scratch file when a streamed model's do not fit the budgets "
+                  "(default: the system's temporary folder)");
   cmd->add_flag("--json", args->json,
                 "Print one JSON object (ppl, windows, tokens, window, ...; with --dense also kl_mean, kl_p99, "
                 "dense_ppl)");
@@ -49,21 +56,41 @@ void addPerplexityCommand(CLI::App& app) {
     if (!args->dense.empty()) settings["dense"] = absolutePath(args->dense);
     run.begin(args->model.model, args->model.device, settings);
     const RuntimeOptions runtime = makeRuntimeOptions(args->model.device, args->model.dtype);
-    LoadedModel m = loadModel(args->model.model, runtime);
+    const MemoryBudget budget = args->memory.budget();
+    // Under a budget the folders are opened streamed (headers only) until the plan says whether they fit whole.
+    const WeightResidency opening = budget.limited() ? WeightResidency::Streamed : WeightResidency::Whole;
+    LoadedModel m = loadModel(args->model.model, runtime, opening);
     std::unique_ptr<LoadedModel> dense;
     std::vector<TokenId> ids;
     if (args->dense.empty()) {
       ids = encodeTextFile(*m.tokenizer, args->text, /*addSpecialTokens=*/false);
     } else {
-      dense = std::make_unique<LoadedModel>(loadModel(args->dense, runtime));
+      dense = std::make_unique<LoadedModel>(loadModel(args->dense, runtime, opening));
       ids = comparableTextIds(*dense, m, args->text);
-      args->ppl.dense = dense->model.get();
     }
+    std::optional<EvalMemoryPlan> plan;
+    if (budget.limited()) {
+      const int64_t W = args->ppl.window;
+      int64_t windows = static_cast<int64_t>(ids.size()) / W;
+      if (args->ppl.maxWindows > 0) windows = std::min(windows, args->ppl.maxWindows);
+      const int64_t batch = args->ppl.batch > 0 ? args->ppl.batch : (runtime.device.is_cuda() ? 16 : 4);
+      plan = planEvalMemory(m.config, runtime, budget, dense ? 2 : 1, windows, W, std::min(batch, std::max<int64_t>(windows, 1)));
+      args->ppl.activations = plan->placement;
+      if (!plan->streamed) {
+        m = loadModel(args->model.model, runtime);
+        if (dense) *dense = loadModel(args->dense, runtime);
+      }
+      std::fprintf(stderr, "pareto-cli: memory: %s\n", plan->summary().c_str());
+    }
+    if (dense) args->ppl.dense = dense->model.get();
+    GpuMemoryLimit gpuLimit(runtime.device, budget.gpuBytes);
     PerplexityResult r = computePerplexity(*m.model, ids, args->ppl, terminalProgress(), &interruptToken());
     nlohmann::json j = {{"ppl", r.ppl},         {"windows", r.windows},           {"tokens", r.tokens},
                         {"window", r.window},   {"scored_tokens", r.scoredTokens}, {"mean_nll", r.meanNll},
                         {"device", deviceDescription(m.model->options().device)},
                         {"dtype", dtypeLabel(m.model->options().dtype)}};
+    if (plan) j["memory"] = {{"streamed", plan->streamed}, {"plan", plan->summary()}, {"peak_host_bytes", hostPeakResidentBytes()},
+                             {"peak_gpu_bytes", gpuPeakBytes(runtime.device)}};
     std::ostringstream text;
     text.precision(6);
     text << "perplexity " << r.ppl << " over " << r.windows << " windows of " << r.window << " tokens ("

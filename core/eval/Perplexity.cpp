@@ -19,6 +19,32 @@ double nllSum(const at::Tensor& logits, const at::Tensor& ids) {
   return -logp.gather(-1, target).sum().to(at::kDouble).item<double>();
 }
 
+// The final hidden state of every batch of windows ([n, W] ids each), block by block: a streamed model reads each
+// block once for all windows and frees it before the next.
+std::unique_ptr<ActivationStore> finalHiddenStates(const LlamaModel& model, const std::vector<at::Tensor>& batches,
+                                                   const PerplexityOptions& opts, const std::string& which,
+                                                   const ProgressCallback& progress, const CancelToken* cancel) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const at::Tensor& ids : batches) shapes.push_back({ids.size(0), ids.size(1), model.config().hiddenSize});
+  auto store = std::make_unique<ActivationStore>(opts.activations, shapes, model.options().dtype, model.options().device,
+                                                 opts.scratchDir);
+  for (size_t i = 0; i < batches.size(); ++i) store->put(i, model.embed(batches[i]));
+  const int64_t layers = model.numLayers();
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
+    model.loadLayer(layer);
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const LlamaModel::Context ctx = model.prepare(batches[i].size(0), batches[i].size(1), nullptr, nullptr);
+      store->put(i, model.block(layer, store->get(i), ctx));
+    }
+    model.releaseLayer(layer);
+    if (progress)
+      progress({"perplexity", double(layer + 1) / double(layers),
+                which + " layer " + std::to_string(layer + 1) + "/" + std::to_string(layers)});
+  }
+  return store;
+}
+
 }  // namespace
 
 std::vector<TokenId> comparableTextIds(const LoadedModel& dense, const LoadedModel& model, const std::string& textFile) {
@@ -74,15 +100,31 @@ PerplexityResult computePerplexity(const LlamaModel& model, const std::vector<To
                        .view({windows, W});
   double modelNll = 0, denseNll = 0;
   KlAccumulator kl;
-  for (int64_t start = 0; start < windows; start += batch) {
+  // Streamed models first carry every window through all blocks; the heads then run batch by batch as below.
+  const bool streamed = model.streamed() || (dense != nullptr && dense->streamed());
+  std::vector<at::Tensor> batches;
+  for (int64_t start = 0; start < windows; start += batch)
+    batches.push_back(all.narrow(0, start, std::min(batch, windows - start)).to(model.options().device));
+  std::unique_ptr<ActivationStore> modelHidden, denseHidden;
+  if (streamed) {
+    modelHidden = finalHiddenStates(model, batches, opts, "model", progress, cancel);
+    model.loadHead();
+    if (dense != nullptr) {
+      std::vector<at::Tensor> denseBatches;
+      for (const at::Tensor& ids : batches) denseBatches.push_back(ids.to(dense->options().device));
+      denseHidden = finalHiddenStates(*dense, denseBatches, opts, "dense model", progress, cancel);
+      dense->loadHead();
+    }
+  }
+  for (size_t b = 0; b < batches.size(); ++b) {
     if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
-    const int64_t n = std::min(batch, windows - start);
-    at::Tensor ids = all.narrow(0, start, n).to(model.options().device);
-    at::Tensor logits = model.forward(ids);   // [n, W, V] float32
+    const at::Tensor& ids = batches[b];
+    const int64_t start = static_cast<int64_t>(b) * batch, n = ids.size(0);
+    at::Tensor logits = streamed ? model.head(modelHidden->get(b)) : model.forward(ids);   // [n, W, V] float32
     modelNll += nllSum(logits, ids);
     if (dense != nullptr) {
       at::Tensor denseIds = ids.to(dense->options().device);
-      at::Tensor denseLogits = dense->forward(denseIds);
+      at::Tensor denseLogits = streamed ? dense->head(denseHidden->get(b)) : dense->forward(denseIds);
       denseNll += nllSum(denseLogits, denseIds);
       const int64_t V = logits.size(-1);
       kl.add(tokenKlDivergence(denseLogits.narrow(1, 0, W - 1).reshape({n * (W - 1), V}),

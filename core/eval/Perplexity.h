@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "calib/ActivationStore.h"
 #include "eval/KlDivergence.h"
 #include "model/LlamaModel.h"
 #include "tokenizer/Tokenizer.h"
@@ -24,6 +25,11 @@ struct PerplexityOptions {
   // The dense reference (same vocabulary, on the same device): KL(P_dense ‖ P_model) at every scored position,
   // and the dense model's own perplexity on the same windows. Null: neither.
   const LlamaModel* dense = nullptr;
+  // A streamed model (LlamaModel's streamed constructor) is scored block by block: every window passes block i
+  // before block i + 1 is read, its hidden states kept where `activations` says (calib/ActivationStore.h). The
+  // numbers are the ones the whole model gives.
+  ActivationPlacement activations = ActivationPlacement::Device;
+  std::string scratchDir;
 };
 
 struct PerplexityResult {

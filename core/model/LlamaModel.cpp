@@ -303,7 +303,7 @@ Linear LlamaModel::readHead(WeightLoader& w) const {
   return Linear("lm_head", w.load("lm_head.weight", {c.vocabSize, c.hiddenSize}), {});
 }
 
-void LlamaModel::loadLayer(int64_t i) {
+void LlamaModel::loadLayer(int64_t i) const {
   if (!streamed()) return;
   if (i < 0 || i >= numLayers()) throw Error("loadLayer: no layer " + std::to_string(i));
   if (layerLoaded(i)) return;
@@ -312,7 +312,7 @@ void LlamaModel::loadLayer(int64_t i) {
   for (std::string& note : w.notes_) runtimeNotes_.push_back(std::move(note));
 }
 
-void LlamaModel::releaseLayer(int64_t i) {
+void LlamaModel::releaseLayer(int64_t i) const {
   if (streamed()) layers_.at(static_cast<size_t>(i)) = Layer{};
 }
 
@@ -321,13 +321,13 @@ bool LlamaModel::layerLoaded(int64_t i) const {
   return L.inputNorm.defined();
 }
 
-void LlamaModel::loadHead() {
+void LlamaModel::loadHead() const {
   if (!streamed() || lmHeadLoaded()) return;
   WeightLoader w(*source_, opts_, sourceManifest_.get());
   lmHead_ = readHead(w);
 }
 
-void LlamaModel::releaseHead() {
+void LlamaModel::releaseHead() const {
   if (streamed()) lmHead_ = Linear();
 }
 

@@ -54,12 +54,13 @@ class LlamaModel {
   LlamaModel(const ModelConfig& config, std::shared_ptr<const Checkpoint> checkpoint, const RuntimeOptions& opts,
              const CompressionManifest* manifest = nullptr);
   bool streamed() const { return source_ != nullptr; }
-  // No-ops on a model that holds all its weights. block() on a layer not loaded throws.
-  void loadLayer(int64_t layer);
-  void releaseLayer(int64_t layer);
+  // No-ops on a model that holds all its weights. block() on a layer not loaded throws. Which blocks are
+  // resident is a cache of the checkpoint, not part of what the model computes, so these are const.
+  void loadLayer(int64_t layer) const;
+  void releaseLayer(int64_t layer) const;
   bool layerLoaded(int64_t layer) const;
-  void loadHead();
-  void releaseHead();
+  void loadHead() const;
+  void releaseHead() const;
   bool lmHeadLoaded() const;
 
   // ids: [batch, T] integer token ids. Without a cache the sequence starts at position 0; with one it continues
@@ -118,11 +119,11 @@ class LlamaModel {
   ModelConfig config_;
   RuntimeOptions opts_;
   at::Tensor embedding_;   // [vocab, hidden]
-  std::vector<Layer> layers_;
+  mutable std::vector<Layer> layers_;   // mutable: a streamed model reads and drops them (loadLayer)
   at::Tensor finalNorm_;
-  Linear lmHead_;
+  mutable Linear lmHead_;
   at::Tensor invFreq_;     // [headDim/2] float32 on the device
-  std::vector<std::string> runtimeNotes_;
+  mutable std::vector<std::string> runtimeNotes_;
   std::shared_ptr<const Checkpoint> source_;   // streamed: where the layers are read from
   std::shared_ptr<const CompressionManifest> sourceManifest_;
 };

@@ -18,6 +18,8 @@
 #include "checkpoint/ModelConfig.h"
 #include "checkpoint/ModelPresets.h"
 #include "checkpoint/Safetensors.h"
+#include "eval/EvalMemory.h"
+#include "eval/Perplexity.h"
 #include "model/LoadedModel.h"
 #include "model/MemoryBudget.h"
 #include "model/TensorIO.h"
@@ -105,6 +107,50 @@ TEST(StreamedModel, ChecksEveryTensorBeforeReadingAny) {
     FAIL() << "a checkpoint without " << dropped << " was accepted";
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr(dropped));
+  }
+}
+
+TEST(StreamedPerplexity, ScoresWhatTheWholeModelsScoreWhereverTheHiddenStatesLive) {
+  PARETO_REQUIRE_SHARED();
+  const std::string dir = test::sharedPath("models/ref-tiny");
+  LoadedModel whole = loadModel(dir, RuntimeOptions{});
+  const std::vector<TokenId> ids =
+      encodeTextFile(*whole.tokenizer, test::sharedPath("data/heldout-prose.txt"), /*addSpecialTokens=*/false);
+  PerplexityOptions o;
+  o.window = 64;
+  o.maxWindows = 6;
+  o.batch = 4;   // two batches, the second partial
+  o.dense = whole.model.get();
+  const PerplexityResult expected = computePerplexity(*whole.model, ids, o);
+  LoadedModel streamed = loadModel(dir, RuntimeOptions{}, WeightResidency::Streamed);
+  for (ActivationPlacement where : {ActivationPlacement::Device, ActivationPlacement::Scratch}) {
+    o.activations = where;
+    o.dense = streamed.model.get();   // both models streamed: KL against itself is 0, as for the whole pair
+    const PerplexityResult r = computePerplexity(*streamed.model, ids, o);
+    EXPECT_EQ(r.ppl, expected.ppl) << activationPlacementName(where);
+    EXPECT_EQ(*r.densePpl, *expected.densePpl);
+    EXPECT_EQ(r.klToDense->mean, expected.klToDense->mean);
+  }
+}
+
+TEST(EvalMemory, StreamsOnlyWhatDoesNotFitWholeAndRefusesLessThanOneBlock) {
+  ModelConfig c = ModelConfig::fromJson(modelPresetConfig("llama-3.1-8b"), "llama-3.1-8b");
+  RuntimeOptions cpu;
+  cpu.dtype = at::kBFloat16;
+  EXPECT_FALSE(planEvalMemory(c, cpu, {}, 1, 640, 512, 4).streamed);   // no budget
+  const EvalMemoryPlan free = planEvalMemory(c, cpu, {0, 64ull << 30}, 1, 640, 512, 4);
+  EXPECT_FALSE(free.streamed);
+  EXPECT_GT(free.wholeBytes, free.streamedBytes);
+  const EvalMemoryPlan tight = planEvalMemory(c, cpu, {0, free.streamedBytes + (1ull << 20)}, 1, 640, 512, 4);
+  EXPECT_TRUE(tight.streamed);
+  EXPECT_EQ(tight.placement, ActivationPlacement::Scratch);   // 2.7 GB of hidden states do not fit beside it
+  EXPECT_EQ(planEvalMemory(c, cpu, {0, free.streamedBytes + (4ull << 30)}, 1, 640, 512, 4).placement,
+            ActivationPlacement::Device);
+  try {
+    planEvalMemory(c, cpu, {0, 1ull << 30}, 1, 640, 512, 4);
+    FAIL() << "a budget below one block was accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--max-host-memory 1 GiB is less than"));
   }
 }
 

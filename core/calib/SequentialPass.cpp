@@ -67,9 +67,9 @@ PassState prepareBatches(const LlamaModel& model, const CalibrationSet& data, co
   const c10::Device device = model.options().device;
   PassState state;
   state.batches = makeBatches(data, passBatch(opts.batch, device));
-  state.hidden = std::make_unique<ActivationStore>(
-      opts.activations, activationShapes(data, model.config().hiddenSize, opts.batch, device),
-      model.options().dtype, device, opts.scratchDir);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const CalibrationBatch& b : state.batches) shapes.push_back({b.ids.size(0), b.ids.size(1), model.config().hiddenSize});
+  state.hidden = std::make_unique<ActivationStore>(opts.activations, shapes, model.options().dtype, device, opts.scratchDir);
   for (size_t i = 0; i < state.batches.size(); ++i) {
     CalibrationBatch& b = state.batches[i];
     b.weights = b.weights.to(device);

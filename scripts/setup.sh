@@ -28,10 +28,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-# libopenblas0-openmp: without it Debian's LibTorch runs on the reference BLAS, 25x slower.
+# libopenblas0-openmp: without it Debian's LibTorch runs on the reference BLAS, 25x slower. libgloo-dev: the gloo
+# headers LibTorch's c10d ProcessGroupGloo needs (compress --processes on the CPU; its code is in libtorch_cpu).
 packages=(build-essential cmake ninja-build pkg-config
           libtorch-dev libopenblas0-openmp nlohmann-json3-dev libcli11-dev libpcre2-dev libutf8proc-dev libsqlite3-dev
-          libgtest-dev libgmock-dev)
+          libgloo-dev libgtest-dev libgmock-dev)
 if [ "$gui" = ON ]; then packages+=(qt6-base-dev qt6-svg-dev libqcustomplot-dev libgl-dev); fi
 if [ "$fuzz" = 1 ]; then packages+=(clang libclang-rt-14-dev); fi
 

@@ -1,4 +1,7 @@
 #include <CLI/CLI.hpp>
+#include <c10/core/Device.h>
+
+#include <chrono>
 #include <cstdio>
 #include <iomanip>
 #include <memory>
@@ -6,14 +9,61 @@
 
 #include "CliSupport.h"
 #include "Commands.h"
+#include "RankLauncher.h"
 #include "RunRecording.h"
 #include "MemoryOptions.h"
 #include "checkpoint/ShardPlan.h"
 #include "compress/CompressResume.h"
+#include "dist/ProcessGroup.h"
+#include "util/Error.h"
 #include "util/InputFile.h"
 #include "jobs/CompressEvaluateJob.h"
 
 namespace pareto::cli {
+namespace {
+
+struct DistributedArgs {
+  int processes = 1;
+  int rank = 0;
+  int worldSize = 1;
+  std::string master;
+  double timeoutSeconds = 600;
+};
+
+void addDistributedOptions(CLI::App* cmd, DistributedArgs& d) {
+  auto* processes =
+      cmd->add_option("--processes", d.processes,
+                      "Run as N processes on this host sharing the calibration and the sequential pass: with "
+                      "--device cuda one per GPU (cuda:0..N-1, NCCL between them), on the CPU N processes (gloo). "
+                      "The result is one process's up to the order of float additions (docs/distributed.md)")
+          ->check(CLI::PositiveNumber);
+  auto* rank = cmd->add_option("--rank", d.rank,
+                               "Join a distributed job as this rank (0..world size-1); rank 0 writes --out. For Slurm "
+                               "--rank $SLURM_PROCID, for torchrun-style launchers --rank $RANK")
+                   ->check(CLI::NonNegativeNumber);
+  auto* world = cmd->add_option("--world-size", d.worldSize, "Processes in the distributed job (with --rank)")
+                    ->check(CLI::PositiveNumber);
+  auto* master = cmd->add_option("--master", d.master,
+                                 "HOST:PORT where rank 0 serves the rendezvous (TCPStore), reachable from every rank");
+  cmd->add_option("--dist-timeout", d.timeoutSeconds,
+                  "Seconds a rank waits for the others (rendezvous, each collective) before it fails the job")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  processes->excludes(rank)->excludes(world)->excludes(master);
+  rank->needs(world);
+  world->needs(master);
+}
+
+// The device string of this rank: plain "cuda" takes the GPU of its local rank (LOCAL_RANK, as torchrun and
+// --processes set it; SLURM_LOCALID under Slurm; else the rank).
+std::string rankDevice(const std::string& device, int rank) {
+  if (device != "cuda") return device;
+  for (const char* name : {"LOCAL_RANK", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return "cuda:" + std::string(v);
+  return "cuda:" + std::to_string(rank);
+}
+
+}  // namespace
 
 void addCompressCommand(CLI::App& app) {
   struct Args {
@@ -22,6 +72,7 @@ void addCompressCommand(CLI::App& app) {
     MemoryOptions memory;
     std::string shardSize = "5GB";
     bool json = false;
+    DistributedArgs dist;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -51,17 +102,47 @@ void addCompressCommand(CLI::App& app) {
                   "Split the result's safetensors past this size, as transformers does (model-0000k-of-0000n)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object (out, modules, bits_per_weight, timings, memory)");
-  cmd->callback(recordedJob("compress", [args](JobRecord& run) {
+  addDistributedOptions(cmd, args->dist);
+  auto compress = recordedJob("compress", [args](JobRecord& run) {
     CompressEvaluateOptions options;
     options.compress = args->opts;
     options.compress.budget = args->memory.budget();
     options.compress.maxShardBytes = parseByteSize(args->shardSize);
     options.device = args->device;
     options.dtype = args->dtype;
+    const DistributedArgs& d = args->dist;
+    std::unique_ptr<ProcessGroup> group;
+    if (d.worldSize > 1) {
+      options.device = rankDevice(args->device, d.rank);
+      ProcessGroupOptions g;
+      g.rank = d.rank;
+      g.worldSize = d.worldSize;
+      parseMasterAddress(d.master, g);
+      g.device = c10::Device(options.device);
+      g.timeout = std::chrono::milliseconds(static_cast<int64_t>(d.timeoutSeconds * 1000));
+      group = std::make_unique<ProcessGroup>(g);
+      options.compress.group = group.get();
+    }
     CompressEvaluateJob job(options);
+    if (group != nullptr && group->rank() > 0) {
+      // Rank 0 records the run and prints the result; the others only work. Their errors name their rank.
+      try {
+        job.run(terminalProgress(), interruptToken());
+      } catch (const Cancelled&) {
+        throw;
+      } catch (const InputError& e) {
+        group->reportFailure(e.what());
+        throw InputError("rank " + std::to_string(group->rank()) + ": " + e.what());
+      } catch (const std::exception& e) {
+        group->reportFailure(e.what());
+        throw Error("rank " + std::to_string(group->rank()) + ": " + e.what());
+      }
+      return;
+    }
     try {
       run.run(job);
-    } catch (...) {
+    } catch (const std::exception& e) {
+      if (group != nullptr && dynamic_cast<const Cancelled*>(&e) == nullptr) group->reportFailure(e.what());
       const InterruptedCompress kept = interruptedCompress(args->opts.outDir);
       if (kept.layersDone > 0)
         std::fprintf(stderr, "pareto-cli: %lld finished layers are kept in %s; run the same command with --resume "
@@ -85,7 +166,16 @@ void addCompressCommand(CLI::App& app) {
     if (r.peakGpuBytes > 0) text << ", GPU peak " << formatBytes(r.peakGpuBytes);
     if (!r.activations.empty()) text << ", activations on the " << r.activations;
     printResult(args->json, job.result(), text.str());
-  }));
+  });
+  cmd->callback([args, compress] {
+    if (args->dist.processes > 1) {
+      if (args->device.rfind("cuda:", 0) == 0)
+        throw InputError("--processes " + std::to_string(args->dist.processes) + " with --device " + args->device +
+                         " would put every rank on one GPU: use --device cuda (rank R takes cuda:R)");
+      return runRanks(args->dist.processes, "--processes");
+    }
+    compress();
+  });
 }
 
 }  // namespace pareto::cli

@@ -1,7 +1,10 @@
 #include "calib/DecodeCalibration.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 
+#include "dist/ProcessGroup.h"
 #include "model/LlamaModel.h"
 #include "util/Error.h"
 
@@ -66,6 +69,65 @@ CalibrationSet decodeCalibration(const LlamaModel& model, const Tokenizer& token
     auto continuations = generateBatch(model, promptIds, gen);
     for (size_t i = 0; i < promptIds.size() && counted < opts.tokens; ++i)
       appendDecodeSequence(set, promptIds[i], continuations[i], opts, counted);
+    if (progress)
+      progress({"decode calibration", std::min(1.0, double(counted) / opts.tokens),
+                std::to_string(counted) + "/" + std::to_string(opts.tokens) + " decode tokens"});
+  }
+  if (counted < opts.tokens)
+    throw InputError("the " + std::to_string(prompts.size()) + " prompts gave only " + std::to_string(counted) +
+                     " decode tokens of the " + std::to_string(opts.tokens) +
+                     " asked for (raise max_new_tokens or add prompts)");
+  return set;
+}
+
+CalibrationSet decodeCalibrationShare(const LlamaModel& model, const Tokenizer& tokenizer,
+                                      const std::vector<std::string>& prompts, const DecodeCalibrationOptions& opts,
+                                      ProcessGroup& group, const ProgressCallback& progress,
+                                      const CancelToken* cancel) {
+  if (opts.tokens < 1) throw InputError("calibration needs at least one token");
+  if (opts.maxNewTokens < 1) throw InputError("decode calibration needs max_new_tokens >= 1");
+  if (prompts.empty()) throw InputError("decode calibration needs prompts");
+  const size_t batch = static_cast<size_t>(generationBatch(model, opts));
+  const size_t ranks = static_cast<size_t>(group.size()), rank = static_cast<size_t>(group.rank());
+  const std::vector<size_t> order = seededPermutation(prompts.size(), opts.seed);
+  const size_t batches = (order.size() + batch - 1) / batch;
+
+  CalibrationSet set;
+  set.source = "decode";
+  int64_t counted = 0;   // over every rank, in the single-process order
+  for (size_t round = 0; counted < opts.tokens && round * ranks < batches; ++round) {
+    if (group.any(cancel != nullptr && cancel->isCancelled())) throw Cancelled();
+    const size_t mine = round * ranks + rank;
+    std::vector<std::vector<TokenId>> ids, continuations;
+    if (mine < batches) {
+      for (size_t k = mine * batch; k < std::min(order.size(), (mine + 1) * batch); ++k)
+        ids.push_back(promptIds(tokenizer, prompts[order[k]], opts));
+      GenerationOptions gen;
+      gen.maxNewTokens = opts.maxNewTokens;
+      gen.sampling = opts.sampling;
+      gen.sampling.seed = opts.sampling.seed + mine * batch;   // as decodeCalibration seeds this batch
+      gen.eosTokenIds = opts.eosTokenIds;
+      continuations = generateBatch(model, ids, gen);
+    }
+    // Every rank's continuation lengths (+1, so that 0 marks no prompt) in the order of the round's batches.
+    at::Tensor lengths = at::zeros({static_cast<int64_t>(ranks), static_cast<int64_t>(batch)}, at::kLong);
+    for (size_t i = 0; i < continuations.size(); ++i) {
+      const auto& c = continuations[i];
+      const bool eos = !c.empty() &&
+                       std::find(opts.eosTokenIds.begin(), opts.eosTokenIds.end(), c.back()) != opts.eosTokenIds.end();
+      lengths[static_cast<int64_t>(rank)][static_cast<int64_t>(i)] = static_cast<int64_t>(c.size()) - (eos ? 1 : 0) + 1;
+    }
+    group.allReduceSum(lengths);
+    for (size_t r = 0; r < ranks; ++r)
+      for (size_t i = 0; i < batch; ++i) {
+        const int64_t length = lengths[static_cast<int64_t>(r)][static_cast<int64_t>(i)].item<int64_t>() - 1;
+        if (length < 0 || counted >= opts.tokens) continue;
+        if (r == rank) {
+          int64_t before = counted;
+          appendDecodeSequence(set, ids[i], continuations[i], opts, before);
+        }
+        counted += std::min(length, opts.tokens - counted);
+      }
     if (progress)
       progress({"decode calibration", std::min(1.0, double(counted) / opts.tokens),
                 std::to_string(counted) + "/" + std::to_string(opts.tokens) + " decode tokens"});

@@ -15,6 +15,7 @@
 namespace pareto {
 
 class LlamaModel;
+class ProcessGroup;
 
 struct DecodeCalibrationOptions {
   int64_t tokens = 16384;        // continuation tokens that reach the Hessian (the last one is trimmed to fit)
@@ -32,6 +33,15 @@ struct DecodeCalibrationOptions {
 CalibrationSet decodeCalibration(const LlamaModel& model, const Tokenizer& tokenizer,
                                  const std::vector<std::string>& prompts, const DecodeCalibrationOptions& opts,
                                  const ProgressCallback& progress = {}, const CancelToken* cancel = nullptr);
+
+// decodeCalibration spread over the ranks of `group`, each generating on its own device: the seeded order's
+// batches of prompts are dealt out in turn (batch b to rank b mod size) and the budget is counted over all
+// ranks' continuations in the order one process takes them. Returns this rank's share; the shares together are
+// the set decodeCalibration gives with the same options. A cancel on any rank stops all.
+CalibrationSet decodeCalibrationShare(const LlamaModel& model, const Tokenizer& tokenizer,
+                                      const std::vector<std::string>& prompts, const DecodeCalibrationOptions& opts,
+                                      ProcessGroup& group, const ProgressCallback& progress = {},
+                                      const CancelToken* cancel = nullptr);
 
 // The same calibration from continuations generated elsewhere (calib/ContinuationsFile.h): records taken in the
 // seeded order of opts.seed until opts.tokens continuation tokens, as decodeCalibration takes its prompts, so

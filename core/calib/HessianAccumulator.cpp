@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "dist/ProcessGroup.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -99,6 +100,15 @@ void HessianAccumulator::merge(const HessianAccumulator& other) {
   sum_.add_(other.sum_.to(sum_.device()));
   weightSum_ += other.weightSum_;
   samples_ += other.samples_;
+}
+
+void HessianAccumulator::sumAcrossRanks(ProcessGroup& group) {
+  group.allReduceSum(sum_);
+  // float64 counts: exact for any sample count a calibration set reaches (< 2^53).
+  at::Tensor counts = at::tensor({weightSum_, static_cast<double>(samples_)}, at::kDouble);
+  group.allReduceSum(counts);
+  weightSum_ = counts[0].item<double>();
+  samples_ = static_cast<int64_t>(counts[1].item<double>());
 }
 
 at::Tensor HessianAccumulator::mean() const {

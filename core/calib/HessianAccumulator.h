@@ -10,6 +10,8 @@
 
 namespace pareto {
 
+class ProcessGroup;
+
 class HessianAccumulator {
  public:
   // Allocates the [columns, columns] float32 sum once on `device` (822 MB for a 14336-wide input). `name` is the
@@ -29,6 +31,10 @@ class HessianAccumulator {
 
   // Adds another accumulator's sum, weight and samples (same columns; its device may differ).
   void merge(const HessianAccumulator& other);
+  // Replaces this rank's sum, weight and samples by those of every rank of `group` together (each rank calls
+  // it for the same module in the same order): the Hessian of the whole calibration set when each rank saw a
+  // share of it. Equal to one process's up to the order of the float32 additions.
+  void sumAcrossRanks(ProcessGroup& group);
 
   const at::Tensor& sum() const { return sum_; }   // Σ w x xᵀ, [columns, columns] float32
   // sum / weightSum; throws InputError naming the module when nothing with positive weight was added.

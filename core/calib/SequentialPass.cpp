@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 
+#include "dist/ProcessGroup.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -59,7 +60,7 @@ struct PassState {
 };
 
 PassState prepareBatches(const LlamaModel& model, const CalibrationSet& data, const SequentialPassOptions& opts) {
-  if (data.sequences.empty()) throw InputError("calibration set is empty");
+  if (data.sequences.empty() && opts.group == nullptr) throw InputError("calibration set is empty");
   for (const auto& s : data.sequences)
     if (static_cast<int64_t>(s.ids.size()) > model.config().maxPositionEmbeddings)
       throw InputError("calibration sequence of " + std::to_string(s.ids.size()) + " tokens exceeds the model's " +
@@ -111,6 +112,29 @@ std::map<LinearGroup, HessianAccumulator> makeAccumulators(const LlamaModel& mod
   return hessians;
 }
 
+// The distributed form of solving a block's linears: the Hessians summed over the ranks, each linear solved by
+// its rank while the others solve theirs, then every new weight broadcast from the rank that made it.
+void solveAcrossRanks(LlamaModel& model, int64_t layer, std::map<LinearGroup, HessianAccumulator>& hessians,
+                      const ModuleCallback& onModule, ProcessGroup& group) {
+  for (auto& [g, h] : hessians) h.sumAcrossRanks(group);
+  const auto linears = model.layerLinears(layer);
+  const std::vector<int> owner = moduleRanks(model, layer, group.size());
+  std::vector<at::Tensor> updated(linears.size());
+  for (size_t j = 0; j < linears.size(); ++j)
+    if (owner[j] == group.rank())
+      updated[j] = onModule(linears[j].second->name(), linears[j].second->weight(), hessians.at(linears[j].first));
+  for (size_t j = 0; j < linears.size(); ++j) {
+    Linear& linear = *linears[j].second;
+    const bool mine = owner[j] == group.rank();
+    at::Tensor changed = at::tensor({mine && updated[j].defined() ? 1.0f : 0.0f}, at::kFloat);
+    group.broadcast(changed, owner[j]);
+    if (changed.item<float>() == 0) continue;
+    at::Tensor w = mine ? updated[j].to(linear.weight().options()).contiguous() : at::empty_like(linear.weight());
+    group.broadcast(w, owner[j]);
+    linear.setWeight(w);
+  }
+}
+
 void reportLayer(const SequentialPassOptions& opts, int64_t layer, int64_t layers) {
   if (opts.progress)
     opts.progress({"sequential pass", double(layer + 1) / layers,
@@ -118,6 +142,26 @@ void reportLayer(const SequentialPassOptions& opts, int64_t layer, int64_t layer
 }
 
 }  // namespace
+
+std::vector<int> moduleRanks(const LlamaModel& model, int64_t layer, int ranks) {
+  const auto linears = model.layerLinears(layer);
+  std::vector<size_t> order(linears.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto cost = [&](size_t j) {
+    const double rows = static_cast<double>(linears[j].second->outFeatures());
+    const double cols = static_cast<double>(linears[j].second->inFeatures());
+    return rows * cols * cols;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost(a) > cost(b); });
+  std::vector<double> load(static_cast<size_t>(std::max(ranks, 1)), 0.0);
+  std::vector<int> owner(linears.size(), 0);
+  for (size_t j : order) {
+    const size_t r = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    owner[j] = static_cast<int>(r);
+    load[r] += cost(j);
+  }
+  return owner;
+}
 
 int64_t passBatch(int64_t requested, const c10::Device& device) {
   return requested > 0 ? requested : (device.is_cuda() ? 32 : 8);
@@ -140,7 +184,12 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
     throw Error("sequential pass: " + std::to_string(opts.restoredLayers) + " restored layers of a model with " +
                 std::to_string(layers));
   for (int64_t layer = 0; layer < layers; ++layer) {
-    if (opts.cancel != nullptr && opts.cancel->isCancelled()) throw Cancelled();
+    bool cancelled = opts.cancel != nullptr && opts.cancel->isCancelled();
+    if (opts.group != nullptr) {
+      opts.group->faultPoint(layer);
+      cancelled = opts.group->any(cancelled);
+    }
+    if (cancelled) throw Cancelled();
     model.loadLayer(layer);
     if (layer < opts.restoredLayers) {
       opts.restoreLayer(layer);
@@ -152,9 +201,13 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
     {
       std::map<LinearGroup, HessianAccumulator> hessians = makeAccumulators(model, layer);
       observeLayer(model, layer, state, hessians, /*advance=*/false);
-      for (const auto& [group, linear] : model.layerLinears(layer)) {
-        at::Tensor updated = onModule(linear->name(), linear->weight(), hessians.at(group));
-        if (updated.defined()) linear->setWeight(updated);
+      if (opts.group != nullptr) {
+        solveAcrossRanks(model, layer, hessians, onModule, *opts.group);
+      } else {
+        for (const auto& [group, linear] : model.layerLinears(layer)) {
+          at::Tensor updated = onModule(linear->name(), linear->weight(), hessians.at(group));
+          if (updated.defined()) linear->setWeight(updated);
+        }
       }
     }   // the Hessians are freed before the outputs are computed
     advance(model, layer, state);

@@ -20,6 +20,8 @@
 
 namespace pareto {
 
+class ProcessGroup;
+
 // Called for every linear of a block, in execution order, with its current weight [out, in] and the Hessian of
 // its input. Returns the new weight, or an undefined tensor to keep the weight as it is.
 using ModuleCallback =
@@ -41,7 +43,16 @@ struct SequentialPassOptions {
   // temporary folder).
   ActivationPlacement activations = ActivationPlacement::Device;
   std::string scratchDir;
+  // A pass spread over processes (dist/ProcessGroup.h): `data` is this rank's share of the calibration set (it
+  // may be empty). Every rank runs each block on its share, the Hessians are summed over the ranks, each linear
+  // is solved by one rank (moduleRanks; the callback runs there only) and its new weight broadcast, and each
+  // rank carries its own sequences on to the next block. A cancel seen by any rank stops all at the same block.
+  ProcessGroup* group = nullptr;
 };
+
+// Which rank solves each linear of `layer` (in layerLinears order) when `ranks` processes share the work: the
+// costliest first (a solver's work grows as rows x columns^2), each to the rank with the least so far.
+std::vector<int> moduleRanks(const LlamaModel& model, int64_t layer, int ranks);
 
 // The padded shapes [b, T, hidden] of the batches the pass forms from `data` with `batch` sequences a forward
 // (0: the default for the device), as it stores them: what a memory plan counts.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "calib/SequentialPass.h"
 #include "checkpoint/Safetensors.h"
@@ -16,6 +17,7 @@
 #include "compress/ModulePlan.h"
 #include "compress/ModuleSolve.h"
 #include "compress/RecipeCalibration.h"
+#include "dist/ProcessGroup.h"
 #include "formats/BitmaskNMWeight.h"
 #include "formats/CompressionManifest.h"
 #include "formats/PackedModuleIO.h"
@@ -121,6 +123,67 @@ void writeShardedSafetensors(const fs::path& dir, const std::vector<PlannedTenso
   if (shards.size() > 1) writeFileAtomically((dir / kShardIndexFile).string(), shardIndex(shards).dump(2) + "\n");
 }
 
+nlohmann::json reportJson(const ModuleReport& r) {
+  return {{"name", r.name},         {"method", r.method},   {"pattern", r.pattern},
+          {"format", r.format},     {"sparsity", r.sparsity}, {"bits_per_weight", r.bitsPerWeight},
+          {"seconds", r.seconds},   {"damp_used", r.dampUsed}, {"damp_retries", r.dampRetries}};
+}
+
+ModuleReport reportFromJson(const nlohmann::json& j) {
+  ModuleReport r;
+  r.name = j.at("name");
+  r.method = j.at("method");
+  r.pattern = j.at("pattern");
+  r.format = j.at("format");
+  r.sparsity = j.at("sparsity");
+  r.bitsPerWeight = j.at("bits_per_weight");
+  r.seconds = j.at("seconds");
+  r.dampUsed = j.at("damp_used");
+  r.dampRetries = j.at("damp_retries");
+  return r;
+}
+
+// A module as a layer's file holds it, with its report.
+struct SolvedModule {
+  FinishedModule finished;
+  ModuleReport report;
+};
+
+// The module solved on rank `from` to every rank (rank 0 writes it): a JSON header with the manifest entry, the
+// report and the tensors' names, dtypes and shapes, then the tensors. `solved` matters on `from` only; nullopt
+// everywhere when that rank left the module as it was.
+std::optional<SolvedModule> shareSolved(ProcessGroup& group, int from, std::optional<SolvedModule> solved) {
+  std::string header;
+  if (group.rank() == from) {
+    nlohmann::json h = nullptr;
+    if (solved) {
+      nlohmann::json tensors = nlohmann::json::array();
+      for (const auto& [name, t] : solved->finished.stored)
+        tensors.push_back({{"name", name}, {"dtype", static_cast<int>(t.scalar_type())}, {"shape", t.sizes().vec()}});
+      h = {{"module", solved->finished.module}, {"entry", solved->finished.manifestEntry},
+           {"bytes", solved->finished.storedBytes}, {"report", reportJson(solved->report)}, {"tensors", tensors}};
+    }
+    header = h.dump();
+  }
+  group.broadcastBytes(header, from);
+  const nlohmann::json h = nlohmann::json::parse(header);
+  if (h.is_null()) return std::nullopt;
+  if (group.rank() != from) {
+    solved.emplace();
+    solved->finished.module = h.at("module");
+    solved->finished.manifestEntry = h.at("entry");
+    solved->finished.storedBytes = h.at("bytes");
+    solved->report = reportFromJson(h.at("report"));
+    for (const nlohmann::json& t : h.at("tensors"))
+      solved->finished.stored.emplace_back(
+          t.at("name").get<std::string>(),
+          at::empty(t.at("shape").get<std::vector<int64_t>>(), at::TensorOptions().dtype(
+                                                                   static_cast<at::ScalarType>(t.at("dtype").get<int>()))));
+  }
+  for (auto& [name, t] : solved->finished.stored) group.broadcast(t, from);
+  return solved;
+}
+
 void copyIfPresent(const fs::path& from, const fs::path& to) {
   if (fs::exists(from)) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
 }
@@ -134,8 +197,16 @@ CompressReport runCompress(const CompressOptions& opts, const ProgressCallback& 
 CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, const ProgressCallback& progress,
                            const CancelToken* cancel) {
   const auto start = clock::now();
+  ProcessGroup* const group = opts.group != nullptr && opts.group->size() > 1 ? opts.group : nullptr;
+  const bool writer = group == nullptr || group->rank() == 0;
+  if (group != nullptr && opts.resume)
+    throw InputError("--resume continues a run of one process; run the job again without --resume (a distributed "
+                     "run that stops keeps nothing)");
+  CompressReport result;
+  // Magnitude pruning has no activations to share: rank 0 does it alone.
+  if (!writer && !recipe.needsCalibration()) return result;
   // The destination is checked and locked before any work: a refusal costs nothing, and no second run can
-  // write it meanwhile.
+  // write it meanwhile. Only rank 0 writes.
   OutputClaim claim;
   claim.path = opts.outDir;
   claim.overwrite = opts.overwrite;
@@ -143,8 +214,9 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
   claim.inputs = {opts.modelDir, recipe.path};
   if (recipe.calibration) claim.inputs.push_back(recipe.calibration->file);
   claim.job = "compress";
-  OutputFolder output(claim);
-  const fs::path out = output.target();
+  std::optional<OutputFolder> output;
+  if (writer) output.emplace(claim);
+  const fs::path out = writer ? fs::path(output->target()) : fs::path();
 
   auto report = [&](const std::string& stage, double fraction, const std::string& msg) {
     if (progress) progress({stage, fraction, msg});
@@ -183,12 +255,12 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
                                    {"dtype", dtypeLabel(opts.runtime.dtype)},
                                    {"batch", opts.batch},
                                    {"pareto", paretoVersion()}};
-  CompressResume resume(output.staging(), identity, layers);
-  const int64_t restored = resume.start(output.resumed());
+  std::optional<CompressResume> resume;
+  if (writer) resume.emplace(output->staging(), identity, layers);
+  const int64_t restored = writer ? resume->start(output->resumed()) : 0;
   if (restored > 0) report("resume", double(restored) / layers, std::to_string(restored) + " of " +
                                                                    std::to_string(layers) + " layers already done");
 
-  CompressReport result;
   std::map<std::string, ModuleOutcome> outcomes;   // the modules of the layer in progress
   auto onModule = [&](const std::string& name, const at::Tensor& weight, const HessianAccumulator* h) -> at::Tensor {
     const ModulePlan plan = planModule(recipe, name, weight.size(0), weight.size(1));
@@ -199,35 +271,46 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     outcomes[name] = std::move(o);
     return pruned;
   };
+  // On the rank that solved each module (all of them without a group); rank 0 gathers and writes the layer.
   auto finishLayer = [&](int64_t layer) {
     std::vector<FinishedModule> finished;
     std::vector<ModuleReport> reports;
-    for (const auto& [group, linear] : m.model->layerLinears(layer)) {
+    const auto linears = m.model->layerLinears(layer);
+    const std::vector<int> owner =
+        group != nullptr ? moduleRanks(*m.model, layer, group->size()) : std::vector<int>(linears.size(), 0);
+    for (size_t j = 0; j < linears.size(); ++j) {
+      Linear* linear = linears[j].second;
+      std::optional<SolvedModule> solved;
       const auto it = outcomes.find(linear->name());
-      if (it == outcomes.end()) continue;
-      const TensorEntry& e = source.at(linear->name() + ".weight");
-      // Stored in the source dtype: the pass computes in the runtime dtype, the file keeps the checkpoint's.
-      const at::Tensor w = linear->weight().to(at::kCPU, scalarType(e.dtype)).contiguous();
-      const PackedModule packed = packOutcome(it->second, w);
-      FinishedModule f;
-      f.module = linear->name();
-      f.stored = writePackedModule(f.module, packed);
-      f.storedBytes = static_cast<uint64_t>(packed.storedBytes());
-      f.manifestEntry = manifestEntry(it->second, packed, e);
-      f.heldWeight = linear->weight().to(at::kCPU).contiguous();
-      reports.push_back(it->second.report);
-      finished.push_back(std::move(f));
-      outcomes.erase(it);
+      if (it != outcomes.end()) {
+        const TensorEntry& e = source.at(linear->name() + ".weight");
+        // Stored in the source dtype: the pass computes in the runtime dtype, the file keeps the checkpoint's.
+        const at::Tensor w = linear->weight().to(at::kCPU, scalarType(e.dtype)).contiguous();
+        const PackedModule packed = packOutcome(it->second, w);
+        solved.emplace();
+        solved->finished.module = linear->name();
+        solved->finished.stored = writePackedModule(linear->name(), packed);
+        solved->finished.storedBytes = static_cast<uint64_t>(packed.storedBytes());
+        solved->finished.manifestEntry = manifestEntry(it->second, packed, e);
+        solved->report = it->second.report;
+        outcomes.erase(it);
+      }
+      if (group != nullptr && owner[j] != 0) solved = shareSolved(*group, owner[j], std::move(solved));
+      if (!writer || !solved) continue;
+      solved->finished.heldWeight = linear->weight().to(at::kCPU).contiguous();
+      reports.push_back(std::move(solved->report));
+      finished.push_back(std::move(solved->finished));
     }
-    resume.writeLayer(layer, finished, reports);
-    if (opts.keepFinishedLayers) output.keepStagingOnFailure();
+    if (!writer) return;
+    resume->writeLayer(layer, finished, reports);
+    if (opts.keepFinishedLayers && group == nullptr) output->keepStagingOnFailure();
   };
   auto finishAndRelease = [&](int64_t layer) {
     finishLayer(layer);
     m.model->releaseLayer(layer);
   };
   auto restoreLayer = [&](int64_t layer) {
-    const std::map<std::string, at::Tensor> held = resume.heldWeights(layer);
+    const std::map<std::string, at::Tensor> held = resume->heldWeights(layer);
     for (const auto& [group, linear] : m.model->layerLinears(layer)) {
       const auto it = held.find(linear->name());
       if (it != held.end()) linear->setWeight(it->second.to(m.model->options().device));
@@ -237,12 +320,23 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
   const auto calibStart = clock::now();
   GpuMemoryLimit gpuLimit(opts.runtime.device, opts.budget.gpuBytes);
   if (recipe.needsCalibration()) {
+    // With a group, `data` is this rank's share.
     CalibrationSet data = guardMemory("calibration", "lower --batch or the recipe's calibration tokens", [&] {
-      if (!generates) return recipeCalibration(m, *recipe.calibration, opts.batch, progress, cancel);
+      auto calibrate = [&](const LoadedModel& with) {
+        return group != nullptr
+                   ? recipeCalibrationShare(with, *recipe.calibration, opts.batch, *group, progress, cancel)
+                   : recipeCalibration(with, *recipe.calibration, opts.batch, progress, cancel);
+      };
+      if (!generates) return calibrate(m);
       LoadedModel whole = loadModel(opts.modelDir, opts.runtime);   // freed once the continuations are generated
-      return recipeCalibration(whole, *recipe.calibration, opts.batch, progress, cancel);
+      return calibrate(whole);
     });
     result.calibrationTokens = data.countedTokens();
+    if (group != nullptr) {
+      at::Tensor tokens = at::tensor({static_cast<double>(result.calibrationTokens)}, at::kDouble);
+      group->allReduceSum(tokens);
+      result.calibrationTokens = static_cast<int64_t>(tokens.item<double>());
+    }
     result.calibrationSeconds = since(calibStart);
     const CompressMemoryPlan plan =
         planCompressMemory(m.config, opts.runtime, opts.budget,
@@ -259,7 +353,8 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     pass.restoreLayer = restoreLayer;
     pass.layerDone = finishLayer;
     pass.activations = plan.placement;
-    pass.scratchDir = opts.scratchDir.empty() ? output.staging() : opts.scratchDir;
+    pass.scratchDir = !opts.scratchDir.empty() ? opts.scratchDir : writer ? output->staging() : std::string();
+    pass.group = group;
     guardMemory("compression (sequential pass)", "lower --batch, or compress on the CPU", [&] {
       runSequentialPass(*m.model, data,
                         [&](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
@@ -268,6 +363,10 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
                         pass);
     });
     result.passSeconds = since(passStart);
+    if (!writer) {
+      result.totalSeconds = since(start);
+      return result;
+    }
   } else {
     // Magnitude pruning needs no activations: no calibration, no pass, and a finished layer needs no restoring.
     const CompressMemoryPlan plan = planCompressMemory(m.config, opts.runtime, opts.budget, {});
@@ -291,7 +390,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
   // Write everything under a temporary name next to the destination, then rename: nothing half-written is ever
   // visible under the output name.
   const auto writeStart = clock::now();
-  const fs::path tmp = output.staging();
+  const fs::path tmp = output->staging();
   try {
     // The finished layers stay in their staging files until their tensors are written, one at a time.
     std::vector<CompressResume::Layer> finishedLayers;
@@ -301,7 +400,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     std::map<std::string, ModuleReport> reports;
     finishedLayers.reserve(static_cast<size_t>(layers));
     for (int64_t layer = 0; layer < layers; ++layer) {
-      finishedLayers.push_back(resume.readLayer(layer));
+      finishedLayers.push_back(resume->readLayer(layer));
       CompressResume::Layer& l = finishedLayers.back();
       for (const auto& [module, tensors] : l.stored) stored[module] = {&l, &tensors};
       for (auto& [module, entry] : l.manifestEntries) entries[module] = std::move(entry);
@@ -363,7 +462,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     nlohmann::json manifest = {
         {"format_version", CompressionManifest::kFormatVersion},
         {"producer", std::string("pareto ") + paretoVersion()},
-        {kOutputRunKey, output.runId()},
+        {kOutputRunKey, output->runId()},
         {"recipe", recipe.document},
         {"source", {{"path", fs::absolute(opts.modelDir).string()}, {"content_hash", checkpointIdentityHash(opts.modelDir)},
                     {"architecture", m.config.architecture}}},
@@ -374,6 +473,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
         {"model_bits_per_weight", result.modelBitsPerWeight},
         {"calibration_tokens", result.calibrationTokens},
         {"device", deviceDescription(opts.runtime.device)},
+        {"processes", group != nullptr ? group->size() : 1},
         {"dtype", dtypeLabel(opts.runtime.dtype)},
         {"versions", {{"pareto", paretoVersion()}, {"libtorch", TORCH_VERSION}}},
         {"timings", {{"calibration_s", result.calibrationSeconds}, {"pass_s", result.passSeconds},
@@ -389,8 +489,8 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     }
     if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
 
-    resume.finish();
-    output.commit();   // a failed rename puts the previous result back; checks the files are this run's
+    resume->finish();
+    output->commit();   // a failed rename puts the previous result back; checks the files are this run's
   } catch (...) {
     rethrowAsOutOfMemory("writing " + out.string(), "free memory, or compress on the CPU");   // others unchanged
   }

@@ -14,6 +14,8 @@
 
 namespace pareto {
 
+class ProcessGroup;
+
 struct CompressOptions {
   std::string modelDir;
   std::string recipePath;  // read by the runCompress that takes no Recipe
@@ -33,6 +35,11 @@ struct CompressOptions {
   std::string scratchDir;
   // The result's safetensors are split as transformers splits them (model-0000k-of-0000n + index) past this size.
   uint64_t maxShardBytes = 5'000'000'000ull;
+  // The processes sharing this job (dist/ProcessGroup.h; null or one process: this one alone). Every rank calls
+  // runCompress with the same options: calibration and the sequential pass are spread over the ranks, and only
+  // rank 0 claims and writes outDir (the others return a report without modules). A failure or cancel of any
+  // rank stops all and leaves nothing behind; --resume is for runs of one process.
+  ProcessGroup* group = nullptr;
 };
 
 struct ModuleReport {

@@ -12,9 +12,19 @@
 
 namespace pareto {
 
+class ProcessGroup;
+
 // Decode calibration from prompts generates with `m`'s model, which must then hold its weights whole; text and
 // continuation files need only the tokenizer and config. `batch`: sequences a generation step (0: the default).
 CalibrationSet recipeCalibration(const LoadedModel& m, const CalibrationSpec& spec, int64_t batch,
                                  const ProgressCallback& progress = {}, const CancelToken* cancel = nullptr);
+
+// This rank's share of the same set when the ranks of `group` share the work (calib/SequentialPass.h): decode
+// calibration from prompts generates only this rank's prompts (decodeCalibrationShare); text windows and
+// continuation files, cheap to build, are built whole and dealt out (sequence k to rank k mod size). The shares
+// together are the set recipeCalibration gives.
+CalibrationSet recipeCalibrationShare(const LoadedModel& m, const CalibrationSpec& spec, int64_t batch,
+                                      ProcessGroup& group, const ProgressCallback& progress = {},
+                                      const CancelToken* cancel = nullptr);
 
 }  // namespace pareto

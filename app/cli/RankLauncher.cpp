@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -129,16 +130,22 @@ void runRanks(int processes, const std::string& option) {
 
   // Waits for every rank; the first that fails stops the others and decides the outcome.
   int failedRank = -1, failedStatus = 0;
-  std::chrono::steady_clock::time_point stopAt{};
+  bool cancelling = false;   // a signal was passed on: the ranks stop together at their next check
+  auto cancelledStatus = [](int status) {
+    return WIFEXITED(status) && (WEXITSTATUS(status) == 128 + SIGINT || WEXITSTATUS(status) == 128 + SIGTERM ||
+                                 WEXITSTATUS(status) == 128 + SIGHUP);
+  };
+  std::chrono::steady_clock::time_point stopAt = std::chrono::steady_clock::time_point::max();
   size_t running = pids.size();
   while (running > 0) {
     if (gForward != 0) {
       const int sig = gForward;
       gForward = 0;
+      cancelling = true;
       for (pid_t p : pids)
         if (p > 0) ::kill(p, sig);
     }
-    if (failedRank >= 0 && std::chrono::steady_clock::now() > stopAt)
+    if (std::chrono::steady_clock::now() > stopAt)
       for (pid_t p : pids)
         if (p > 0) ::kill(p, SIGKILL);
     int status = 0;
@@ -157,9 +164,11 @@ void runRanks(int processes, const std::string& option) {
     --running;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (ok) continue;
-    // A rank that crashed (a signal the launcher did not send) is the cause, even when a rank it left waiting
-    // was reaped first.
-    const bool crashed = WIFSIGNALED(status) && std::chrono::steady_clock::now() < stopAt;
+    // A rank that crashed (a signal neither the launcher nor a user sent) is the cause, even when a rank it left
+    // waiting was reaped first.
+    const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    const bool crashed = sig != 0 && sig != SIGINT && sig != SIGTERM && sig != SIGHUP &&
+                         std::chrono::steady_clock::now() < stopAt;
     if (failedRank >= 0) {
       if (crashed && !WIFSIGNALED(failedStatus)) {
         failedRank = rank;
@@ -169,18 +178,23 @@ void runRanks(int processes, const std::string& option) {
     }
     failedRank = rank;
     failedStatus = status;
-    // The others fail on their own at their next collective; SIGTERM makes them stop at their next check too,
-    // and they get time to remove what they staged before SIGKILL.
-    for (pid_t p : pids)
-      if (p > 0) ::kill(p, SIGTERM);
+    // A cancelled rank: the others agreed on the cancel at the same check and are stopping. A failed one: the
+    // others fail on their own at their next collective, and SIGTERM stops them at their next check too. Either
+    // way they get time to remove what they staged before SIGKILL.
+    if (!cancelling && !cancelledStatus(status))
+      for (pid_t p : pids)
+        if (p > 0) ::kill(p, SIGTERM);
     stopAt = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   }
   if (failedRank < 0) return;
+  // The ranks said "cancelled" themselves; the launcher ends with their status (130 Ctrl-C, 143 SIGTERM, ...).
+  if (cancelledStatus(failedStatus) || (cancelling && WIFSIGNALED(failedStatus))) {
+    std::fflush(stdout);
+    std::exit(WIFEXITED(failedStatus) ? WEXITSTATUS(failedStatus) : 128 + WTERMSIG(failedStatus));
+  }
   const std::string what = "rank " + std::to_string(failedRank) + " of " + std::to_string(processes) + " stopped (" +
                            statusText(failedStatus) + "), so the job was stopped on every rank";
   if (WIFEXITED(failedStatus) && WEXITSTATUS(failedStatus) == 2) throw InputError(what);
-  if (WIFEXITED(failedStatus) && WEXITSTATUS(failedStatus) >= 129 && WEXITSTATUS(failedStatus) <= 131)
-    throw Cancelled();
   throw Error(what);
 }
 

@@ -10,10 +10,10 @@
 namespace pareto::cli {
 
 // Runs the ranks and waits for them. SIGINT/SIGTERM/SIGHUP sent to the launcher alone go on to every rank (a
-// terminal's Ctrl-C reaches them directly). When a rank fails, the others are stopped (SIGTERM, then SIGKILL
-// after a grace period) and the launcher throws as that rank failed: InputError for exit status 2, Cancelled for
-// a cancelled rank, Error naming the rank and its status or signal otherwise. `option` is how the user wrote the
-// flag ("--processes").
+// terminal's Ctrl-C reaches them directly); cancelled ranks end the launcher with their exit status (130, 143,
+// 129). When a rank fails, the others are stopped (SIGTERM, then SIGKILL after a grace period) and the launcher
+// throws as that rank failed: InputError for exit status 2, otherwise Error naming the rank and its status or
+// signal. `option` is how the user wrote the flag ("--processes").
 void runRanks(int processes, const std::string& option);
 
 }  // namespace pareto::cli

@@ -292,6 +292,32 @@ TEST_F(DistributedCompress, KilledRankFailsTheJobCleanly) {
   EXPECT_EQ(test::entries(dir_), (std::vector<std::string>{"recipe.json"}));
 }
 
+// SIGTERM to the launcher alone (a scheduler's kill) goes on to every rank; the ranks agree on the cancel before
+// the next batch of generation, stop together with exit 143 and leave nothing.
+TEST_F(DistributedCompress, SigtermToTheLauncherCancelsEveryRank) {
+  const std::string decode = dir_ + "/decode.json";
+  std::ofstream(decode) << nlohmann::json{
+      {"calibration", {{"source", "decode"}, {"prompts", test::sharedPath("data/prompts-prose.txt")},
+                       {"tokens", 15000}, {"max_new_tokens", 128}, {"seed", 0}}},
+      {"prune", {{"method", "sparsegpt"}, {"pattern", "2:4"}}}}
+                               .dump();
+  int pipeFds[2];
+  ASSERT_EQ(::pipe(pipeFds), 0);
+  test::Child c = test::spawnCli({"compress", "--model", test::sharedPath("models/ref-tiny"), "--recipe", decode,
+                                  "--out", dir_ + "/out", "--processes", "2", "--no-record"},
+                                 pipeFds[1], [] {});
+  ASSERT_GT(c.pid, 0);
+  ::close(pipeFds[1]);
+  const std::string before = test::readUntil(pipeFds[0], "decode calibration", 120);
+  ASSERT_THAT(before, HasSubstr("decode calibration")) << "the job never reported calibration progress";
+  ::kill(c.pid, SIGTERM);
+  const std::string after = test::readUntil(pipeFds[0], "", 120);
+  ::close(pipeFds[0]);
+  EXPECT_EQ(test::waitExit(c.pid, 60), 143) << after;
+  EXPECT_THAT(after, HasSubstr("pareto-cli: cancelled (SIGTERM)"));
+  EXPECT_EQ(test::entries(dir_), (std::vector<std::string>{"decode.json", "recipe.json"}));
+}
+
 TEST_F(DistributedCompress, BadDistributedOptionsAreRefusedUpFront) {
   const test::RunResult both = test::runCli(compress("out", "--processes 2 --rank 0 --world-size 2"));
   EXPECT_EQ(both.exitCode, 2) << both.err;

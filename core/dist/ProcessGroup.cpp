@@ -2,13 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/version.h>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if defined(PARETO_DIST_GLOO)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 #if defined(PARETO_DIST_NCCL)
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -52,8 +52,10 @@ void parseMasterAddress(const std::string& text, ProcessGroupOptions& options) {
   options.masterPort = std::stoi(port);
 }
 
-// The backend is held as its concrete type: in LibTorch 1.13 both derive from ProcessGroup, in 2.x from Backend,
-// and the calls used here are the same on both.
+// The backend is held as its concrete type: in LibTorch 1.13 both derive from ProcessGroup, in 2.x from Backend
+// (and a ProcessGroup wraps Backends). The calls used here (the constructors from a store, Options::create,
+// allreduce, broadcast, Work::wait with a timeout, TCPStoreOptions) read the same on both, so no version test is
+// needed; a call that differs would go behind TORCH_VERSION_MAJOR here.
 struct ProcessGroup::Impl {
   ProcessGroupOptions options;
   c10::Device commDevice = c10::Device(c10::kCPU);
@@ -154,6 +156,9 @@ ProcessGroup::ProcessGroup(const ProcessGroupOptions& options) : impl_(std::make
 #if defined(PARETO_DIST_NCCL)
     d.backendName = "nccl";
     d.commDevice = options.device;
+    // This rank's GPU as the current device: NCCL's communicator and any CUDA context the process makes belong
+    // there, not on GPU 0 of every rank.
+    if (options.device.has_index()) c10::cuda::set_device(options.device.index());
 #else
     throw InputError("this build's LibTorch has no NCCL (c10d ProcessGroupNCCL): distributed runs on CUDA need it; "
                      "use --device cpu, or build against a CUDA LibTorch with NCCL");

@@ -35,7 +35,8 @@ void addDistributedOptions(CLI::App* cmd, DistributedArgs& d) {
       cmd->add_option("--processes", d.processes,
                       "Run as N processes on this host sharing the calibration and the sequential pass: with "
                       "--device cuda one per GPU (cuda:0..N-1, NCCL between them), on the CPU N processes (gloo). "
-                      "The result is one process's up to the order of float additions (docs/distributed.md)")
+                      "The result is one process's up to float rounding, which GPTQ and small calibration sets can amplify "
+                      "(docs/distributed.md)")
           ->check(CLI::PositiveNumber);
   auto* rank = cmd->add_option("--rank", d.rank,
                                "Join a distributed job as this rank (0..world size-1); rank 0 writes --out. For Slurm "

@@ -160,8 +160,8 @@ struct GemvLaunch {
 //     slots of kSlotBytes (after the staging), `copyChunk` issues the chunk's cp.async copies into a slot (the
 //     warp's 32 lanes together; a lane may read what another lane copied, so the kernel waits and
 //     __syncwarp()s before computeSlot), and the first kRingStages chunks of every warp are in flight before x
-//     is staged. Needs the custom staging and accumulator parts above; `Fragment`, `load` and `rowExtra` are
-//     unused.
+//     is staged. Needs the custom staging and accumulator parts above; `Fragment` and `load` are unused, and
+//     `RowState` / `rowBegin` / `rowExtra` are optional (RingRowExtraOf).
 template <class F, int B, class = void> struct StagingOf {
   using type = float;
   static constexpr bool kCustom = false;
@@ -203,6 +203,15 @@ template <class F, class = void> struct PrepareOf {
 template <class F>
 struct PrepareOf<F, std::void_t<decltype(F::prepareBlock())>> {
   __device__ static void run() { F::prepareBlock(); }
+};
+// Optional for ring formats: `RowState`, `rowBegin` and `rowExtra` as in the concept above (SpQR's outliers), with
+// the parts shared out over the splits (each warp of a ring block owns its own row group).
+template <class F, class = void> struct RingRowExtraOf {
+  static constexpr bool kHas = false;
+};
+template <class F>
+struct RingRowExtraOf<F, std::void_t<typename F::RowState>> {
+  static constexpr bool kHas = true;
 };
 // Byte offset of the ring in the dynamic shared memory: after the staged x and the unit sums, 16-byte aligned
 // (the host reserves 16 bytes of slack for the rounding).
@@ -453,6 +462,14 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
       commitCopies();
     }
   }
+  using RowExtra = RingRowExtraOf<Format>;
+  [[maybe_unused]] const auto rowState = [&] {
+    if constexpr (RowExtra::kHas) {
+      return active ? Format::rowBegin(w, group * kRowsPerGroup + lane) : typename Format::RowState{};
+    } else {
+      return 0;
+    }
+  }();
   waitForPreviousGrid();  // x, y, the partials and the counters belong to the kernels before and after this one
 
   auto* xs = reinterpret_cast<typename Staging::type*>(shared);
@@ -484,6 +501,9 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   if (!active) return;
   float total[B];
   Format::template finish<B>(acc, lane, total);
+  if constexpr (RowExtra::kHas)
+    Format::template rowExtra<B, T>(w, rowState, group * kRowsPerGroup + lane, split, a.splits, x, a.cols, a.batch,
+                                    total);
 
   storeOrCombineSplits<B, T>(a, total, group, split, groups * kRowsPerGroup, lane, lastBlock[warp]);
 }

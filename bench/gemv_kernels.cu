@@ -428,7 +428,8 @@ __global__ void fillKernel(uint32_t* p, size_t n, uint32_t seed, int mode, float
     }
   }
 }
-// SpQR outliers: `perRow` a row (rows past `rows`: none), columns from the hash, fp16 values.
+// SpQR outliers: `perRow` a row (rows past `rows`: none), fp16 values; columns increasing within a row, as the
+// format stores them (one in each of perRow equal column ranges, its place in the range from the hash).
 __global__ void fillOutliers(int32_t* offsets, uint16_t* columns, uint16_t* values, int64_t rows, int64_t paddedRows,
                              int perRow, int64_t cols, uint32_t seed) {
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r <= paddedRows; r += int64_t(gridDim.x) * blockDim.x) {
@@ -436,7 +437,8 @@ __global__ void fillOutliers(int32_t* offsets, uint16_t* columns, uint16_t* valu
     if (r < rows)
       for (int j = 0; j < perRow; ++j) {
         const int64_t i = r * perRow + j;
-        columns[i] = uint16_t(hash32(uint64_t(i), seed) % uint32_t(cols));
+        const int64_t range = cols / perRow;
+        columns[i] = uint16_t(j * range + hash32(uint64_t(i), seed) % uint32_t(range));
         values[i] = __half_as_ushort(__float2half(float(int(hash32(uint64_t(i), seed + 1) % 200) - 100) * 1e-3f));
       }
   }

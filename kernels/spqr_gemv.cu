@@ -148,13 +148,16 @@ struct SpqrFormat {
 // k-blocks (a k-block is one group). Each group's MMA starts from zero and its C fragment is added to the
 // accumulator times its rows' scales (fp32, computed by their own lanes and passed by shuffles): the result is
 // Σ_group ŝ · Σ (q − z) · x, as the reference defines it. x is staged with each 16 columns in the order
-// (0 1 8 9 | 2 3 10 11 | 4 5 12 13 | 6 7 14 15), so a lane's B fragment of a group is one 8-byte load. The
-// outliers come after the chunks, from global memory, as on the FFMA path (SpqrFormat::rowExtra).
+// (0 1 8 9 | 2 3 10 11 | 4 5 12 13 | 6 7 14 15), so a lane's B fragment of a group is one 8-byte load.
+//
+// Outliers: each block adds those of its own columns after the chunks, with x from the staging (the FFMA path's
+// gather from global memory, 32 scattered addresses a warp load, went to L2 here, where the ring leaves little
+// L1: NOTES v6f). The lane finds its row's outliers of the block's columns by two binary searches over the
+// row's sorted columns, one step a chunk (Accumulator, searchStep).
 template <int Bits, ActivationType T>
 struct SpqrMmaFormat {
   using Plain = SpqrFormat<Bits, T>;
   using Params = typename Plain::Params;
-  using RowState = typename Plain::RowState;
   static constexpr int kChunkCols = kSpqrChunkCols;
   static constexpr int kRingStages = kSpqrRingStages;
   static constexpr int kSlotBytes = spqrSlotBytes(Bits);
@@ -165,9 +168,32 @@ struct SpqrMmaFormat {
   // 1024 (fp16) or 128 (bf16): every code and zero (< 16) is an exact integer above it.
   static constexpr uint32_t kExponent = T == ActivationType::Float16 ? 0x6400u : 0x4300u;
   template <int B> static constexpr int kTiles = B > 8 ? 2 : 1;  // batch tiles of 8
+  // The C fragments, and the lane's binary searches for the first of its row's outliers at or after the block's
+  // first column (k = 0) and past its last (k = 1): one step a chunk (searchStep), so that each column load's
+  // latency passes under a chunk's work; ringRowExtra finishes them.
   template <int B> struct Accumulator {
     float v[2][kTiles<B>][4];  // [m-tile][batch tile][register]
+    int32_t lo[2], hi[2];
+    uint32_t probe[2];          // the column at (lo + hi) / 2 loaded by the last step, when `probing`
+    bool probing;
   };
+  static constexpr bool kRingRowExtra = true;
+
+  template <int B>
+  __device__ static __forceinline__ void searchStep(const Params& w, Accumulator<B>& acc, const int64_t (&target)[2]) {
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      if (acc.probing && acc.lo[k] < acc.hi[k]) {
+        const int32_t mid = (acc.lo[k] + acc.hi[k]) >> 1;
+        if (int64_t(acc.probe[k]) < target[k]) acc.lo[k] = mid + 1;
+        else acc.hi[k] = mid;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+      if (acc.lo[k] < acc.hi[k]) acc.probe[k] = __ldg(w.outlierColumns + ((acc.lo[k] + acc.hi[k]) >> 1));
+    acc.probing = true;
+  }
 
   template <int B> __host__ __device__ static constexpr int64_t xWords(int64_t sliceCols) {
     return int64_t(B) * (sliceCols + kPadHalves) / 2;
@@ -219,11 +245,21 @@ struct SpqrMmaFormat {
   }
 
   template <int B>
-  __device__ static __forceinline__ void computeSlot(const Params& w, const uint8_t* slot, int64_t, int64_t,
-                                                     int64_t localChunk, int lane, const uint32_t* xs,
+  __device__ static __forceinline__ void computeSlot(const Params& w, const uint8_t* slot, int64_t group,
+                                                     int64_t chunk, int64_t localChunk, int lane, const uint32_t* xs,
                                                      int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
     constexpr int kN = kTiles<B>;
     const int g = lane >> 2, t = lane & 3;
+    if (localChunk == 0) {
+      // The row's outlier range (consumed by the next chunk's step, or by ringRowExtra).
+      const int64_t row = group * kRowsPerGroup + lane;
+      acc.lo[0] = acc.lo[1] = __ldg(w.rowOffsets + row);
+      acc.hi[0] = acc.hi[1] = __ldg(w.rowOffsets + row + 1);
+      acc.probing = false;
+    } else {
+      const int64_t col0 = (chunk - localChunk) * kChunkCols;
+      searchStep<B>(w, acc, {col0, col0 + sliceCols});
+    }
     const int64_t rowWords = (sliceCols + kPadHalves) / 2;
     const uint32_t* xRow[kN];
 #pragma unroll
@@ -301,12 +337,37 @@ struct SpqrMmaFormat {
     detail::rowsOfFragments<B, kTiles<B>>(acc.v, lane, total);
   }
 
-  __device__ static __forceinline__ RowState rowBegin(const Params& w, int64_t row) { return Plain::rowBegin(w, row); }
+  // The row's outliers in the block's columns, x read from the staging (zero for batch rows past the batch; a
+  // column c of the slice sits at (c & ~15) + its place in the 16-column order above).
   template <int B, ActivationType TT>
-  __device__ static __forceinline__ void rowExtra(const Params& w, const RowState& r, int64_t row, int part, int parts,
-                                                  const typename detail::Act<TT>::type* x, int64_t cols, int batch,
-                                                  float (&acc)[B]) {
-    Plain::template rowExtra<B, TT>(w, r, row, part, parts, x, cols, batch, acc);
+  __device__ static __forceinline__ void ringRowExtra(const Params& w, Accumulator<B>& acc, int64_t, int64_t col0,
+                                                      int64_t sliceCols, const uint32_t* xs, float (&total)[B]) {
+    const int64_t target[2] = {col0, col0 + sliceCols};
+    while (!acc.probing || acc.lo[0] < acc.hi[0] || acc.lo[1] < acc.hi[1]) searchStep<B>(w, acc, target);
+    const auto* xh = reinterpret_cast<const unsigned short*>(xs);
+    const int64_t rowHalves = sliceCols + kPadHalves;
+    constexpr int kU = 4;
+    for (int32_t i = acc.lo[0]; i < acc.lo[1]; i += kU) {
+      int local[kU];
+      float value[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const bool live = i + u < acc.lo[1];
+        local[u] = live ? int(__ldg(w.outlierColumns + i + u) - col0) : 0;
+        value[u] = live ? __half2float(__ldg(w.outlierValues + i + u)) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        // Columns outside the slice only where the row's columns are not increasing (not a valid weight): skipped,
+        // never read outside the staging.
+        const int l = local[u], c = l & 15;
+        if (unsigned(l) >= unsigned(sliceCols)) continue;
+        const int at = (l & ~15) + ((c & 7) >> 1) * 4 + (c >> 3) * 2 + (c & 1);
+#pragma unroll
+        for (int b = 0; b < B; ++b)
+          total[b] = fmaf(value[u], detail::Act<TT>::lowToFloat(xh[b * rowHalves + at]), total[b]);
+      }
+    }
   }
 };
 

@@ -247,9 +247,9 @@ Linear spqrLinear(int64_t rows, int64_t cols, int bits, int scaleGroup, double o
   k::SpqrGemvWeight dw{dc->ptr, dst->as<uint8_t>(), dse->as<uint16_t>(), doff->as<int32_t>(), dcol->as<uint16_t>(),
                        dval->as<uint16_t>(), bits, scaleGroup};
   l.run = [dw](const k::GemvProblem& p, float* partials, int* counters, cudaStream_t s) {
-    return k::runSpqrGemv(p, dw, k::spqrGemvSplit(p, multiprocessors()), partials, counters, s);
+    return k::runSpqrGemv(p, dw, k::spqrGemvSplit(p, dw, multiprocessors()), partials, counters, s);
   };
-  l.split = [](const k::GemvProblem& p) { return k::spqrGemvSplit(p, multiprocessors()); };
+  l.split = [dw](const k::GemvProblem& p) { return k::spqrGemvSplit(p, dw, multiprocessors()); };
   l.reference = [codes, stats, second, offsets, columns, values, bits, scaleGroup](const k::GemvProblem& p) {
     return k::spqrGemvReference(p, {codes->data(), stats->data(), second->data(), offsets->data(), columns->data(),
                                     values->data(), bits, scaleGroup});
@@ -373,10 +373,11 @@ int runTests(bool small) {
                           " g" + std::to_string(group) + shape,
                       counts);
       }
-    for (int bits : {2, 3, 4})
+    // Second-level groups of 16 rows at every width, 8 and 32 at 3 bits (4 stays on the FFMA path: spqrUsesTensorCores).
+    for (auto [bits, scaleGroup] : {std::pair{2, 16}, {3, 16}, {4, 16}, {3, 8}, {3, 32}, {3, 4}})
       for (auto t : types)
-        checkLinear(spqrLinear(rows, cols, bits, 16, 0.01, ++seed), t, "spqr " + std::to_string(bits) + "-bit" + shape,
-                    counts);
+        checkLinear(spqrLinear(rows, cols, bits, scaleGroup, 0.01, ++seed), t,
+                    "spqr " + std::to_string(bits) + "-bit sg" + std::to_string(scaleGroup) + shape, counts);
   }
   std::printf("TESTS %s: %d of %d (kernel, batch) cases failed, worst relative error %.2e\n",
               counts.failures ? "FAILED" : "PASSED", counts.failures, counts.cases, counts.worst);
@@ -398,7 +399,8 @@ __device__ uint32_t hash32(uint64_t i, uint32_t seed) {
   x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 29; x *= 0x94D049BB133111EBull; x ^= x >> 32;
   return uint32_t(x);
 }
-// mode 0: random bits; 1: fp16 pairs, roughly uniform in ±scale; 2: 2:4 mask words (every nibble 2 bits set).
+// mode 0: random bits; 1: fp16 pairs, roughly uniform in ±scale; 2: 2:4 mask words (every nibble 2 bits set);
+// 3: 16:32 mask words (16 of the 32 bits set anywhere, a partial shuffle of the bit positions).
 __global__ void fillKernel(uint32_t* p, size_t n, uint32_t seed, int mode, float scale) {
   const uint8_t pairs[6] = {3, 5, 6, 9, 10, 12};
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
@@ -408,14 +410,26 @@ __global__ void fillKernel(uint32_t* p, size_t n, uint32_t seed, int mode, float
     } else if (mode == 1) {
       const float a = (float(h & 0xFFFF) / 32768.f - 1.f) * scale, b = (float(h >> 16) / 32768.f - 1.f) * scale;
       p[i] = uint32_t(__half_as_ushort(__float2half(a))) | uint32_t(__half_as_ushort(__float2half(b))) << 16;
-    } else {
+    } else if (mode == 2) {
       uint32_t w = 0;
       for (int j = 0; j < 8; ++j) w |= uint32_t(pairs[(hash32(i * 8 + j, seed) >> 8) % 6]) << (4 * j);
+      p[i] = w;
+    } else {
+      uint8_t bit[32];
+      for (int j = 0; j < 32; ++j) bit[j] = uint8_t(j);
+      uint32_t w = 0;
+      for (int j = 0; j < 16; ++j) {
+        const int r = j + int((hash32(i * 16 + j, seed) >> 8) % uint32_t(32 - j));
+        const uint8_t b = bit[r];
+        bit[r] = bit[j], bit[j] = b;
+        w |= 1u << b;
+      }
       p[i] = w;
     }
   }
 }
-// SpQR outliers: `perRow` a row (rows past `rows`: none), columns from the hash, fp16 values.
+// SpQR outliers: `perRow` a row (rows past `rows`: none), fp16 values; columns increasing within a row, as the
+// format stores them (one in each of perRow equal column ranges, its place in the range from the hash).
 __global__ void fillOutliers(int32_t* offsets, uint16_t* columns, uint16_t* values, int64_t rows, int64_t paddedRows,
                              int perRow, int64_t cols, uint32_t seed) {
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r <= paddedRows; r += int64_t(gridDim.x) * blockDim.x) {
@@ -423,7 +437,8 @@ __global__ void fillOutliers(int32_t* offsets, uint16_t* columns, uint16_t* valu
     if (r < rows)
       for (int j = 0; j < perRow; ++j) {
         const int64_t i = r * perRow + j;
-        columns[i] = uint16_t(hash32(uint64_t(i), seed) % uint32_t(cols));
+        const int64_t range = cols / perRow;
+        columns[i] = uint16_t(j * range + hash32(uint64_t(i), seed) % uint32_t(range));
         values[i] = __half_as_ushort(__float2half(float(int(hash32(uint64_t(i), seed + 1) % 200) - 100) * 1e-3f));
       }
   }
@@ -484,13 +499,14 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
         std::exit(2);
       }
     };
-  } else if (format == "bitmask-2:4") {
+  } else if (format == "bitmask-2:4" || format == "bitmask-16:32") {
+    const bool nm24 = format == "bitmask-2:4";
     const int64_t c = k::bitmaskChunks(s.cols);
-    auto masks = deviceRandom(size_t(g * c * 32 * 8) * 4, seed, 2);
+    auto masks = deviceRandom(size_t(g * c * 32 * 8) * 4, seed, nm24 ? 2 : 3);
     auto values = deviceRandom(size_t(g * c * 16 * 32 * 8) * 2, seed + 1, 1);
     l->keep = {masks, values};
     l->bytes = masks->bytes + values->bytes;
-    k::BitmaskNMGemvWeight w{masks->as<uint32_t>(), values->ptr, 2, 4};
+    k::BitmaskNMGemvWeight w{masks->as<uint32_t>(), values->ptr, nm24 ? 2 : 16, nm24 ? 4 : 32};
     l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
       const k::GemvProblem p = problem(*l, x, y, batch);
       check(k::runBitmaskNMGemv(p, w, k::bitmaskNMGemvSplit(p, w, sms), partials, counters, stream), "bitmask");
@@ -526,7 +542,7 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
                         columns->as<uint16_t>(), values->as<uint16_t>(), 3, 16};
     l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
       const k::GemvProblem p = problem(*l, x, y, batch);
-      check(k::runSpqrGemv(p, w, k::spqrGemvSplit(p, sms), partials, counters, stream), "spqr");
+      check(k::runSpqrGemv(p, w, k::spqrGemvSplit(p, w, sms), partials, counters, stream), "spqr");
     };
   } else if (format == "bitmask-2:4+int4-g128") {
     const int64_t c = k::ceilDiv(s.cols, 256), columns = k::bitmaskInt4ScaleColumns(s.cols, 128);
@@ -699,7 +715,7 @@ int main(int argc, char** argv) {
   if (mode == "bench") {
     std::vector<int> batches = {1, 2, 4, 8, 16};
     int runs = 50;
-    std::vector<std::string> formats = {"dense", "bitmask-2:4", "int8-channel", "int4-g128", "spqr-3bit",
+    std::vector<std::string> formats = {"dense", "bitmask-2:4", "bitmask-16:32", "int8-channel", "int4-g128", "spqr-3bit",
                                         "bitmask-2:4+int4-g128"};
     std::string json;
     for (int i = 2; i + 1 < argc; i += 2) {

@@ -36,14 +36,20 @@ struct BitmaskNMGemvWeight {
 inline int64_t bitmaskChunks(int64_t cols) { return ceilDiv(cols, kBitmaskChunkCols); }
 inline int bitmaskKeptPerWord(int n, int m) { return m > 0 ? 32 * n / m : 0; }
 
-// The tensor-core path (bitmask_nm_gemv.cu: BitmaskMmaFormat) for patterns that keep exactly two of every four
-// columns (2:4), from batch 4 on: in 2:4 the two kept values of each group of 4 columns are a whole 32-bit word
-// of the lane's value stream, so ldmatrix over the lane-interleaved values hands each lane the words of its A
-// fragment, and the group's mask nibble expands them in registers (two byte permutes). Other patterns (16:32
-// keeps 16 of 32 anywhere in the word) stay on the FFMA path, and so do batch 1 and 2, where it measured faster
-// on the H200 (batch 1: 2.24 against 3.28 ms a Llama-3.1-8B step, batch 2: 2.62 against 3.12; from batch 4 the
-// ring wins, 2.88 against 4.34: bench/NOTES.md v6d). PARETO_BITMASK_MMA=0 in the environment sends everything to
-// the FFMA path, =1 2:4 to the tensor cores at every batch (for A/B timing; read once).
+// The tensor-core paths (bitmask_nm_gemv.cu), through the shared-memory ring of GemvDriver.cuh:
+// - BitmaskMmaFormat for patterns that keep exactly two of every four columns (2:4), from batch 4 on: the two kept
+//   values of each group of 4 columns are a whole 32-bit word of the lane's value stream, so ldmatrix over the
+//   lane-interleaved values hands each lane the words of its A fragment, and the group's mask nibble expands them
+//   in registers (two byte permutes). Batch 1 and 2 stay on the FFMA path, where it measured faster on the H200
+//   (batch 1: 2.24 against 3.28 ms a Llama-3.1-8B step, batch 2: 2.62 against 3.12; from batch 4 the ring wins,
+//   2.88 against 4.34: bench/NOTES.md v6d).
+// - BitmaskScatterMmaFormat for the other patterns of 16 kept values a word (16:32, 8:16, 4:8), from batch
+//   kBitmaskScatterMinBatch on: a word's kept values may lie anywhere in it, so each lane scatters its row's
+//   values into a zeroed dense 32 × 32 tile of the warp in shared memory, which ldmatrix then reads as A. At
+//   batch 1-4 the FFMA path measured as fast or faster (batch 4: 4.33 against 4.39 ms a step; batch 8: 7.40
+//   against 5.13; batch 16: 14.03 against 6.44: bench/NOTES.md v6f).
+// PARETO_BITMASK_MMA=0 in the environment sends everything to the FFMA path, =1 every pattern the tensor cores
+// take to them at every batch (for A/B timing; read once).
 bool bitmaskUsesTensorCores(int n, int m, int compiledBatch);
 // Its weight stream: each warp a ring of kBitmaskRingStages shared-memory slots of one 128-column chunk (half a
 // layout chunk): 8 value pieces of 512 bytes and the 32 lanes' 4 mask words, filled by cp.async.
@@ -52,6 +58,11 @@ inline constexpr int kBitmaskRingStages = 2;
 inline constexpr int kBitmaskValueBytes = 8 * 512;
 inline constexpr int kBitmaskSlotBytes = kBitmaskValueBytes + 32 * 16;
 inline constexpr size_t kBitmaskRingBytes = size_t(kRingWarpsPerBlock) * kBitmaskRingStages * kBitmaskSlotBytes;
+// The scatter path's tile: a warp's 32 rows × 32 columns of 16-bit values, each row padded to 80 bytes so that
+// the 8 rows an ldmatrix matrix reads start in distinct 16-byte bank slots. Placed after the staged x.
+inline constexpr int kBitmaskScatterTileBytes = 32 * 80;
+inline constexpr size_t kBitmaskScatterTilesBytes = size_t(kRingWarpsPerBlock) * kBitmaskScatterTileBytes;
+inline constexpr int kBitmaskScatterMinBatch = 8;
 // The least chunks a warp of its split (chooseRingSplit): 4, not the default 2 (NOTES v6d: qkv −8%, o −5% at
 // batch 8, the step −2-3% at batch 8 and 16).
 inline constexpr int64_t kBitmaskRingMinChunksPerWarp = 4;

@@ -34,18 +34,24 @@ bool bitmaskUsesTensorCores(int n, int m, int compiledBatch) {
     const char* v = std::getenv("PARETO_BITMASK_MMA");
     return v == nullptr ? -1 : std::strcmp(v, "0") == 0 ? 0 : 1;
   }();
-  if (mode == 0 || n != 2 || m != 4) return false;
-  return compiledBatch >= 4 || mode == 1;
+  if (mode == 0) return false;
+  if (n == 2 && m == 4) return compiledBatch >= 4 || mode == 1;
+  if (bitmaskKeptPerWord(n, m) == 16) return compiledBatch >= kBitmaskScatterMinBatch || mode == 1;
+  return false;
 }
 
 GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, const BitmaskNMGemvWeight& w, int multiprocessors) {
   const int batch = compiledBatch(p.batch);
   if (bitmaskUsesTensorCores(w.n, w.m, batch)) {
-    // 16-bit rows of x padded by kBitmaskStagePadHalves, and the warps' rings after them (+16 bytes of alignment).
+    // 16-bit rows of x padded by kBitmaskStagePadHalves, the scatter path's dense tiles after them, and the warps'
+    // rings (+16 bytes of alignment). The scatter path's chunks are longer (the scatter costs about as much as the
+    // rest of a chunk) and its tiles leave room for 3 staged chunks at batch 16: the default minimum of 2.
+    const bool scatter = !(w.n == 2 && w.m == 4);
     const size_t pad = size_t(kBitmaskStagePadHalves);
     return chooseRingSplit(p.rows, ceilDiv(p.cols, kBitmaskMmaChunkCols), kBitmaskMmaChunkCols, batch, 0,
                            multiprocessors, kRingMaxSharedBytes, 2 * size_t(batch),
-                           2 * size_t(batch) * pad + 16 + kBitmaskRingBytes, kBitmaskRingMinChunksPerWarp);
+                           2 * size_t(batch) * pad + (scatter ? kBitmaskScatterTilesBytes : 0) + 16 + kBitmaskRingBytes,
+                           scatter ? 2 : kBitmaskRingMinChunksPerWarp);
   }
   return chooseGemvSplit(p.rows, bitmaskChunks(p.cols), kBitmaskChunkCols, compiledBatch(p.batch), 0,
                          multiprocessors, kMaxStagedBytes);
@@ -117,7 +123,24 @@ std::string checkSpqrGemv(const GemvProblem& p, const SpqrGemvWeight& w) {
   return {};
 }
 
-GemvSplit spqrGemvSplit(const GemvProblem& p, int multiprocessors) {
+bool spqrUsesTensorCores(int scaleGroup, int compiledBatch) {
+  // PARETO_SPQR_MMA: unset = the policy, 0 = the FFMA path everywhere, 1 = the tensor cores wherever they can.
+  static const int mode = [] {
+    const char* v = std::getenv("PARETO_SPQR_MMA");
+    return v == nullptr ? -1 : std::strcmp(v, "0") == 0 ? 0 : 1;
+  }();
+  if (mode == 0 || scaleGroup < kSpqrMmaMinScaleGroup) return false;
+  return compiledBatch >= kSpqrMmaMinBatch || mode == 1;
+}
+
+GemvSplit spqrGemvSplit(const GemvProblem& p, const SpqrGemvWeight& w, int multiprocessors) {
+  const int batch = compiledBatch(p.batch);
+  if (spqrUsesTensorCores(w.scaleGroup, batch)) {
+    // 16-bit rows of x padded by kSpqrStagePadHalves, the warps' dense tiles, their rings (+16 bytes of alignment).
+    const size_t pad = size_t(kSpqrStagePadHalves);
+    return chooseRingSplit(p.rows, spqrChunks(p.cols), kSpqrChunkCols, batch, 0, multiprocessors, kRingMaxSharedBytes,
+                           2 * size_t(batch), 2 * size_t(batch) * pad + kSpqrTilesBytes + 16 + spqrRingBytes(w.bits));
+  }
   return chooseGemvSplit(p.rows, spqrChunks(p.cols), kSpqrChunkCols, compiledBatch(p.batch), kSpqrGroupCols,
                          multiprocessors, kMaxStagedBytes);
 }

@@ -161,7 +161,7 @@ struct GemvLaunch {
 //     warp's 32 lanes together; a lane may read what another lane copied, so the kernel waits and
 //     __syncwarp()s before computeSlot), and the first kRingStages chunks of every warp are in flight before x
 //     is staged. Needs the custom staging and accumulator parts above; `Fragment`, `load` and `rowExtra` are
-//     unused.
+//     unused (RingRowExtraOf has the ring's own, optional).
 template <class F, int B, class = void> struct StagingOf {
   using type = float;
   static constexpr bool kCustom = false;
@@ -203,6 +203,18 @@ template <class F, class = void> struct PrepareOf {
 template <class F>
 struct PrepareOf<F, std::void_t<decltype(F::prepareBlock())>> {
   __device__ static void run() { F::prepareBlock(); }
+};
+// Optional for ring formats: `static constexpr bool kRingRowExtra = true;` and
+//   template <int B, ActivationType T> __device__ static void ringRowExtra(const Params&, Accumulator<B>&,
+//        int64_t row, int64_t col0, int64_t sliceCols, const uint32_t* xs, float (&total)[B]);
+// work of the lane's row outside the chunks (SpQR's outliers) restricted to the block's columns col0 ..
+// col0 + sliceCols, with the staged x; called after `finish` by every active warp.
+template <class F, class = void> struct RingRowExtraOf {
+  static constexpr bool kHas = false;
+};
+template <class F>
+struct RingRowExtraOf<F, std::void_t<decltype(F::kRingRowExtra)>> {
+  static constexpr bool kHas = F::kRingRowExtra;
 };
 // Byte offset of the ring in the dynamic shared memory: after the staged x and the unit sums, 16-byte aligned
 // (the host reserves 16 bytes of slack for the rounding).
@@ -484,6 +496,9 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   if (!active) return;
   float total[B];
   Format::template finish<B>(acc, lane, total);
+  if constexpr (RingRowExtraOf<Format>::kHas)
+    Format::template ringRowExtra<B, T>(w, acc, group * kRowsPerGroup + lane, chunk0 * Format::kChunkCols,
+                                        a.sliceCols, xs, total);
 
   storeOrCombineSplits<B, T>(a, total, group, split, groups * kRowsPerGroup, lane, lastBlock[warp]);
 }

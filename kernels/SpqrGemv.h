@@ -46,8 +46,32 @@ struct SpqrGemvWeight {
 
 inline int64_t spqrChunks(int64_t cols) { return ceilDiv(cols, kSpqrChunkCols); }
 
+// The tensor-core path (spqr_gemv.cu: SpqrMmaFormat), through the shared-memory ring of GemvDriver.cuh, from
+// batch kSpqrMmaMinBatch on, for second-level groups of at least kSpqrMmaMinScaleGroup rows (a chunk's grids then
+// fit the slot's kSpqrSecondBytes). Each lane turns its row's codes of 32 columns into exact (q − z) values in a
+// dense 32 × 32 tile of the warp in shared memory, which ldmatrix reads as A (two groups of 16 columns, one k-block
+// each); each group's product is scaled by its rows' scales in fp32. Each block adds its columns' outliers after
+// the chunks, with x from its staging. At batch 1-2 the FFMA path measured faster (batch 2: 3.81 against 4.53 ms a step; batch 4:
+// 7.93 against 5.97, batch 16: 40.1 against 13.3: bench/NOTES.md v6f). PARETO_SPQR_MMA=0 sends everything to the
+// FFMA path, =1 to the tensor cores at every batch (A/B timing; read once).
+bool spqrUsesTensorCores(int scaleGroup, int compiledBatch);
+inline constexpr int kSpqrMmaMinBatch = 4;
+inline constexpr int kSpqrMmaMinScaleGroup = 8;
+inline constexpr int kSpqrRingStages = 3;
+inline constexpr int kSpqrStatBytes = 32 * 8;
+inline constexpr int kSpqrSecondBytes = 8 * (32 / kSpqrMmaMinScaleGroup) * 4;
+// A slot: the chunk's code pieces (bits · 512 bytes), the 32 lanes' statistics and the second-level grids.
+inline constexpr int spqrSlotBytes(int bits) { return bits * 512 + kSpqrStatBytes + kSpqrSecondBytes; }
+inline constexpr size_t spqrRingBytes(int bits) {
+  return size_t(kRingWarpsPerBlock) * kSpqrRingStages * size_t(spqrSlotBytes(bits));
+}
+// x staged as 16-bit rows padded by this many values; the warps' dense tiles (32 rows padded to 80 bytes) after it.
+inline constexpr int kSpqrStagePadHalves = 16;
+inline constexpr int kSpqrTileBytes = 32 * 80;
+inline constexpr size_t kSpqrTilesBytes = size_t(kRingWarpsPerBlock) * kSpqrTileBytes;
+
 std::string checkSpqrGemv(const GemvProblem& p, const SpqrGemvWeight& w);
-GemvSplit spqrGemvSplit(const GemvProblem& p, int multiprocessors);
+GemvSplit spqrGemvSplit(const GemvProblem& p, const SpqrGemvWeight& w, int multiprocessors);
 std::string runSpqrGemv(const GemvProblem& p, const SpqrGemvWeight& w, const GemvSplit& s, float* partials,
                         int* counters, CUstream_st* stream);
 

@@ -205,6 +205,118 @@ struct BitmaskMmaFormat {
   }
 };
 
+// The other patterns of 16 kept values a 32-column word (16:32, 8:16, 4:8) on the tensor cores
+// (bitmaskUsesTensorCores), through the same ring and slots as BitmaskMmaFormat (the layout as it is; the float64
+// reference reads the same bytes). A word's kept values may lie anywhere in it, so there is no fixed place for
+// them in a fragment: for each of the chunk's 4 words, each lane zeroes its row of the warp's dense 32 × 32 tile
+// in shared memory (4 16-byte stores) and scatters its 16 kept values into it (bit-scan from the highest set bit,
+// one 16-bit store each; value j of the word is the j-th set bit, a compile-time register after unrolling); after
+// a __syncwarp, ldmatrix.x4 reads the tile as the A fragments of the two m-tiles and two k-blocks, in natural
+// column order. x is staged with each 16 columns in the order (0 1 8 9 | 2 3 10 11 | 4 5 12 13 | 6 7 14 15), so
+// that the lane's B fragment of a k-block (k slots 2t, 2t + 1, 2t + 8, 2t + 9) is one 8-byte load. Per word and
+// lane: 2 value loads, 4 zeroing stores, 16 bit-scans and stores, 4 ldmatrix, 1 x load and 4 MMAs a batch tile.
+template <ActivationType T>
+struct BitmaskScatterMmaFormat {
+  using Slots = BitmaskMmaFormat<T>;
+  static constexpr int kChunkCols = kBitmaskMmaChunkCols;
+  static constexpr int kRingStages = kBitmaskRingStages;
+  static constexpr int kSlotBytes = kBitmaskSlotBytes;
+  static constexpr int kPadHalves = kBitmaskStagePadHalves;
+  static constexpr int kTileRowBytes = kBitmaskScatterTileBytes / 32;
+  using Params = typename Slots::Params;
+  template <int B> static constexpr int kTiles = B > 8 ? 2 : 1;  // batch tiles of 8
+  template <int B> struct Accumulator {
+    float v[2][2][kTiles<B>][4];  // [chain: k-block][m-tile][batch tile][register]
+  };
+
+  // The staged x (16-bit rows padded by kPadHalves, in the k order above), then the warps' tiles.
+  template <int B> __host__ __device__ static constexpr int64_t xWords(int64_t sliceCols) {
+    return int64_t(B) * (sliceCols + kPadHalves) / 2;
+  }
+  template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
+    return xWords<B>(sliceCols) + int64_t(kBitmaskScatterTilesBytes) / 4;
+  }
+  template <int B>
+  __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
+                                               const uint4& v) {
+    uint32_t* block = xs + b * ((sliceCols + kPadHalves) / 2) + (col & ~int64_t(15)) / 2 + ((col & 8) ? 1 : 0);
+    block[0] = v.x, block[2] = v.y, block[4] = v.z, block[6] = v.w;
+  }
+
+  __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
+                                                   uint32_t slot, uint64_t evictFirst) {
+    Slots::copyChunk(w, group, chunk, lane, slot, evictFirst);
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void computeSlot(const Params&, const uint8_t* slot, int64_t, int64_t,
+                                                     int64_t localChunk, int lane, const uint32_t* xs,
+                                                     int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
+    constexpr int kN = kTiles<B>;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t rowWords = (sliceCols + kPadHalves) / 2;
+    const uint32_t* xRow[kN];
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 2 * t : nullptr;
+    uint8_t* tile = reinterpret_cast<uint8_t*>(const_cast<uint32_t*>(xs) + xWords<B>(sliceCols)) +
+                    (threadIdx.x / 32) * kBitmaskScatterTileBytes;
+    uint8_t* myRow = tile + lane * kTileRowBytes;
+    const uint32_t tileAddress = detail::sharedAddressOf(tile);
+    // ldmatrix.x4 of m-tile m, k-block kb: lane i names row 16m + i % 16, columns 16kb + 8 (i / 16) ..
+    const uint32_t fragmentAddress = tileAddress + (lane & 15) * kTileRowBytes + (lane >> 4) * 16;
+    const uint4 masks = *reinterpret_cast<const uint4*>(slot + kBitmaskValueBytes + lane * 16);
+    const uint32_t maskWords[4] = {masks.x, masks.y, masks.z, masks.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint4 lo = *reinterpret_cast<const uint4*>(slot + (2 * k) * 512 + lane * 16);
+      const uint4 hi = *reinterpret_cast<const uint4*>(slot + (2 * k + 1) * 512 + lane * 16);
+      const uint32_t values[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      if (k > 0) __syncwarp();  // every lane has read the previous word's tile
+#pragma unroll
+      for (int q = 0; q < 4; ++q) reinterpret_cast<uint4*>(myRow)[q] = make_uint4(0, 0, 0, 0);
+      uint32_t mask = maskWords[k];
+#pragma unroll
+      for (int j = 15; j >= 0; --j) {
+        const int col = 31 - __clz(mask);
+        mask ^= 1u << col;
+        const uint32_t bits = values[j / 2];
+        *reinterpret_cast<unsigned short*>(myRow + 2 * col) = static_cast<unsigned short>(j % 2 == 0 ? bits : bits >> 16);
+      }
+      __syncwarp();  // every lane's row is in the tile
+#pragma unroll
+      for (int kb = 0; kb < 2; ++kb) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int m = 0; m < 2; ++m) detail::ldmatrixX4(a[m], fragmentAddress + m * 16 * kTileRowBytes + kb * 32);
+        uint2 xb[kN];
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+          xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + 16 * k + 8 * kb) : make_uint2(0, 0);
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int n = 0; n < kN; ++n)
+            detail::mma16816<T>(acc.v[kb][m][n], a[m][0], a[m][1], a[m][2], a[m][3], xb[n].x, xb[n].y);
+      }
+    }
+    // The ring kernel's __syncwarp after this chunk orders the last word's ldmatrix before the next chunk's
+    // zeroing of the tile.
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void finish(const Accumulator<B>& acc, int lane, float (&total)[B]) {
+    float c[2][kTiles<B>][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int n = 0; n < kTiles<B>; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) c[m][n][i] = acc.v[0][m][n][i] + acc.v[1][m][n][i];
+    detail::rowsOfFragments<B, kTiles<B>>(c, lane, total);
+  }
+};
+
 template <int K, ActivationType T>
 std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
@@ -215,7 +327,9 @@ std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const Gem
                                       bitmaskChunks(p.cols)};
       // The split (bitmaskNMGemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
       const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskMmaChunkCols), 0, partials, counters);
-      const cudaError_t e = detail::launchPackedGemv<M, T>(params, a, s.sharedBytes, stream);
+      const cudaError_t e = w.n == 2 && w.m == 4
+                                ? detail::launchPackedGemv<M, T>(params, a, s.sharedBytes, stream)
+                                : detail::launchPackedGemv<BitmaskScatterMmaFormat<T>, T>(params, a, s.sharedBytes, stream);
       return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_nm_gemv launch");
     }
   }

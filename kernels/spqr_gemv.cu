@@ -1,6 +1,7 @@
 // spqr_gemv (see SpqrGemv.h for the layout, GemvProblem.h for the work decomposition).
 #include "GemvDriver.cuh"
 #include "SpqrGemv.h"
+#include "TensorCoreOps.cuh"
 
 namespace pareto::kernels {
 namespace {
@@ -133,6 +134,243 @@ struct SpqrFormat {
   }
 };
 
+// SpQR on the tensor cores (spqrUsesTensorCores), through the shared-memory ring of GemvDriver.cuh, from the
+// layout as it is (the float64 reference reads the same bytes).
+//
+// Stream: a slot holds the chunk's Bits code pieces (cp.async, evict-first), the 32 lanes' statistics (8 bytes
+// each) and the chunk's second-level grids (8 groups × 32 / scaleGroup pairs of 4 bytes).
+//
+// A fragment: the codes of a row are a bit stream in its own lane, and a group's scale belongs to the row, so
+// each lane dequantizes its own row: for each 32 columns (two groups), a pair of columns at a time, the two codes
+// go into the low and high 16 bits under the exponent of 1024 (fp16) or 128 (bf16) and one HSUB2 of (exponent +
+// z) makes them (q − z), exact in both types; 4 16-byte stores put the row into the warp's dense 32 × 32 tile in
+// shared memory, and after a __syncwarp ldmatrix.x4 reads it as the A fragments of the two m-tiles and two
+// k-blocks (a k-block is one group). Each group's MMA starts from zero and its C fragment is added to the
+// accumulator times its rows' scales (fp32, computed by their own lanes and passed by shuffles): the result is
+// Σ_group ŝ · Σ (q − z) · x, as the reference defines it. x is staged with each 16 columns in the order
+// (0 1 8 9 | 2 3 10 11 | 4 5 12 13 | 6 7 14 15), so a lane's B fragment of a group is one 8-byte load.
+//
+// Outliers: each block adds those of its own columns after the chunks, with x from the staging (the FFMA path's
+// gather from global memory, 32 scattered addresses a warp load, went to L2 here, where the ring leaves little
+// L1: NOTES v6f). The lane finds its row's outliers of the block's columns by two binary searches over the
+// row's sorted columns, one step a chunk (Accumulator, searchStep).
+template <int Bits, ActivationType T>
+struct SpqrMmaFormat {
+  using Plain = SpqrFormat<Bits, T>;
+  using Params = typename Plain::Params;
+  static constexpr int kChunkCols = kSpqrChunkCols;
+  static constexpr int kRingStages = kSpqrRingStages;
+  static constexpr int kSlotBytes = spqrSlotBytes(Bits);
+  static constexpr int kCodeBytes = Bits * 512;
+  static constexpr int kPadHalves = kSpqrStagePadHalves;
+  static constexpr int kTileRowBytes = kSpqrTileBytes / 32;
+  static constexpr int kWords = 4 * Bits;  // the lane's code stream of a chunk, 32-bit words
+  // 1024 (fp16) or 128 (bf16): every code and zero (< 16) is an exact integer above it.
+  static constexpr uint32_t kExponent = T == ActivationType::Float16 ? 0x6400u : 0x4300u;
+  template <int B> static constexpr int kTiles = B > 8 ? 2 : 1;  // batch tiles of 8
+  // The C fragments, and the lane's binary searches for the first of its row's outliers at or after the block's
+  // first column (k = 0) and past its last (k = 1): one step a chunk (searchStep), so that each column load's
+  // latency passes under a chunk's work; ringRowExtra finishes them.
+  template <int B> struct Accumulator {
+    float v[2][kTiles<B>][4];  // [m-tile][batch tile][register]
+    int32_t lo[2], hi[2];
+    uint32_t probe[2];          // the column at (lo + hi) / 2 loaded by the last step, when `probing`
+    bool probing;
+  };
+  static constexpr bool kRingRowExtra = true;
+
+  template <int B>
+  __device__ static __forceinline__ void searchStep(const Params& w, Accumulator<B>& acc, const int64_t (&target)[2]) {
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      if (acc.probing && acc.lo[k] < acc.hi[k]) {
+        const int32_t mid = (acc.lo[k] + acc.hi[k]) >> 1;
+        if (int64_t(acc.probe[k]) < target[k]) acc.lo[k] = mid + 1;
+        else acc.hi[k] = mid;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+      if (acc.lo[k] < acc.hi[k]) acc.probe[k] = __ldg(w.outlierColumns + ((acc.lo[k] + acc.hi[k]) >> 1));
+    acc.probing = true;
+  }
+
+  template <int B> __host__ __device__ static constexpr int64_t xWords(int64_t sliceCols) {
+    return int64_t(B) * (sliceCols + kPadHalves) / 2;
+  }
+  template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
+    return xWords<B>(sliceCols) + int64_t(kSpqrTilesBytes) / 4;
+  }
+  template <int B>
+  __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
+                                               const uint4& v) {
+    uint32_t* block = xs + b * ((sliceCols + kPadHalves) / 2) + (col & ~int64_t(15)) / 2 + ((col & 8) ? 1 : 0);
+    block[0] = v.x, block[2] = v.y, block[4] = v.z, block[6] = v.w;
+  }
+
+  __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
+                                                   uint32_t slot, uint64_t evictFirst) {
+    const int64_t base = group * w.chunks + chunk;
+#pragma unroll
+    for (int i = 0; i < Bits; ++i)
+      detail::copyAsyncEvictFirst(slot + i * 512 + lane * 16, w.codes + (base * Bits + i) * 32 + lane, evictFirst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(slot + kCodeBytes + lane * 8),
+                 "l"(w.stats + base * 32 + lane)
+                 : "memory");
+    if (lane < 8 * w.secondPerGroup)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(slot + kCodeBytes + kSpqrStatBytes + lane * 4),
+                   "l"(w.second + base * 8 * w.secondPerGroup + lane)
+                   : "memory");
+  }
+
+  // Columns 2i and 2i + 1 of the chunk (i compile-time) from the lane's code stream, at bits 0 and 16 under
+  // kExponent.
+  __device__ static __forceinline__ uint32_t codePair(const uint32_t (&s)[kWords], int i) {
+    const int offset = 2 * i * Bits, wi = offset / 32, sh = offset % 32;
+    const uint32_t v = sh + 2 * Bits <= 32 ? s[wi] >> sh : __funnelshift_r(s[wi], s[wi + 1], sh);
+    constexpr uint32_t kMask = (1u << Bits) - 1u;
+    // Code 0 stays at bit 0, code 1 moves from bit Bits to bit 16 (the product's two copies do not overlap).
+    const uint32_t spread = (v & (kMask | kMask << Bits)) * (1u + (1u << (16 - Bits)));
+    return (spread & (kMask | kMask << 16)) | (kExponent * 0x10001u);
+  }
+  __device__ static __forceinline__ uint32_t subtractPair(uint32_t a, uint32_t b) {
+    if constexpr (T == ActivationType::Float16) {
+      const __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+      return *reinterpret_cast<const uint32_t*>(&r);
+    } else {
+      const __nv_bfloat162 r =
+          __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+      return *reinterpret_cast<const uint32_t*>(&r);
+    }
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void computeSlot(const Params& w, const uint8_t* slot, int64_t group,
+                                                     int64_t chunk, int64_t localChunk, int lane, const uint32_t* xs,
+                                                     int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
+    constexpr int kN = kTiles<B>;
+    const int g = lane >> 2, t = lane & 3;
+    if (localChunk == 0) {
+      // The row's outlier range (consumed by the next chunk's step, or by ringRowExtra).
+      const int64_t row = group * kRowsPerGroup + lane;
+      acc.lo[0] = acc.lo[1] = __ldg(w.rowOffsets + row);
+      acc.hi[0] = acc.hi[1] = __ldg(w.rowOffsets + row + 1);
+      acc.probing = false;
+    } else {
+      const int64_t col0 = (chunk - localChunk) * kChunkCols;
+      searchStep<B>(w, acc, {col0, col0 + sliceCols});
+    }
+    const int64_t rowWords = (sliceCols + kPadHalves) / 2;
+    const uint32_t* xRow[kN];
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 2 * t : nullptr;
+    uint8_t* tile = reinterpret_cast<uint8_t*>(const_cast<uint32_t*>(xs) + xWords<B>(sliceCols)) +
+                    (threadIdx.x / 32) * kSpqrTileBytes;
+    uint4* myRow = reinterpret_cast<uint4*>(tile + lane * kTileRowBytes);
+    // ldmatrix.x4 of m-tile m, k-block kb: lane i names row 16m + i % 16, columns 16kb + 8 (i / 16) ..
+    const uint32_t fragmentAddress = detail::sharedAddressOf(tile) + (lane & 15) * kTileRowBytes + (lane >> 4) * 16;
+
+    // The lane's row: its 8 groups' scales (fp32, as the FFMA path computes them) and zeros, and its codes.
+    const uint2 st = *reinterpret_cast<const uint2*>(slot + kCodeBytes + lane * 8);
+    const __half2* grids = reinterpret_cast<const __half2*>(slot + kCodeBytes + kSpqrStatBytes);
+    float scale[8];
+    uint32_t zero[8];
+#pragma unroll
+    for (int gi = 0; gi < 8; ++gi) {
+      const uint32_t statByte = ((gi < 4 ? st.x : st.y) >> (8 * (gi % 4))) & 0xFFu;
+      const __half2 grid = grids[gi * w.secondPerGroup + (lane >> w.scaleGroupShift)];
+      scale[gi] = fmaf(float(statByte & 0xFu), __high2float(grid), __low2float(grid));
+      zero[gi] = (kExponent + (statByte >> 4)) * 0x10001u;
+    }
+    uint32_t s[kWords];
+#pragma unroll
+    for (int i = 0; i < Bits; ++i) {
+      const uint4 v = *reinterpret_cast<const uint4*>(slot + i * 512 + lane * 16);
+      s[4 * i] = v.x, s[4 * i + 1] = v.y, s[4 * i + 2] = v.z, s[4 * i + 3] = v.w;
+    }
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {  // columns 32h .. 32h + 31: groups 2h and 2h + 1
+      uint32_t word[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) word[i] = subtractPair(codePair(s, 16 * h + i), zero[2 * h + i / 8]);
+      if (h > 0) __syncwarp();  // every lane has read the previous columns' tile
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        myRow[q] = make_uint4(word[4 * q], word[4 * q + 1], word[4 * q + 2], word[4 * q + 3]);
+      __syncwarp();  // every lane's row is in the tile
+#pragma unroll
+      for (int kb = 0; kb < 2; ++kb) {
+        const int gi = 2 * h + kb;
+        uint32_t a[2][4];
+#pragma unroll
+        for (int m = 0; m < 2; ++m) detail::ldmatrixX4(a[m], fragmentAddress + m * 16 * kTileRowBytes + kb * 32);
+        uint2 xb[kN];
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+          xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + 16 * h + 8 * kb) : make_uint2(0, 0);
+        // C rows g and g + 8 of m-tile m are rows 16m + g and 16m + g + 8 of the group.
+        float rowScale[2][2];
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          rowScale[m][0] = __shfl_sync(0xFFFFFFFFu, scale[gi], 16 * m + g);
+          rowScale[m][1] = __shfl_sync(0xFFFFFFFFu, scale[gi], 16 * m + g + 8);
+        }
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int n = 0; n < kN; ++n) {
+            float d[4] = {0.f, 0.f, 0.f, 0.f};
+            detail::mma16816<T>(d, a[m][0], a[m][1], a[m][2], a[m][3], xb[n].x, xb[n].y);
+            acc.v[m][n][0] = fmaf(rowScale[m][0], d[0], acc.v[m][n][0]);
+            acc.v[m][n][1] = fmaf(rowScale[m][0], d[1], acc.v[m][n][1]);
+            acc.v[m][n][2] = fmaf(rowScale[m][1], d[2], acc.v[m][n][2]);
+            acc.v[m][n][3] = fmaf(rowScale[m][1], d[3], acc.v[m][n][3]);
+          }
+      }
+    }
+    // The ring kernel's __syncwarp after this chunk orders the last ldmatrix before the next chunk's tile stores.
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void finish(const Accumulator<B>& acc, int lane, float (&total)[B]) {
+    detail::rowsOfFragments<B, kTiles<B>>(acc.v, lane, total);
+  }
+
+  // The row's outliers in the block's columns, x read from the staging (zero for batch rows past the batch; a
+  // column c of the slice sits at (c & ~15) + its place in the 16-column order above).
+  template <int B, ActivationType TT>
+  __device__ static __forceinline__ void ringRowExtra(const Params& w, Accumulator<B>& acc, int64_t, int64_t col0,
+                                                      int64_t sliceCols, const uint32_t* xs, float (&total)[B]) {
+    const int64_t target[2] = {col0, col0 + sliceCols};
+    while (!acc.probing || acc.lo[0] < acc.hi[0] || acc.lo[1] < acc.hi[1]) searchStep<B>(w, acc, target);
+    const auto* xh = reinterpret_cast<const unsigned short*>(xs);
+    const int64_t rowHalves = sliceCols + kPadHalves;
+    constexpr int kU = 4;
+    for (int32_t i = acc.lo[0]; i < acc.lo[1]; i += kU) {
+      int local[kU];
+      float value[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const bool live = i + u < acc.lo[1];
+        local[u] = live ? int(__ldg(w.outlierColumns + i + u) - col0) : 0;
+        value[u] = live ? __half2float(__ldg(w.outlierValues + i + u)) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        // Columns outside the slice only where the row's columns are not increasing (not a valid weight): skipped,
+        // never read outside the staging.
+        const int l = local[u], c = l & 15;
+        if (unsigned(l) >= unsigned(sliceCols)) continue;
+        const int at = (l & ~15) + ((c & 7) >> 1) * 4 + (c >> 3) * 2 + (c & 1);
+#pragma unroll
+        for (int b = 0; b < B; ++b)
+          total[b] = fmaf(value[u], detail::Act<TT>::lowToFloat(xh[b * rowHalves + at]), total[b]);
+      }
+    }
+  }
+};
+
 template <int Bits, ActivationType T>
 std::string launch(const GemvProblem& p, const SpqrGemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
@@ -146,6 +384,13 @@ std::string launch(const GemvProblem& p, const SpqrGemvWeight& w, const GemvSpli
                             spqrChunks(p.cols),
                             __builtin_ctz(unsigned(w.scaleGroup)),
                             32 / w.scaleGroup};
+  if (spqrUsesTensorCores(w.scaleGroup, compiledBatch(p.batch))) {
+    // The split (spqrGemvSplit) sized the shared memory for the ring; no activation sums (the zeros are subtracted
+    // before the MMA).
+    const auto a = detail::makeLaunch(p, s, params.chunks, 0, partials, counters);
+    const cudaError_t e = detail::launchPackedGemv<SpqrMmaFormat<Bits, T>, T>(params, a, s.sharedBytes, stream);
+    return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "spqr_gemv launch");
+  }
   const auto a = detail::makeLaunch(p, s, params.chunks, kSpqrGroupCols, partials, counters);
   const cudaError_t e = detail::launchPackedGemv<F, T>(params, a, s.sharedBytes, stream);
   return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "spqr_gemv launch");

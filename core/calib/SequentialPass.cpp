@@ -1,9 +1,17 @@
 #include "calib/SequentialPass.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <future>
 #include <map>
+#include <mutex>
 #include <numeric>
 
 #include "dist/ProcessGroup.h"
@@ -135,11 +143,105 @@ void solveAcrossRanks(LlamaModel& model, int64_t layer, std::map<LinearGroup, He
   }
 }
 
+// Hands every linear of the block to the callback and installs the new weights in execution order. With more
+// than one solver thread the linears are solved concurrently; on CUDA each task runs on its own pool stream: the
+// current stream is synchronised before (the Hessians and weights were written on it) and every task synchronises
+// its stream before returning, so the results are complete when they are installed and no memory is shared
+// across streams while work on it is in flight.
+void solveLayer(LlamaModel& model, int64_t layer, const std::map<LinearGroup, HessianAccumulator>& hessians,
+                const ModuleCallback& onModule, int threads) {
+  const auto linears = model.layerLinears(layer);
+  std::vector<at::Tensor> updated(linears.size());
+  const c10::Device device = model.options().device;
+  if (threads <= 1 || linears.size() < 2) {
+    for (size_t i = 0; i < linears.size(); ++i) {
+      const auto& [group, linear] = linears[i];
+      updated[i] = onModule(linear->name(), linear->weight(), hessians.at(group));
+    }
+  } else {
+    const bool cuda = device.is_cuda();
+    const c10::impl::VirtualGuardImpl guard(device.type());
+    if (cuda) {
+      // LibTorch loads its CUDA linear algebra (the solvers' Cholesky) on the first call, through a wrapper that
+      // fails when two threads make that first call together; one small call here loads it for all.
+      static std::once_flag linalgLoaded;
+      std::call_once(linalgLoaded, [&] { at::linalg_cholesky_ex(at::ones({1, 1}, at::TensorOptions(device))); });
+      guard.synchronizeStream(guard.getStream(device));
+    }
+    // The longest sweeps (most input columns) first, so that the widest module does not start last.
+    std::vector<size_t> order(linears.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return linears[a].second->inFeatures() > linears[b].second->inFeatures();
+    });
+    auto solve = [&](size_t i) {
+      const auto& [group, linear] = linears[i];
+      if (!cuda) {
+        updated[i] = onModule(linear->name(), linear->weight(), hessians.at(group));
+        return;
+      }
+      const c10::Stream stream = guard.getStreamFromGlobalPool(device);
+      const c10::StreamGuard onStream(stream);
+      updated[i] = onModule(linear->name(), linear->weight(), hessians.at(group));
+      guard.synchronizeStream(stream);
+    };
+    // Work is taken in that order by `threads` workers; the first error stops the others after their current
+    // module and is rethrown once all are joined. Grad mode is thread-local: the workers take the caller's.
+    const bool gradMode = c10::GradMode::is_enabled();
+    std::atomic<size_t> next{0};
+    std::mutex errorMutex;
+    std::exception_ptr error;
+    std::vector<std::future<void>> workers;
+    const size_t count = std::min(linears.size(), static_cast<size_t>(threads));
+    for (size_t w = 0; w < count; ++w)
+      workers.push_back(std::async(std::launch::async, [&] {
+        const c10::AutoGradMode mode(gradMode);
+        for (size_t k = next++; k < linears.size(); k = next++) {
+          try {
+            solve(order[k]);
+          } catch (...) {
+            const std::lock_guard<std::mutex> lock(errorMutex);
+            if (!error) error = std::current_exception();
+            next = linears.size();
+          }
+        }
+      }));
+    for (auto& w : workers) w.get();
+    if (error) std::rethrow_exception(error);
+  }
+  for (size_t i = 0; i < linears.size(); ++i)
+    if (updated[i].defined()) linears[i].second->setWeight(updated[i]);
+}
+
 void reportLayer(const SequentialPassOptions& opts, int64_t layer, int64_t layers) {
   if (opts.progress)
     opts.progress({"sequential pass", double(layer + 1) / layers,
                    "layer " + std::to_string(layer + 1) + "/" + std::to_string(layers)});
 }
+
+// Where a block's time goes (SequentialPassOptions::stageSeconds): on CUDA each stage ends with a synchronisation
+// of the current stream, so the device's queued work is counted in the stage that queued it.
+class StageClock {
+ public:
+  StageClock(const c10::Device& device, std::map<std::string, double>* seconds)
+      : device_(device), seconds_(seconds), start_(clock::now()) {}
+  void end(const char* stage) {
+    if (seconds_ == nullptr) return;
+    if (device_.is_cuda()) {
+      const c10::impl::VirtualGuardImpl guard(device_.type());
+      guard.synchronizeStream(guard.getStream(device_));
+    }
+    const auto now = clock::now();
+    (*seconds_)[stage] += std::chrono::duration<double>(now - start_).count();
+    start_ = now;
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  c10::Device device_;
+  std::map<std::string, double>* seconds_;
+  clock::time_point start_;
+};
 
 }  // namespace
 
@@ -190,6 +292,7 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
       cancelled = opts.group->any(cancelled);
     }
     if (cancelled) throw Cancelled();
+    StageClock clock(model.options().device, opts.stageSeconds);
     model.loadLayer(layer);
     if (layer < opts.restoredLayers) {
       opts.restoreLayer(layer);
@@ -198,21 +301,22 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
       reportLayer(opts, layer, layers);
       continue;
     }
+    clock.end("read");
     {
       std::map<LinearGroup, HessianAccumulator> hessians = makeAccumulators(model, layer);
       observeLayer(model, layer, state, hessians, /*advance=*/false);
-      if (opts.group != nullptr) {
+      clock.end("observe");
+      if (opts.group != nullptr)
         solveAcrossRanks(model, layer, hessians, onModule, *opts.group);
-      } else {
-        for (const auto& [group, linear] : model.layerLinears(layer)) {
-          at::Tensor updated = onModule(linear->name(), linear->weight(), hessians.at(group));
-          if (updated.defined()) linear->setWeight(updated);
-        }
-      }
+      else
+        solveLayer(model, layer, hessians, onModule, opts.solverThreads);
+      clock.end("solve");
     }   // the Hessians are freed before the outputs are computed
     advance(model, layer, state);
+    clock.end("advance");
     if (opts.layerDone) opts.layerDone(layer);
     model.releaseLayer(layer);
+    clock.end("finish");
     reportLayer(opts, layer, layers);
   }
 }

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,10 @@ namespace pareto {
 
 class ProcessGroup;
 
-// Called for every linear of a block, in execution order, with its current weight [out, in] and the Hessian of
-// its input. Returns the new weight, or an undefined tensor to keep the weight as it is.
+// Called for every linear of a block with its current weight [out, in] and the Hessian of its input. Returns the
+// new weight, or an undefined tensor to keep the weight as it is. With SequentialPassOptions::solverThreads > 1
+// the linears of a block are handed to it concurrently (each from its own thread, on its own CUDA stream), so a
+// callback that keeps state must guard it; the weights are installed in execution order once all returned.
 using ModuleCallback =
     std::function<at::Tensor(const std::string& name, const at::Tensor& weight, const HessianAccumulator& hessian)>;
 
@@ -48,6 +51,13 @@ struct SequentialPassOptions {
   // is solved by one rank (moduleRanks; the callback runs there only) and its new weight broadcast, and each
   // rank carries its own sequences on to the next block. A cancel seen by any rank stops all at the same block.
   ProcessGroup* group = nullptr;
+  // How many linears of a block are solved at once. On CUDA the solvers' column sweeps are chains of small
+  // kernels whose launches, not the GPU, set their pace; independent modules on their own threads and streams
+  // overlap those chains. On the CPU each ATen op already uses every core, so planners leave it at 1 there.
+  int solverThreads = 1;
+  // When set, the seconds of each stage of a block (read, observe, solve, advance, finish) are added to it, summed
+  // over the blocks the pass computes: where a long pass spends its time.
+  std::map<std::string, double>* stageSeconds = nullptr;
 };
 
 // Which rank solves each linear of `layer` (in layerLinears order) when `ranks` processes share the work: the

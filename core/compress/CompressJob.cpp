@@ -6,8 +6,11 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <map>
 #include <optional>
+#include <mutex>
 
 #include "calib/SequentialPass.h"
 #include "checkpoint/Safetensors.h"
@@ -262,17 +265,45 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
                                                                    std::to_string(layers) + " layers already done");
 
   std::map<std::string, ModuleOutcome> outcomes;   // the modules of the layer in progress
+  std::mutex outcomesMutex;                        // the pass may solve a layer's modules concurrently
   auto onModule = [&](const std::string& name, const at::Tensor& weight, const HessianAccumulator* h) -> at::Tensor {
     const ModulePlan plan = planModule(recipe, name, weight.size(0), weight.size(1));
     if (!plan.touched()) return {};
     ModuleOutcome o = solveModule(plan, weight, h);
     at::Tensor pruned = o.weight;
     o.weight = at::Tensor();   // the model holds it from here on
+    const std::lock_guard<std::mutex> lock(outcomesMutex);
     outcomes[name] = std::move(o);
     return pruned;
   };
   // On the rank that solved each module (all of them without a group); rank 0 gathers and writes the layer.
+  // A finished layer's staging file is written (and synced) on a thread of its own while the pass goes on with
+  // the next block; the next finished layer first waits for it, so at most one layer is on its way at a time and
+  // the layers reach the folder in order. Declared after `resume` and `output`: leaving this scope early (an
+  // error, a cancel) waits for the write before they are torn down.
+  std::future<void> layerWrite;
+  auto waitForLayerWrite = [&] {
+    if (!layerWrite.valid()) return;
+    layerWrite.get();
+    // A layer is finished once its file is whole: only then is the staging folder worth keeping for --resume.
+    if (opts.keepFinishedLayers && group == nullptr) output->keepStagingOnFailure();
+  };
+  // Runs the pass, then waits for its last layer's file. When the pass fails, the layer already on its way is
+  // still waited for (and kept for --resume if it was written whole); the pass's error is the one reported.
+  auto withLayerWrites = [&](const std::function<void()>& pass) {
+    try {
+      pass();
+    } catch (...) {
+      try {
+        waitForLayerWrite();
+      } catch (...) {
+      }
+      throw;
+    }
+    waitForLayerWrite();
+  };
   auto finishLayer = [&](int64_t layer) {
+    waitForLayerWrite();
     std::vector<FinishedModule> finished;
     std::vector<ModuleReport> reports;
     const auto linears = m.model->layerLinears(layer);
@@ -302,8 +333,10 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
       finished.push_back(std::move(solved->finished));
     }
     if (!writer) return;
-    resume->writeLayer(layer, finished, reports);
-    if (opts.keepFinishedLayers && group == nullptr) output->keepStagingOnFailure();
+    layerWrite = std::async(std::launch::async, [&resume, layer, finished = std::move(finished),
+                                                 reports = std::move(reports)] {
+      resume->writeLayer(layer, finished, reports);
+    });
   };
   auto finishAndRelease = [&](int64_t layer) {
     finishLayer(layer);
@@ -355,12 +388,16 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     pass.activations = plan.placement;
     pass.scratchDir = !opts.scratchDir.empty() ? opts.scratchDir : writer ? output->staging() : std::string();
     pass.group = group;
+    pass.solverThreads = plan.solverThreads;
+    pass.stageSeconds = &result.passStageSeconds;
     guardMemory("compression (sequential pass)", "lower --batch, or compress on the CPU", [&] {
-      runSequentialPass(*m.model, data,
-                        [&](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
-                          return onModule(name, w, &h);
-                        },
-                        pass);
+      withLayerWrites([&] {
+        runSequentialPass(*m.model, data,
+                          [&](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
+                            return onModule(name, w, &h);
+                          },
+                          pass);
+      });
     });
     result.passSeconds = since(passStart);
     if (!writer) {
@@ -372,7 +409,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     const CompressMemoryPlan plan = planCompressMemory(m.config, opts.runtime, opts.budget, {});
     result.memoryPlan = plan.summary();
     const auto passStart = clock::now();
-    guardMemory("compression", "compress on the CPU", [&] {
+    guardMemory("compression", "compress on the CPU", [&] { withLayerWrites([&] {
       for (int64_t layer = restored; layer < layers; ++layer) {
         if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
         m.model->loadLayer(layer);
@@ -383,7 +420,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
         finishAndRelease(layer);
         report("prune", double(layer + 1) / layers, "layer " + std::to_string(layer + 1));
       }
-    });
+    }); });
     result.passSeconds = since(passStart);
   }
 
@@ -477,7 +514,8 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
         {"dtype", dtypeLabel(opts.runtime.dtype)},
         {"versions", {{"pareto", paretoVersion()}, {"libtorch", TORCH_VERSION}}},
         {"timings", {{"calibration_s", result.calibrationSeconds}, {"pass_s", result.passSeconds},
-                     {"write_s", result.writeSeconds}, {"total_s", result.totalSeconds}}},
+                     {"pass_stages_s", result.passStageSeconds}, {"write_s", result.writeSeconds},
+                     {"total_s", result.totalSeconds}}},
         {"memory", memoryRecord(result, opts.budget)}};
     {
       // Checked like the weights: a manifest cut short by a full disk must fail the job, not be renamed into place.

@@ -4,6 +4,7 @@
 // name and renamed at the end, so a failed or cancelled run leaves nothing behind.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,7 @@ struct CompressReport {
   uint64_t bytes = 0;               // weight bytes written
   int64_t calibrationTokens = 0;
   double calibrationSeconds = 0, passSeconds = 0, writeSeconds = 0, totalSeconds = 0;
+  std::map<std::string, double> passStageSeconds;   // the pass's stages summed over the blocks (SequentialPass.h)
   std::string memoryPlan;    // compress/CompressMemory.h's summary
   std::string activations;   // where the calibration activations lived: "device", "host", "scratch file"
   uint64_t hostBaseBytes = 0;   // resident memory when the job started (LibTorch, the CUDA context)

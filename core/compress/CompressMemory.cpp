@@ -13,12 +13,27 @@ constexpr double kHeadroom = 1.15;
 
 uint64_t withHeadroom(uint64_t bytes) { return static_cast<uint64_t>(double(bytes) * kHeadroom); }
 
+// A solver's workspace for a [rows, cols] weight: damped Hessian, Cholesky factor and inverse; the weight, its
+// update and error in fp32.
+uint64_t solverBytes(uint64_t rows, uint64_t cols) { return 3 * cols * cols * 4 + 4 * rows * cols * 4; }
+
+// The solvers of a block's seven linears, largest first.
+std::vector<uint64_t> blockSolvers(const ModelConfig& c) {
+  const uint64_t H = c.hiddenSize, F = c.intermediateSize, Q = uint64_t(c.numHeads) * c.headDim,
+                 KV = uint64_t(c.numKvHeads) * c.headDim;
+  std::vector<uint64_t> s = {solverBytes(Q, H),  solverBytes(KV, H), solverBytes(KV, H), solverBytes(H, Q),
+                             solverBytes(F, H),  solverBytes(F, H),  solverBytes(H, F)};
+  std::sort(s.rbegin(), s.rend());
+  return s;
+}
+
 }  // namespace
 
 std::string CompressMemoryPlan::summary() const {
   return "block weights " + formatBytes(blockWeights) + ", Hessians " + formatBytes(hessians) + ", forward of one batch " +
          formatBytes(forward) + ", solver " + formatBytes(solver) + ", activations " + formatBytes(activations) +
-         " (" + activationPlacementName(placement) + ")";
+         " (" + activationPlacementName(placement) + ")" +
+         (solverThreads > 1 ? ", " + std::to_string(solverThreads) + " solvers at once" : "");
 }
 
 CompressMemoryPlan planCompressMemory(const ModelConfig& c, const RuntimeOptions& runtime, const MemoryBudget& budget,
@@ -42,7 +57,7 @@ CompressMemoryPlan planCompressMemory(const ModelConfig& c, const RuntimeOptions
   // The largest module by columns² (the down projection's F×F Hessian): damped copy, Cholesky factor, inverse;
   // its weight, update and error in fp32.
   const uint64_t cols = std::max(F, std::max(H, Q)), rows = cols == F ? H : std::max(F, H);
-  p.solver = 3 * cols * cols * 4 + 4 * rows * cols * 4;
+  p.solver = solverBytes(rows, cols);
   p.activations = ActivationStore::bytesOf(shapes, runtime.dtype);
   // A finished layer on its way to the staging folder: each module's weight as held (compute dtype), in the
   // checkpoint's dtype, and packed.
@@ -68,6 +83,18 @@ CompressMemoryPlan planCompressMemory(const ModelConfig& c, const RuntimeOptions
     p.placement = cuda ? ActivationPlacement::Host : ActivationPlacement::Device;
   else
     p.placement = ActivationPlacement::Scratch;
+
+  if (cuda) {
+    // More solvers at once while the next one's workspace fits what the budget leaves (the first is in `work`).
+    uint64_t room = deviceRoom;
+    if (p.placement == ActivationPlacement::Device && room != UINT64_MAX) room -= withHeadroom(p.activations);
+    const std::vector<uint64_t> solvers = blockSolvers(c);
+    for (size_t i = 1; i < solvers.size(); ++i) {
+      if (room != UINT64_MAX && withHeadroom(solvers[i]) > room) break;
+      if (room != UINT64_MAX) room -= withHeadroom(solvers[i]);
+      ++p.solverThreads;
+    }
+  }
   return p;
 }
 

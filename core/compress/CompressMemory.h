@@ -29,6 +29,9 @@ struct CompressMemoryPlan {
   // The least each side needs with the activations off it, and where the activations go.
   uint64_t deviceNeed = 0, hostNeed = 0;
   ActivationPlacement placement = ActivationPlacement::Device;
+  // Linears of a block solved at once on CUDA (SequentialPassOptions::solverThreads): as many as the device
+  // budget holds the solvers of, beyond the one counted in `solver`; 1 on the CPU.
+  int solverThreads = 1;
   std::string summary() const;   // "block 872 MiB, Hessians 1.02 GiB, ... activations on the device"
 };
 

@@ -162,6 +162,7 @@ nlohmann::json CompressEvaluateJob::result() const {
                       {"timings",
                        {{"calibration_s", c.calibrationSeconds},
                         {"pass_s", c.passSeconds},
+                        {"pass_stages_s", c.passStageSeconds},
                         {"write_s", c.writeSeconds},
                         {"total_s", report_.seconds}}},
                       {"memory",

@@ -386,7 +386,7 @@ at::Tensor gemv(const SpqrKernelWeight& w, const at::Tensor& x, at::Tensor out, 
   kw.scaleGroup = int(w.scaleGroup);
   return runGemv(
       x, out, w.rows, w.cols, w.codes, w.launch, what,
-      [&](const k::GemvProblem& p, int sms) { return k::spqrGemvSplit(p, sms); },
+      [&](const k::GemvProblem& p, int sms) { return k::spqrGemvSplit(p, kw, sms); },
       [&](const k::GemvProblem& p, const k::GemvSplit& s, float* partials, int* counters, CUstream_st* stream) {
 #ifdef PARETO_WITH_CUDA
         return k::runSpqrGemv(p, kw, s, partials, counters, stream);

@@ -21,6 +21,6 @@ pareto_add_test(test_synthesize SOURCES test_synthesize.cpp LIBS pareto_export)
 add_dependencies(test_synthesize pareto-cli)
 target_compile_definitions(test_synthesize PRIVATE PARETO_CLI_PATH="$<TARGET_FILE:pareto-cli>")
 # Streaming: a model read block by block, activations on device, host or scratch file, memory budgets kept.
-pareto_add_test(test_streaming SOURCES test_streaming.cpp LIBS pareto_eval)
+pareto_add_test(test_streaming SOURCES test_streaming.cpp LIBS pareto_eval pareto_compress)
 add_dependencies(test_streaming pareto-cli)
 target_compile_definitions(test_streaming PRIVATE PARETO_CLI_PATH="$<TARGET_FILE:pareto-cli>")

@@ -13,6 +13,8 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <mutex>
+#include <set>
 
 #include "InputErrors.h"
 #include "SharedData.h"
@@ -238,6 +240,57 @@ TEST_F(Calibration, SequentialPassInstallsWeightsAndFeedsLaterBlocks) {
   });
   EXPECT_DOUBLE_EQ(traces["model.layers.0.self_attn.q_proj"], denseTraces["model.layers.0.self_attn.q_proj"]);
   EXPECT_NE(traces["model.layers.1.self_attn.q_proj"], denseTraces["model.layers.1.self_attn.q_proj"]);
+}
+
+// Solving a block's linears on several threads (on CUDA: each on its own stream) installs exactly what solving
+// them one after the other installs, and an error in one module stops the pass with that module's error.
+TEST_F(Calibration, SequentialPassSolvesABlocksModulesConcurrentlyWithTheSameResult) {
+  TextCalibrationOptions o;
+  o.window = 32;
+  o.tokens = 64;
+  CalibrationSet set = textCalibration(*m_->tokenizer, test::sharedPath("data/heldout-prose.txt"), o);
+  auto probe = m_->promptIds("Once upon a time");
+  // A result that depends on the module's Hessian, so that a block's installed weights change what the next
+  // block observes.
+  auto solver = [](const std::string&, const at::Tensor& w, const HessianAccumulator& h) {
+    const at::Tensor hs = h.sum().to(w.scalar_type());
+    return w - 0.05 * at::matmul(w, hs / hs.diagonal().mean());
+  };
+  SequentialPassOptions serial;
+  serial.batch = 2;
+  runSequentialPass(*m_->model, set, solver, serial);
+  const at::Tensor expected = logitsOf(*m_->model, probe);
+
+  LoadedModel fresh = loadModel(test::sharedPath("models/ref-tiny"), test::testRuntime());
+  SequentialPassOptions concurrent = serial;
+  concurrent.solverThreads = 4;
+  std::mutex mutex;
+  std::set<std::string> visited;
+  runSequentialPass(*fresh.model, set,
+                    [&](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
+                      {
+                        const std::lock_guard<std::mutex> lock(mutex);
+                        visited.insert(name);
+                      }
+                      return solver(name, w, h);
+                    },
+                    concurrent);
+  EXPECT_EQ(visited.size(), static_cast<size_t>(7 * m_->config.numLayers));
+  const at::Tensor got = logitsOf(*fresh.model, probe);
+  EXPECT_LT(((got - expected).norm() / expected.norm()).item<double>(), 1e-6);
+
+  LoadedModel third = loadModel(test::sharedPath("models/ref-tiny"), test::testRuntime());
+  try {
+    runSequentialPass(*third.model, set,
+                      [&](const std::string& name, const at::Tensor& w, const HessianAccumulator& h) {
+                        if (name == "model.layers.1.self_attn.k_proj") throw InputError(name + ": refused");
+                        return solver(name, w, h);
+                      },
+                      concurrent);
+    FAIL() << "the module's error was not rethrown";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "model.layers.1.self_attn.k_proj: refused");
+  }
 }
 
 TEST_F(Calibration, SequentialPassStopsWhenCancelled) {

@@ -26,6 +26,7 @@
 #include "kernels/BitmaskInt4Gemv.h"
 #include "kernels/BitmaskNMGemv.h"
 #include "kernels/QuantGroupGemv.h"
+#include "kernels/SpqrGemv.h"
 #include "runtime/KernelBenchmark.h"
 #include "runtime/PackedGemv.h"
 #include "runtime/SyntheticWeights.h"
@@ -437,15 +438,18 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
 }
 
 
-// 2:4 runs on the tensor cores from batch 4 (bitmask_nm_gemv.cu: BitmaskMmaFormat), other patterns and batch 1-2
-// on the FFMA path; the ring split keeps the staged x (16-bit rows padded by kBitmaskStagePadHalves) and the warps'
+// 2:4 runs on the tensor cores from batch 4 (bitmask_nm_gemv.cu: BitmaskMmaFormat), the other patterns of 16 kept
+// values a word from kBitmaskScatterMinBatch (BitmaskScatterMmaFormat), everything else on the FFMA path; the ring
+// split keeps the staged x (16-bit rows padded by kBitmaskStagePadHalves), the scatter path's tiles and the warps'
 // rings within the ring kernels' budget, the FFMA split the fp32 rows within its own.
 TEST(PackedGemvSplit, BitmaskSharedMemoryFollowsTheArithmeticPath) {
   namespace k = kernels;
   for (int b : {1, 2, 4, 8, 16}) {
     EXPECT_EQ(k::bitmaskUsesTensorCores(2, 4, b), b >= 4);  // FFMA faster at 1-2 (NOTES v6d)
-    EXPECT_FALSE(k::bitmaskUsesTensorCores(16, 32, b));
-    EXPECT_FALSE(k::bitmaskUsesTensorCores(4, 8, b));
+    EXPECT_EQ(k::bitmaskUsesTensorCores(16, 32, b), b >= k::kBitmaskScatterMinBatch);
+    EXPECT_EQ(k::bitmaskUsesTensorCores(4, 8, b), b >= k::kBitmaskScatterMinBatch);
+    EXPECT_FALSE(k::bitmaskUsesTensorCores(1, 4, b));  // 8 or 24 kept values a word: FFMA only
+    EXPECT_FALSE(k::bitmaskUsesTensorCores(3, 4, b));
   }
   const int sms = 132;
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
@@ -460,8 +464,10 @@ TEST(PackedGemvSplit, BitmaskSharedMemoryFollowsTheArithmeticPath) {
         const bool mma = k::bitmaskUsesTensorCores(n, m, compiled);
         const int64_t chunkCols = mma ? k::kBitmaskMmaChunkCols : k::kBitmaskChunkCols;
         const int64_t chunks = k::ceilDiv(cols, chunkCols);
+        const bool scatter = mma && n != 2;
         const size_t staged =
-            mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::kBitmaskStagePadHalves) + 16 + k::kBitmaskRingBytes
+            mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::kBitmaskStagePadHalves) + 16 + k::kBitmaskRingBytes +
+                      (scatter ? k::kBitmaskScatterTilesBytes : 0)
                 : sizeof(float) * size_t(compiled) * size_t(s.sliceCols);
         const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::to_string(n) + ":" +
                                  std::to_string(m) + " batch " + std::to_string(batch);
@@ -471,7 +477,8 @@ TEST(PackedGemvSplit, BitmaskSharedMemoryFollowsTheArithmeticPath) {
         EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, chunks) << what;  // no empty split
         EXPECT_EQ(s.sliceCols, s.chunksPerSplit * chunkCols) << what;
         if (mma) {
-          EXPECT_GE(s.chunksPerSplit, std::min<int64_t>(k::kBitmaskRingMinChunksPerWarp, chunks)) << what;
+          const int64_t least = scatter ? 2 : k::kBitmaskRingMinChunksPerWarp;
+          EXPECT_GE(s.chunksPerSplit, std::min<int64_t>(least, chunks)) << what;
         }
       }
     }
@@ -515,6 +522,47 @@ TEST(PackedGemvSplit, BitmaskInt4SharedMemoryFollowsTheArithmeticPath) {
           EXPECT_GE(int64_t(s.splits) * s.chunksPerSplit, chunks) << what;
           EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, chunks) << what;  // no empty split
           EXPECT_EQ(s.sliceCols, s.chunksPerSplit * chunkCols) << what;
+        }
+      }
+    }
+  }
+}
+
+// SpQR runs on the tensor cores from kSpqrMmaMinBatch for second-level groups of at least kSpqrMmaMinScaleGroup
+// rows (spqr_gemv.cu: SpqrMmaFormat), else on the FFMA path; the ring split keeps the staged x (16-bit rows padded
+// by kSpqrStagePadHalves), the warps' tiles and rings within the ring kernels' budget, the FFMA split the fp32
+// rows and group sums within its own.
+TEST(PackedGemvSplit, SpqrSharedMemoryFollowsTheArithmeticPath) {
+  namespace k = kernels;
+  for (int b : {1, 2, 4, 8, 16}) {
+    EXPECT_EQ(k::spqrUsesTensorCores(16, b), b >= k::kSpqrMmaMinBatch);
+    EXPECT_EQ(k::spqrUsesTensorCores(8, b), b >= k::kSpqrMmaMinBatch);
+    EXPECT_FALSE(k::spqrUsesTensorCores(4, b));  // its grids would not fit the slot
+  }
+  const int sms = 132;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
+    for (int bits : {2, 3, 4}) {
+      for (int scaleGroup : {4, 16}) {
+        for (int batch : {1, 2, 3, 4, 8, 11, 16}) {
+          k::GemvProblem p;
+          p.rows = rows, p.cols = cols, p.batch = batch;
+          k::SpqrGemvWeight w;
+          w.bits = bits, w.scaleGroup = scaleGroup;
+          const k::GemvSplit s = k::spqrGemvSplit(p, w, sms);
+          const int compiled = k::compiledBatch(batch);
+          const bool mma = k::spqrUsesTensorCores(scaleGroup, compiled);
+          const int64_t chunks = k::spqrChunks(cols);
+          const size_t staged =
+              mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::kSpqrStagePadHalves) + k::kSpqrTilesBytes + 16 +
+                        k::spqrRingBytes(bits)
+                  : sizeof(float) * size_t(compiled) * size_t(s.sliceCols + s.sliceCols / k::kSpqrGroupCols);
+          const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::to_string(bits) +
+                                   "-bit sg" + std::to_string(scaleGroup) + " batch " + std::to_string(batch);
+          EXPECT_EQ(s.sharedBytes, staged) << what;
+          EXPECT_LE(s.sharedBytes, mma ? k::kRingMaxSharedBytes : k::kMaxStagedBytes) << what;
+          EXPECT_GE(int64_t(s.splits) * s.chunksPerSplit, chunks) << what;
+          EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, chunks) << what;  // no empty split
+          EXPECT_EQ(s.sliceCols, s.chunksPerSplit * k::kSpqrChunkCols) << what;
         }
       }
     }

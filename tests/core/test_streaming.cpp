@@ -18,6 +18,7 @@
 #include "checkpoint/ModelConfig.h"
 #include "checkpoint/ModelPresets.h"
 #include "checkpoint/Safetensors.h"
+#include "compress/CompressMemory.h"
 #include "eval/EvalMemory.h"
 #include "eval/Perplexity.h"
 #include "model/LoadedModel.h"
@@ -152,6 +153,27 @@ TEST(EvalMemory, StreamsOnlyWhatDoesNotFitWholeAndRefusesLessThanOneBlock) {
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("--max-host-memory 1 GiB is less than"));
   }
+}
+
+// On CUDA the block's linears are solved together as far as the device budget holds their workspaces: all seven
+// without a budget, one when the budget only holds the block, and in between as the budget grows.
+TEST(CompressMemory, SolversAtOnceAreWhatTheDeviceBudgetHolds) {
+  ModelConfig c = ModelConfig::fromJson(modelPresetConfig("llama-3.1-8b"), "llama-3.1-8b");
+  RuntimeOptions cuda;
+  cuda.device = c10::Device(c10::kCUDA);
+  const std::vector<std::vector<int64_t>> shapes = {{8, 512, c.hiddenSize}, {8, 512, c.hiddenSize}};
+  const CompressMemoryPlan free = planCompressMemory(c, cuda, {}, shapes);
+  EXPECT_EQ(free.solverThreads, 7);
+  EXPECT_THAT(free.summary(), HasSubstr("7 solvers at once"));
+  const uint64_t least = free.deviceNeed + (uint64_t(free.activations) * 2);   // the block and its activations
+  const CompressMemoryPlan tight = planCompressMemory(c, cuda, {least, 0}, shapes);
+  EXPECT_EQ(tight.placement, ActivationPlacement::Device);
+  EXPECT_EQ(tight.solverThreads, 1);
+  const CompressMemoryPlan some = planCompressMemory(c, cuda, {least + (3ull << 30), 0}, shapes);
+  EXPECT_GT(some.solverThreads, 1);
+  EXPECT_LT(some.solverThreads, 7);
+  RuntimeOptions cpu;
+  EXPECT_EQ(planCompressMemory(c, cpu, {}, shapes).solverThreads, 1);
 }
 
 class CompressBudget : public ::testing::Test {

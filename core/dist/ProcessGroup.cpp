@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #if defined(PARETO_DIST_GLOO)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif

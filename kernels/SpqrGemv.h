@@ -51,11 +51,11 @@ inline int64_t spqrChunks(int64_t cols) { return ceilDiv(cols, kSpqrChunkCols); 
 // fit the slot's kSpqrSecondBytes). Each lane turns its row's codes of 32 columns into exact (q − z) values in a
 // dense 32 × 32 tile of the warp in shared memory, which ldmatrix reads as A (two groups of 16 columns, one k-block
 // each); each group's product is scaled by its rows' scales in fp32. Each block adds its columns' outliers after
-// the chunks, with x from its staging. At batch 1-2 the FFMA path measured faster (batch 2: 3.81 against 4.53 ms a step; batch 4:
-// 7.93 against 5.97, batch 16: 40.1 against 13.3: bench/NOTES.md v6f). PARETO_SPQR_MMA=0 sends everything to the
-// FFMA path, =1 to the tensor cores at every batch (A/B timing; read once).
+// the chunks, with x from its staging. At batch 1 the FFMA path measured faster (2.74 against 3.61 ms a step),
+// from batch 2 the ring (batch 2: 3.42 against 3.72; batch 16: 5.24 against ~40: bench/NOTES.md v6f-2).
+// PARETO_SPQR_MMA=0 sends everything to the FFMA path, =1 to the tensor cores at every batch (A/B timing; read once).
 bool spqrUsesTensorCores(int scaleGroup, int compiledBatch);
-inline constexpr int kSpqrMmaMinBatch = 4;
+inline constexpr int kSpqrMmaMinBatch = 2;
 inline constexpr int kSpqrMmaMinScaleGroup = 8;
 inline constexpr int kSpqrRingStages = 3;
 inline constexpr int kSpqrStatBytes = 32 * 8;

@@ -176,6 +176,9 @@ RecipePanel::~RecipePanel() = default;
 QComboBox* RecipePanel::addCombo(const QString& key, const std::vector<std::pair<QString, QString>>& items) {
   auto* combo = new QComboBox;
   combo->setObjectName(key);
+  // A long entry elides instead of widening the dock past the screen (the arrow stays visible).
+  combo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  combo->setMinimumContentsLength(10);
   for (const auto& [label, data] : items) combo->addItem(label, data);
   controls_[key] = {[combo] { return QVariant(combo->currentData().toString()); },
                     [combo](const QVariant& v) {
@@ -303,11 +306,12 @@ QGroupBox* RecipePanel::buildPruning() {
   method->setToolTip(tr("Which weights to remove: the smallest |W| (magnitude), the smallest |W| times the "
                         "input norm (Wanda), or SparseGPT's optimal brain surgeon update with the Hessian."));
   form->addRow(tr("Method:"), method);
-  QComboBox* pattern = addCombo(kPrunePattern, {{tr("Unstructured"), "unstructured"},
-                                                {"2:4", "2:4"},
-                                                {"4:8", "4:8"},
-                                                {"8:16", "8:16"},
-                                                {"16:32", "16:32"}});
+  // Every N:M the engine takes: M dividing 32 (a mask word holds whole groups), 0 < N < M; by M, then N.
+  std::vector<std::pair<QString, QString>> patterns{{tr("Unstructured"), "unstructured"}};
+  for (int m : {2, 4, 8, 16, 32})
+    for (int n = 1; n < m; ++n) patterns.emplace_back(QStringLiteral("%1:%2").arg(n).arg(m), QStringLiteral("%1:%2").arg(n).arg(m));
+  QComboBox* pattern = addCombo(kPrunePattern, patterns);
+  pattern->setMaxVisibleItems(16);
   pattern->setToolTip(tr("N:M keeps N of every M consecutive inputs (stored as 32-bit masks, which the bitmask "
                          "kernel decodes fast); unstructured removes the given fraction anywhere."));
   form->addRow(tr("Pattern:"), pattern);
@@ -676,7 +680,11 @@ void RecipePanel::updateEstimates() {
   }
 
   tokensPerSecond_->setToolTip(tokensPerSecondMeaning());
-  if (!estimate_) {
+  if (estimate_ && !estimate_->problems.empty()) {
+    // Numbers for a recipe that cannot run would pass for what a run gives: the reason stands in their place.
+    linearBits_->setText(tr("cannot run on this model: %1").arg(qs(estimate_->problems.front())));
+    for (QLabel* l : {modelBits_, size_, tokensPerSecond_}) l->setText(tr("— (the recipe cannot run on this model)"));
+  } else if (!estimate_) {
     for (QLabel* l : {linearBits_, modelBits_, size_, tokensPerSecond_})
       l->setText(model_ ? kNoValue : tr("— (open a model)"));
   } else {

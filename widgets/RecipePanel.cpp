@@ -162,6 +162,31 @@ RecipePanel::RecipePanel(QWidget* parent) : QWidget(parent) {
   undo_ = new QUndoStack(this);
   values_ = defaultValues();
   auto* layout = new QVBoxLayout(this);
+  picker_ = new QComboBox;
+  picker_->setObjectName("recipePicker");
+  picker_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  picker_->setMinimumContentsLength(10);
+  picker_->setToolTip(tr("The recipes that ship with Pareto (resources/recipes), by name; the tooltip of each says "
+                         "what it does. Choosing one loads it into the controls below (undoable)."));
+  pickerNote_ = new QLabel;
+  pickerNote_->setObjectName("recipePickerNote");
+  pickerNote_->setWordWrap(true);
+  pickerNote_->setToolTip(tr("What the chosen shipped recipe does, from its description."));
+  connect(picker_, qOverload<int>(&QComboBox::activated), this, [this](int index) {
+    const QString path = picker_->itemData(index).toString();
+    if (path.isEmpty()) return;
+    QString error;
+    pickerNote_->setText(loadRecipeFile(path, &error) ? picker_->itemData(index, Qt::ToolTipRole).toString() : error);
+  });
+  auto* pickerRow = new QHBoxLayout;
+  auto* pickerCaption = new QLabel(tr("Shipped:"));
+  pickerCaption->setToolTip(picker_->toolTip());
+  pickerRow->addWidget(pickerCaption);
+  pickerRow->addWidget(picker_, 1);
+  layout->addLayout(pickerRow);
+  layout->addWidget(pickerNote_);
+  pickerNote_->hide();
+  picker_->setEnabled(false);
   layout->addWidget(buildCalibration());
   layout->addWidget(buildPruning());
   layout->addWidget(buildQuantization());
@@ -561,6 +586,27 @@ bool RecipePanel::loadRecipeFile(const QString& path, QString* error) {
     return false;
   }
   return setRecipe(doc, QFileInfo(path).absolutePath(), path, error);
+}
+
+int RecipePanel::setShippedRecipes(const QString& dir) {
+  shippedDir_ = dir;
+  picker_->clear();
+  const QFileInfoList files = QDir(dir).entryInfoList({"*.json"}, QDir::Files, QDir::Name);
+  picker_->addItem(files.isEmpty() ? tr("(no shipped recipes in %1)").arg(dir) : tr("Choose a shipped recipe…"), QString());
+  for (const QFileInfo& f : files) {
+    QString description;
+    try {
+      description = qs(readJsonFile(f.absoluteFilePath().toStdString()).value("description", ""));
+    } catch (const std::exception&) {
+      continue;   // not a readable recipe: not offered
+    }
+    picker_->addItem(f.completeBaseName(), f.absoluteFilePath());
+    picker_->setItemData(picker_->count() - 1, description.isEmpty() ? f.completeBaseName() : description,
+                         Qt::ToolTipRole);
+  }
+  picker_->setEnabled(picker_->count() > 1);
+  pickerNote_->setVisible(picker_->count() > 1);
+  return picker_->count() - 1;
 }
 
 bool RecipePanel::saveRecipeFile(const QString& path, QString* error) const {

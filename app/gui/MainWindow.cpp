@@ -234,6 +234,16 @@ void MainWindow::createDocksAndTabs() {
   evaluationCaption->setToolTip(tr("What a run measures after compressing."));
   recipeLayout->addWidget(evaluationCaption);
   recipeLayout->addWidget(evaluationPanel_);
+  overlapWarning_ = new QLabel;
+  overlapWarning_->setObjectName("calibrationOverlapWarning");
+  overlapWarning_->setWordWrap(true);
+  overlapWarning_->setToolTip(tr("Perplexity on the text a recipe calibrated on measures fit to that text, not "
+                                 "quality on held-out data."));
+  QPalette warn = overlapWarning_->palette();
+  warn.setColor(QPalette::WindowText, QColor(0xc0, 0x39, 0x2b));
+  overlapWarning_->setPalette(warn);
+  overlapWarning_->hide();
+  recipeLayout->addWidget(overlapWarning_);
   recipeLayout->addStretch(1);
   auto* recipeScroll = new QScrollArea;
   recipeScroll->setObjectName("recipeScroll");
@@ -253,8 +263,10 @@ void MainWindow::createDocksAndTabs() {
   tabifyDockWidget(runsDock, generationDock);
   runsDock->raise();
 
+  recipePanel_->setShippedRecipes(shippedRecipesDir());
   connect(recipePanel_, &RecipePanel::recipeChanged, this, &MainWindow::updateRunnable);
   connect(evaluationPanel_, &EvaluationPanel::runRequested, this, &MainWindow::startRun);
+  connect(evaluationPanel_, &EvaluationPanel::settingsChanged, this, &MainWindow::updateRunnable);
   connect(runsPanel_, &RunsPanel::runActivated, this, &MainWindow::openRun);
   connect(paretoView_, &ParetoView::runActivated, this, &MainWindow::openRun);
   connect(runsPanel_, &RunsPanel::compareRequested, this, &MainWindow::compareRuns);
@@ -692,8 +704,16 @@ void MainWindow::refreshHuggingFaceModels() {
   hfMenu_->addAction(tr("Rescan"), this, &MainWindow::refreshHuggingFaceModels);
 }
 
+QString MainWindow::shippedRecipesDir() {
+  const QByteArray env = qgetenv("PARETO_RECIPES");
+  return env.isEmpty() ? QStringLiteral(PARETO_RECIPES_DIR) : QString::fromLocal8Bit(env);
+}
+
 void MainWindow::openRecipe() {
-  const QString start = QSettings().value(kLastRecipeDirKey, QDir::homePath()).toString();
+  // The first time: the shipped recipes' folder (where their relative calibration paths resolve).
+  const QString shipped = shippedRecipesDir();
+  const QString start =
+      QSettings().value(kLastRecipeDirKey, QFileInfo(shipped).isDir() ? shipped : QDir::homePath()).toString();
   const QString path = QFileDialog::getOpenFileName(this, tr("Open Recipe"), start, tr("Recipes (*.json)"));
   if (path.isEmpty()) return;
   QString error;
@@ -932,6 +952,18 @@ void MainWindow::selectDevice(const QString& id) {
 QString MainWindow::currentDevice() const { return deviceCombo_->currentData().toString(); }
 
 void MainWindow::updateRunnable() {
+  // Calibrating and evaluating on one text file: allowed, but the perplexity then flatters the recipe.
+  const QString calibration = recipePanel_->value(RecipePanel::kCalibrationFile).toString();
+  const QString heldOut = evaluationPanel_->settings().heldOutText;
+  const bool overlap = recipePanel_->value(RecipePanel::kCalibrationSource).toString() == QLatin1String("text") &&
+                       !calibration.isEmpty() && !heldOut.isEmpty() &&
+                       QFileInfo(calibration).canonicalFilePath() == QFileInfo(heldOut).canonicalFilePath() &&
+                       QFileInfo(heldOut).exists();
+  overlapWarning_->setText(overlap ? tr("The calibration text is also the held-out text (%1): the perplexity will "
+                                        "flatter the recipe. Evaluate on another file.")
+                                         .arg(QFileInfo(heldOut).fileName())
+                                   : QString());
+  overlapWarning_->setVisible(overlap);
   QString why;
   if (isRunning())
     why = tr("A run is in progress.");

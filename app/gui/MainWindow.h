@@ -122,6 +122,9 @@ class MainWindow : public QMainWindow {
   // Otherwise a device's bandwidth is measured once and kept (settings) across sessions.
   void remeasureBandwidth();
 
+  // The folder of the shipped recipes: $PARETO_RECIPES, else the source tree's resources/recipes.
+  static QString shippedRecipesDir();
+
   // View ▸ Reset Layout: every dock back where a first start puts it, at its default size.
   void resetLayout();
 
@@ -251,6 +254,7 @@ class MainWindow : public QMainWindow {
   QMenu* hfMenu_ = nullptr;
   QMenu* syntheticMenu_ = nullptr;
   QLabel* modelStatus_ = nullptr;
+  QLabel* overlapWarning_ = nullptr;   // calibration text == held-out text
   QProgressBar* progressBar_ = nullptr;
   QLabel* progressLabel_ = nullptr;
   QToolButton* cancelButton_ = nullptr;

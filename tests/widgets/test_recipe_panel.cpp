@@ -251,6 +251,29 @@ TEST(RecipePanel, OffersEveryNMPatternTheEngineTakes) {
   }
 }
 
+// Issue 25, point 8: the shipped recipes are listed by name with their descriptions; choosing one loads it.
+TEST(RecipePanel, ListsTheShippedRecipesAndLoadsTheChosenOne) {
+  RecipePanel panel;
+  const QString dir = QStringLiteral(PARETO_SOURCE_DIR "/resources/recipes");
+  const int listed = panel.setShippedRecipes(dir);
+  EXPECT_EQ(listed, int(QDir(dir).entryList({"*.json"}, QDir::Files).size()));
+  QComboBox* picker = control<QComboBox>(panel, "recipePicker");
+  ASSERT_EQ(picker->count(), listed + 1);
+  for (int i = 1; i < picker->count(); ++i) {
+    EXPECT_FALSE(picker->itemData(i, Qt::ToolTipRole).toString().isEmpty()) << str(picker->itemText(i));
+    EXPECT_NE(picker->itemData(i, Qt::ToolTipRole).toString(), picker->itemText(i)) << "no description";
+  }
+  const int int8 = picker->findText("int8-channel");
+  ASSERT_GE(int8, 0);
+  picker->setCurrentIndex(int8);
+  emit picker->activated(int8);
+  const Recipe r = Recipe::fromJson(panel.recipeJson(), "", "panel");
+  ASSERT_TRUE(r.quantizeFor("model.layers.0.mlp.up_proj").has_value());
+  EXPECT_EQ(r.quantizeFor("model.layers.0.mlp.up_proj")->grid.bits, 8);
+  EXPECT_TRUE(textOf(&panel, "recipePickerNote").contains("8")) << str(textOf(&panel, "recipePickerNote"));
+  EXPECT_TRUE(panel.undoStack()->canUndo());
+}
+
 TEST(RecipePanel, SavesAndLoadsJson) {
   QTemporaryDir dir;
   RecipePanel panel;

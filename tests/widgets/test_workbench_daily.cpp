@@ -459,6 +459,29 @@ TEST_F(WorkbenchDaily, NoControlOfTheModelAndRecipeDocksIsClipped) {
   EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
 }
 
+// Point 8: calibrating and evaluating on the same text file is allowed, with a warning in the Recipe dock.
+TEST_F(WorkbenchDaily, WarnsWhenCalibrationAndEvaluationTextAreOneFile) {
+  test::TestWindow t;
+  ASSERT_TRUE(t.window.openModel(modelDir("ref-tiny")));
+  const std::string text = test::sharedPath("data/heldout-prose.txt");
+  QString error;
+  ASSERT_TRUE(t.window.recipePanel()->setRecipe(
+      {{"calibration", {{"source", "text"}, {"text", text}, {"tokens", 256}, {"window", 64}}},
+       {"prune", {{"method", "sparsegpt"}, {"pattern", "2:4"}}}},
+      QString(), "test", &error))
+      << str(error);
+  auto* warning = t.window.findChild<QLabel*>("calibrationOverlapWarning");
+  ASSERT_NE(warning, nullptr);
+  EvaluationSettings s = t.window.evaluationPanel()->settings();
+  s.heldOutText = QString::fromStdString(text);
+  t.window.evaluationPanel()->setSettings(s);
+  EXPECT_FALSE(warning->isHidden());
+  EXPECT_TRUE(warning->text().contains("heldout-prose.txt")) << str(warning->text());
+  s.heldOutText = QString::fromStdString(test::sharedPath("data/wikitext2-test.txt"));
+  t.window.evaluationPanel()->setSettings(s);
+  EXPECT_TRUE(warning->isHidden());
+}
+
 // Point 11: each entry of a menu has its own Alt mnemonic (Open Synthetic Model and Save Recipe As both took S).
 TEST_F(WorkbenchDaily, MenuEntriesHaveDistinctMnemonics) {
   test::TestWindow t;

@@ -90,6 +90,7 @@ void DriftView::setDrift(const QString& runName, std::shared_ptr<const Activatio
   runName_ = runName;
   drift_ = std::move(drift);
   absent_ = absent;
+  setExportStem(this, runName);
   rebuild();
 }
 

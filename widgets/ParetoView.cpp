@@ -206,6 +206,7 @@ void ParetoView::rebuild() {
     label->setColor(palette().color(QPalette::WindowText));
     break;
   }
+  setExportStem(this, modelChosen_ ? model_->currentText() : QString());
   if (auto* title = plotTitle(plot_))
     title->setText(!modelChosen_             ? tr("Quality against cost: no runs with both values yet")
                    : plot_->graphCount() == 0 ? tr("%1: no runs with both values yet").arg(model_->currentText())

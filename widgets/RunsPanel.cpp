@@ -2,18 +2,23 @@
 
 #include <QAction>
 #include <QComboBox>
-#include <QLabel>
-#include <QSignalBlocker>
+#include <QDesktopServices>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
+#include <QLabel>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QSaveFile>
+#include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QTableView>
+#include <QUrl>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "widgets/PlotSupport.h"
 #include "widgets/RunHistory.h"
@@ -86,6 +91,28 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
     const QList<int> ids = selectedRunIds();
     if (ids.size() == 1) emit benchmarkRequested(ids.first());
   });
+  folder_ = new QPushButton(tr("Open Folder"));
+  folder_->setObjectName("openRunFolder");
+  folder_->setToolTip(tr("Show the selected run's compressed folder in the file manager."));
+  openFolder_ = [](const QString& folder) { return QDesktopServices::openUrl(QUrl::fromLocalFile(folder)); };
+  connect(folder_, &QPushButton::clicked, this, [this] {
+    const QList<int> ids = selectedRunIds();
+    const RunRecord* run = ids.size() == 1 ? history_->find(ids.first()) : nullptr;
+    if (run != nullptr && openFolder_ && !openFolder_(run->outDir))
+      QMessageBox::warning(window(), tr("Cannot open folder"), tr("%1: could not be opened").arg(run->outDir));
+  });
+  saveRecipe_ = new QPushButton(tr("Save Recipe…"));
+  saveRecipe_->setObjectName("saveRunRecipe");
+  saveRecipe_->setToolTip(tr("Save the selected run's recipe as the JSON it ran with (pareto-cli compress --recipe "
+                             "takes it)."));
+  connect(saveRecipe_, &QPushButton::clicked, this, [this] {
+    const QList<int> ids = selectedRunIds();
+    if (ids.size() != 1) return;
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save Recipe"), QStringLiteral("run-%1-recipe.json").arg(ids.first()),
+                                                      tr("Recipes (*.json)"));
+    QString error;
+    if (!path.isEmpty() && !saveRecipe(ids.first(), path, &error)) QMessageBox::warning(window(), tr("Save failed"), error);
+  });
   export_ = new QPushButton(tr("Export CSV…"));
   export_->setObjectName("exportRuns");
   export_->setToolTip(tr("Save every run's metrics as CSV."));
@@ -143,7 +170,7 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   filters->addStretch(1);
 
   auto* buttons = new QHBoxLayout;
-  for (QPushButton* b : {open_, compare_, recipe_, benchmark_, delete_}) buttons->addWidget(b);
+  for (QPushButton* b : {open_, compare_, recipe_, benchmark_, folder_, saveRecipe_, delete_}) buttons->addWidget(b);
   buttons->addStretch(1);
   buttons->addWidget(export_);
   auto* layout = new QVBoxLayout(this);
@@ -248,8 +275,28 @@ void RunsPanel::updateButtons() {
   const RunRecord* one = ids.size() == 1 ? history_->find(ids.first()) : nullptr;
   recipe_->setEnabled(one != nullptr && one->kind == QLatin1String("compress"));
   benchmark_->setEnabled(one != nullptr && one->isFinishedCompress());
+  folder_->setEnabled(one != nullptr && !one->outDir.isEmpty() && QFileInfo(one->outDir).isDir());
+  saveRecipe_->setEnabled(one != nullptr);
   compare_->setEnabled(selected >= 2);
   export_->setEnabled(history_->rowCount() > 0);
+}
+
+void RunsPanel::setFolderOpener(FolderOpener opener) { openFolder_ = std::move(opener); }
+
+bool RunsPanel::saveRecipe(int runId, const QString& path, QString* error) const {
+  const RunRecord* run = history_->find(runId);
+  const auto doc = run ? nlohmann::json::parse(run->recipeJson, nullptr, false) : nlohmann::json();
+  if (run == nullptr || !doc.is_object()) {
+    if (error) *error = tr("%1: run %2 has no recipe to save").arg(path).arg(runId);
+    return false;
+  }
+  QSaveFile file(path);   // written whole or not at all
+  const QByteArray text = QByteArray::fromStdString(doc.dump(2) + "\n");
+  if (!file.open(QIODevice::WriteOnly | QIODevice::Text) || file.write(text) != text.size() || !file.commit()) {
+    if (error) *error = tr("%1: cannot write: %2").arg(path, file.errorString());
+    return false;
+  }
+  return true;
 }
 
 bool RunsPanel::writeCsv(const QString& path, QString* error) const {

@@ -3,7 +3,7 @@
 // views and its compressed model for the Generation dock); Compare shows the selected runs side by side; Use
 // Recipe puts a run's recipe back into the Recipe dock; Delete (or the Delete key) asks for confirmation and
 // then asks the window to delete the selected runs from the history and the run store; Export writes the table
-// as CSV.
+// as CSV; Open Folder shows a run's compressed folder in the file manager; Save Recipe writes a run's recipe.
 #pragma once
 
 #include <QList>
@@ -41,6 +41,11 @@ class RunsPanel : public QWidget {
   void setConfirmer(Confirmer confirmer);
   // Confirms, then emits deleteRequested for the selected runs; false when nothing was selected or the user said no.
   bool deleteSelected();
+  // Writes a run's recipe (or a benchmark's settings) as the JSON it ran with; false (error set) when it cannot.
+  bool saveRecipe(int runId, const QString& path, QString* error) const;
+  // Opens a folder in the desktop's file manager (replaced by tests; returns whether it could).
+  using FolderOpener = std::function<bool(const QString& folder)>;
+  void setFolderOpener(FolderOpener opener);
 
  signals:
   void runActivated(int runId);
@@ -67,6 +72,9 @@ class RunsPanel : public QWidget {
   QPushButton* recipe_ = nullptr;
   QPushButton* delete_ = nullptr;
   QPushButton* benchmark_ = nullptr;
+  QPushButton* folder_ = nullptr;
+  QPushButton* saveRecipe_ = nullptr;
+  FolderOpener openFolder_;
   QPushButton* export_ = nullptr;
   Confirmer confirm_;
 };

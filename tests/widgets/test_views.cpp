@@ -22,6 +22,7 @@
 #include <QTest>
 #include <QTreeWidget>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <qcustomplot.h>
 
 #include "WidgetTestSupport.h"
@@ -166,6 +167,41 @@ TEST(RunsPanel, SelectsComparesAndExports) {
   EXPECT_TRUE(lines[1].startsWith("1,#1 magnitude 2:4,compress,finished,")) << str(lines[1]);   // the store's id
   // The recipe JSON has commas and quotes: quoted, quotes doubled.
   EXPECT_TRUE(lines[1].contains(R"("{""prune"": {""method"": ""magnitude"")")) << str(lines[1]);
+}
+
+// Issue 25, point 11: a run's folder opens from the Runs dock, its recipe saves as the JSON it ran with, and
+// exported plots are named after the run they show.
+TEST(RunsPanel, OpensARunsFolderSavesItsRecipeAndNamesExportsAfterIt) {
+  RunHistory history;
+  RunsPanel panel(&history);
+  QTemporaryDir dir;
+  RunRecord r = stored(12, run(12.0, 2.0, 9.0, 200));
+  r.outDir = dir.path();
+  history.add(r);
+  QStringList opened;
+  panel.setFolderOpener([&](const QString& folder) {
+    opened << folder;
+    return true;
+  });
+  panel.selectRun(12);
+  auto* folder = panel.findChild<QPushButton*>("openRunFolder");
+  ASSERT_NE(folder, nullptr);
+  ASSERT_TRUE(folder->isEnabled());
+  folder->click();
+  EXPECT_EQ(opened, QStringList{dir.path()});
+  EXPECT_TRUE(panel.findChild<QPushButton*>("saveRunRecipe")->isEnabled());
+  QString error;
+  ASSERT_TRUE(panel.saveRecipe(12, dir.filePath("recipe.json"), &error)) << str(error);
+  QFile saved(dir.filePath("recipe.json"));
+  ASSERT_TRUE(saved.open(QIODevice::ReadOnly));
+  const auto doc = nlohmann::json::parse(saved.readAll().toStdString());
+  EXPECT_EQ(doc["prune"]["pattern"], "2:4");
+  EXPECT_FALSE(panel.saveRecipe(99, dir.filePath("none.json"), &error));
+
+  DriftView drift;
+  drift.setDrift(history.find(12)->name, syntheticDrift(3, 8));   // "#12 magnitude 2:4"
+  EXPECT_EQ(str(defaultExportName(&drift, "Heatmap", ".png")), "run-12-heatmap.png");
+  EXPECT_EQ(str(defaultExportName(&drift, "table", ".csv")), "run-12-table.csv");
 }
 
 TEST(RunCompareView, ShowsRunsSideBySideWithTheBestInBold) {

@@ -90,6 +90,7 @@ DiscrepancyView::DiscrepancyView(QWidget* parent) : QWidget(parent) {
 void DiscrepancyView::setStudy(const QString& runName, std::shared_ptr<const HessianStudyResult> study) {
   runName_ = runName;
   study_ = std::move(study);
+  setExportStem(this, runName);
   rebuild();
 }
 

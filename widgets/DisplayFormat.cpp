@@ -16,6 +16,13 @@ QString bytes(uint64_t n) {
   return QStringLiteral("%1 %2").arg(QLocale().toString(value, 'f', 2), QString::fromLatin1(units[unit]));
 }
 
+QString duration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  if (s < 60) return QStringLiteral("%1 s").arg(s);
+  if (s < 3600) return QStringLiteral("%1 min %2 s").arg(s / 60).arg(s % 60, 2, 10, QLatin1Char('0'));
+  return QStringLiteral("%1 h %2 min").arg(s / 3600).arg((s % 3600) / 60, 2, 10, QLatin1Char('0'));
+}
+
 QString integer(int64_t n) { return QLocale().toString(static_cast<qlonglong>(n)); }
 
 QString count(int64_t n) {

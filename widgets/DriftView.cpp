@@ -33,8 +33,11 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
                           "context. Teacher-forced: both consume the dense model's tokens, isolating the "
                           "per-step error."));
   connect(variant_, qOverload<int>(&QComboBox::currentIndexChanged), this, &DriftView::rebuild);
+  variant_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  variant_->setMinimumContentsLength(16);
   summary_ = new QLabel;
   summary_->setObjectName("driftSummary");
+  summary_->setWordWrap(true);   // the tab's minimum width stays that of the plots, whatever the run's name
   summary_->setToolTip(tr("Per layer: the plateau is the mean drift over the last quarter of the decode steps; "
                           "the settling step is the first step whose drift reaches 90% of that plateau."));
 
@@ -82,9 +85,12 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   rebuild();
 }
 
-void DriftView::setDrift(const QString& runName, std::shared_ptr<const ActivationDriftResult> drift) {
+void DriftView::setDrift(const QString& runName, std::shared_ptr<const ActivationDriftResult> drift,
+                         const QString& absent) {
   runName_ = runName;
   drift_ = std::move(drift);
+  absent_ = absent;
+  setExportStem(this, runName);
   rebuild();
 }
 
@@ -98,7 +104,10 @@ void DriftView::rebuild() {
   const DriftCurves* c = shownCurves();
   if (c == nullptr || c->drift.empty()) {
     colorMap_->data()->clear();
-    plotTitle(heatmap_)->setText(tr("Activation drift: run an evaluation with drift steps > 0 to see it"));
+    plotTitle(heatmap_)->setText(
+        !drift_ && !absent_.isEmpty() ? absent_
+        : drift_                      ? tr("Activation drift: this run measured no decode steps")
+                                      : tr("Activation drift: open a run that measured it (Runs dock) to see it here"));
     plotTitle(curves_)->setText(QString());
     summary_->clear();
   } else {
@@ -118,6 +127,10 @@ void DriftView::rebuild() {
     QVector<double> markerSteps, markerDrift;
     int worstLayer = -1;
     int64_t worstSteps = -1;
+    // A layer whose input is the same in both models (layer 0 when both read the same tokens) has no drift and
+    // so no step at which it settles: it is named as such, not counted as settling at step 0.
+    QStringList undrifted;
+    auto layerName = [layers](int l) { return l == layers - 1 ? tr("final norm input") : tr("layer %1").arg(l); };
     for (int l = 0; l < layers; ++l) {
       QVector<double> x, y;
       for (int t = 0; t < steps; ++t) {
@@ -127,10 +140,14 @@ void DriftView::rebuild() {
         y << d;
       }
       QCPGraph* g = curves_->addGraph();
-      g->setName(l == layers - 1 ? tr("final norm input") : tr("layer %1").arg(l));
+      g->setName(layerName(l));
       g->setPen(QPen(layerColor(l, layers), 1.5));
       g->setData(x, y, true);
       const DriftCurveSummary& s = c->summary[size_t(l)];
+      if (!(s.plateau > 0)) {
+        undrifted << layerName(l);
+        continue;
+      }
       if (s.stepsTo90 >= 0 && s.stepsTo90 < steps) {
         markerSteps << double(s.stepsTo90);
         markerDrift << c->drift[size_t(l)][size_t(s.stepsTo90)];
@@ -150,22 +167,34 @@ void DriftView::rebuild() {
     curves_->rescaleAxes();
     curves_->yAxis->setRangeLower(0);
     curves_->legend->setVisible(layers <= 6);   // a longer legend hides the curves; the tooltip gives the colour order
-    plotTitle(curves_)->setText(worstLayer < 0 ? tr("No layer reached 90% of its plateau")
-                                             : tr("Steps to 90% of plateau: at most %1 (layer %2)")
-                                                   .arg(worstSteps)
-                                                   .arg(worstLayer));
+    QString title;
+    if (undrifted.size() == layers)
+      title = tr("No drift: every layer's input is the same in both models");
+    else if (worstLayer < 0)
+      title = tr("No layer reached 90% of its plateau");
+    else if (worstSteps == 0)
+      title = tr("Every drifting layer is at 90% of its plateau from step 0");
+    else
+      title = tr("Steps to 90% of plateau: at most %1 (%2)").arg(worstSteps).arg(layerName(worstLayer));
+    if (!undrifted.isEmpty() && undrifted.size() < layers)
+      title += tr(" · no drift at %1 (same input in both models)").arg(undrifted.join(", "));
+    plotTitle(curves_)->setText(title);
     double maxPlateau = 0;
     for (const auto& s : c->summary)
       if (!std::isnan(s.plateau)) maxPlateau = std::max(maxPlateau, s.plateau);
     summary_->setText(tr("%1 · largest plateau %2 · latest settling step %3")
                           .arg(runName_, QLocale().toString(maxPlateau, 'f', 4))
-                          .arg(worstSteps));
+                          .arg(worstSteps >= 0 ? QString::number(worstSteps) : QStringLiteral("—")));
   }
   applyPalette(heatmap_);
   applyPalette(curves_);
   heatmap_->replot();
   curves_->replot();
 }
+
+QString DriftView::heatmapTitle() const { return plotTitle(heatmap_)->text(); }
+
+QString DriftView::curvesTitle() const { return plotTitle(curves_)->text(); }
 
 bool DriftView::writeCsv(const QString& path, QString* error) const {
   if (!drift_) {

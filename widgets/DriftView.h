@@ -24,13 +24,18 @@ class DriftView : public QWidget {
  public:
   explicit DriftView(QWidget* parent = nullptr);
 
-  // Shows a run's drift; null shows an empty view that says why.
-  void setDrift(const QString& runName, std::shared_ptr<const ActivationDriftResult> drift);
+  // Shows a run's drift; null shows an empty view that says why: `absent` (the run's own reason), else that no
+  // run is open.
+  void setDrift(const QString& runName, std::shared_ptr<const ActivationDriftResult> drift,
+                const QString& absent = QString());
 
   QCustomPlot* heatmap() const { return heatmap_; }
   QCustomPlot* curves() const { return curves_; }
   QCPColorMap* colorMap() const { return colorMap_; }
   bool hasData() const { return drift_ != nullptr; }
+  // The heatmap's and the curves' titles as shown (the empty view's reason, or what the curves say).
+  QString heatmapTitle() const;
+  QString curvesTitle() const;
   // One row per (layer, step): variant, layer, step, drift, prompts; plus per-layer plateau and step to 90%.
   bool writeCsv(const QString& path, QString* error) const;
 
@@ -42,6 +47,7 @@ class DriftView : public QWidget {
   const DriftCurves* shownCurves() const;
 
   QString runName_;
+  QString absent_;
   std::shared_ptr<const ActivationDriftResult> drift_;
   QComboBox* variant_ = nullptr;
   QLabel* summary_ = nullptr;

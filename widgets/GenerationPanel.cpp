@@ -1,6 +1,9 @@
 #include "widgets/GenerationPanel.h"
 
+#include <QCheckBox>
+#include <QDoubleSpinBox>
 #include <QFontDatabase>
+#include <QTextEdit>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -8,6 +11,8 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <utility>
 
 namespace pareto {
 
@@ -38,8 +43,9 @@ GenerationPanel::GenerationPanel(QWidget* parent) : QWidget(parent) {
     text->setToolTip(tip);
     return text;
   };
-  dense_ = makeOutput("denseContinuation", tr("The dense model's greedy continuation."));
-  compressed_ = makeOutput("compressedContinuation", tr("The compressed model's greedy continuation."));
+  dense_ = makeOutput("denseContinuation", tr("The dense model's continuation (greedy unless Sample is on)."));
+  compressed_ = makeOutput("compressedContinuation",
+                           tr("The compressed model's continuation (greedy unless Sample is on)."));
   auto* denseCaption = new QLabel(tr("<b>Dense</b>"));
   denseCaption->setToolTip(dense_->toolTip());
   compressedCaption_ = new QLabel;
@@ -48,11 +54,55 @@ GenerationPanel::GenerationPanel(QWidget* parent) : QWidget(parent) {
   status_->setObjectName("generationStatus");
   status_->setToolTip(tr("Progress of the generation and its speed on this device."));
 
+  sample_ = new QCheckBox(tr("Sample"));
+  sample_->setObjectName("generationSample");
+  sample_->setToolTip(tr("Off: greedy (the most likely token each step). On: sample with the temperature, top-k, "
+                         "top-p and seed beside it, as pareto-cli generate does; both models use the same seed."));
+  temperature_ = new QDoubleSpinBox;
+  temperature_->setObjectName("generationTemperature");
+  temperature_->setRange(0.05, 5.0);
+  temperature_->setSingleStep(0.1);
+  temperature_->setValue(1.0);
+  temperature_->setToolTip(tr("Sampling temperature: the logits are divided by it (below 1 sharper, above flatter)."));
+  topK_ = new QSpinBox;
+  topK_->setObjectName("generationTopK");
+  topK_->setRange(0, 100000);
+  topK_->setToolTip(tr("Sample among the K most likely tokens (0: all)."));
+  topP_ = new QDoubleSpinBox;
+  topP_->setObjectName("generationTopP");
+  topP_->setRange(0.01, 1.0);
+  topP_->setSingleStep(0.05);
+  topP_->setValue(1.0);
+  topP_->setToolTip(tr("Nucleus sampling: among the most likely tokens whose probabilities sum to P (1: all)."));
+  seed_ = new QSpinBox;
+  seed_->setObjectName("generationSeed");
+  seed_->setRange(0, 2147483647);
+  seed_->setToolTip(tr("Random seed of the sampler: the same seed gives the same tokens on every device."));
+  auto enableSampling = [this] {
+    for (QWidget* w : std::initializer_list<QWidget*>{temperature_, topK_, topP_, seed_}) w->setEnabled(sample_->isChecked());
+  };
+  connect(sample_, &QCheckBox::toggled, this, enableSampling);
+  enableSampling();
+  divergenceLabel_ = new QLabel;
+  divergenceLabel_->setObjectName("generationDivergence");
+  divergenceLabel_->setWordWrap(true);
+  divergenceLabel_->setToolTip(tr("Where the compressed model's continuation first differs from the dense one's, "
+                                  "marked in both texts."));
+
   auto* controls = new QHBoxLayout;
   auto* tokensCaption = new QLabel(tr("Max new tokens:"));
   tokensCaption->setToolTip(maxNewTokens_->toolTip());
   controls->addWidget(tokensCaption);
   controls->addWidget(maxNewTokens_);
+  controls->addWidget(sample_);
+  using Field = std::pair<QString, QWidget*>;
+  for (const auto& [caption, field] : {Field{tr("T:"), temperature_}, Field{tr("top-k:"), topK_},
+                                       Field{tr("top-p:"), topP_}, Field{tr("seed:"), seed_}}) {
+    auto* label = new QLabel(caption);
+    label->setToolTip(field->toolTip());
+    controls->addWidget(label);
+    controls->addWidget(field);
+  }
   controls->addStretch(1);
   controls->addWidget(status_);
   controls->addWidget(generate_);
@@ -66,6 +116,7 @@ GenerationPanel::GenerationPanel(QWidget* parent) : QWidget(parent) {
   layout->addWidget(prompt_);
   layout->addLayout(controls);
   layout->addLayout(sides, 1);
+  layout->addWidget(divergenceLabel_);
   setCompressedRun(QString());
 }
 
@@ -87,12 +138,42 @@ void GenerationPanel::setBusy(bool busy) {
   if (busy) {
     dense_->clear();
     compressed_->clear();
+    markDivergence();
   }
   updateEnabled();
 }
 
 void GenerationPanel::showContinuation(bool compressed, const QString& text) {
   (compressed ? compressed_ : dense_)->setPlainText(text);
+  markDivergence();
+}
+
+void GenerationPanel::markDivergence() {
+  const QString a = dense_->toPlainText(), b = compressed_->toPlainText();
+  int i = 0;
+  const int n = int(std::min(a.size(), b.size()));
+  while (i < n && a.at(i) == b.at(i)) ++i;
+  divergence_ = (i < n) ? i : -1;
+  for (QPlainTextEdit* text : {dense_, compressed_}) {
+    QList<QTextEdit::ExtraSelection> marks;
+    if (divergence_ >= 0) {
+      QTextEdit::ExtraSelection mark;
+      mark.cursor = QTextCursor(text->document());
+      mark.cursor.setPosition(divergence_);
+      mark.cursor.movePosition(QTextCursor::End, QTextCursor::KeepAnchor);
+      mark.format.setBackground(QColor(0xf3, 0x9c, 0x12, 90));
+      marks << mark;
+    }
+    text->setExtraSelections(marks);
+  }
+  if (a.isEmpty() || b.isEmpty())
+    divergenceLabel_->clear();
+  else if (divergence_ < 0)
+    divergenceLabel_->setText(tr("The continuations agree so far (%1 characters).").arg(n));
+  else
+    divergenceLabel_->setText(tr("The continuations first differ at character %1, after “%2” (marked).")
+                                  .arg(divergence_)
+                                  .arg(a.left(divergence_).right(40)));
 }
 
 void GenerationPanel::showStatus(const QString& text) { status_->setText(text); }
@@ -100,6 +181,16 @@ void GenerationPanel::showStatus(const QString& text) { status_->setText(text); 
 QString GenerationPanel::prompt() const { return prompt_->toPlainText(); }
 
 int GenerationPanel::maxNewTokens() const { return maxNewTokens_->value(); }
+
+GenerationSampling GenerationPanel::sampling() const {
+  GenerationSampling s;
+  s.greedy = !sample_->isChecked();
+  s.temperature = temperature_->value();
+  s.topK = topK_->value();
+  s.topP = topP_->value();
+  s.seed = qulonglong(seed_->value());
+  return s;
+}
 
 void GenerationPanel::updateEnabled() {
   const bool ready = denseAvailable_ && !prompt_->toPlainText().trimmed().isEmpty();

@@ -228,6 +228,7 @@ QLabel* ModelSummaryView::addMetric(const QString& key, const QString& caption, 
   value->setObjectName(key);
   value->setToolTip(meaning);
   value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  value->setWordWrap(true);   // a long value wraps rather than widen the Model dock past its buttons
   form_->addRow(captionLabel, value);
   return value;
 }

@@ -4,7 +4,9 @@
 #include <QEvent>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QSignalBlocker>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <qcustomplot.h>
 
@@ -17,18 +19,30 @@ namespace pareto {
 namespace {
 
 const char* kRunIdProperty = "runId";
+const char* kPredictedProperty = "predicted";
 
 std::string denseKeyOf(const std::string& key) {
   if (key == metric::kPerplexity) return metric::kDensePerplexity;
   if (key == metric::kDecodeNll) return metric::kDenseDecodeNll;
   if (key == metric::kLinearBitsPerWeight) return metric::kDenseLinearBitsPerWeight;
-  if (key == metric::kPredictedTokensPerSecond) return metric::kDensePredictedTokensPerSecond;
+  if (key == metric::kPredictedTokensPerSecond || key == kDecodeTokensPerSecond)
+    return metric::kDensePredictedTokensPerSecond;
   return {};
 }
 
 }  // namespace
 
 ParetoView::ParetoView(RunHistory* history, QWidget* parent) : QWidget(parent), history_(history) {
+  model_ = new QComboBox;
+  model_->setObjectName("paretoModel");
+  model_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  model_->setToolTip(tr("The source model whose runs are shown: a front and its dense baseline are of one model "
+                        "(its content hash). Opening a model shows its runs."));
+  connect(model_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] {
+    modelKey_ = model_->currentData().toString();
+    modelChosen_ = true;
+    rebuild();
+  });
   quality_ = new QComboBox;
   quality_->setObjectName("paretoQuality");
   for (const char* key : {metric::kPerplexity, metric::kDecodeNll}) {
@@ -40,19 +54,21 @@ ParetoView::ParetoView(RunHistory* history, QWidget* parent) : QWidget(parent), 
                           "the dense model's greedy continuations."));
   cost_ = new QComboBox;
   cost_->setObjectName("paretoCost");
-  for (const char* key : {metric::kPredictedTokensPerSecond, metric::kLinearBitsPerWeight}) {
+  for (const char* key : {kDecodeTokensPerSecond, metric::kPredictedTokensPerSecond, metric::kLinearBitsPerWeight}) {
     const MetricInfo* info = findMetric(key);
     cost_->addItem(info->caption, QString(key));
     cost_->setItemData(cost_->count() - 1, info->meaning, Qt::ToolTipRole);
   }
-  cost_->setToolTip(tr("The cost axis: predicted batch-1 decode tokens/s (higher is better) or bits per weight "
-                       "of the block linears (lower is better)."));
+  cost_->setToolTip(tr("The cost axis: batch-1 decode tokens/s, measured where a run's folder was benchmarked "
+                       "(filled points) else predicted (hollow points); predicted tokens/s alone; or bits per "
+                       "weight of the block linears (lower is better)."));
   connect(quality_, qOverload<int>(&QComboBox::currentIndexChanged), this, &ParetoView::rebuild);
   connect(cost_, qOverload<int>(&QComboBox::currentIndexChanged), this, &ParetoView::rebuild);
 
   plot_ = new QCustomPlot;
   plot_->setObjectName("paretoPlot");
-  plot_->setToolTip(tr("Every run of this session as a point; the dashed line joins the runs no other run beats "
+  plot_->setToolTip(tr("Every finished compress run of the chosen model as a point, its dense model as a star; "
+                       "the dashed line joins the runs no other run beats "
                        "on both axes (the Pareto front). Click a point to open its run."));
   plot_->setInteractions(QCP::iSelectPlottables);
   addPlotTitle(plot_, tr("Quality against cost"));
@@ -61,6 +77,10 @@ ParetoView::ParetoView(RunHistory* history, QWidget* parent) : QWidget(parent), 
   connect(plot_, &QCustomPlot::itemClick, this, [this](QCPAbstractItem* item, QMouseEvent*) { pointClicked(item); });
 
   auto* top = new QHBoxLayout;
+  auto* modelCaption = new QLabel(tr("Model:"));
+  modelCaption->setToolTip(model_->toolTip());
+  top->addWidget(modelCaption);
+  top->addWidget(model_);
   auto* qualityCaption = new QLabel(tr("Quality:"));
   qualityCaption->setToolTip(quality_->toolTip());
   auto* costCaption = new QLabel(tr("against:"));
@@ -76,9 +96,42 @@ ParetoView::ParetoView(RunHistory* history, QWidget* parent) : QWidget(parent), 
   layout->addLayout(top);
   layout->addWidget(plot_, 1);
 
-  connect(history_, &RunHistory::runAdded, this, &ParetoView::rebuild);
-  connect(history_, &RunHistory::runsRemoved, this, &ParetoView::rebuild);
-  connect(history_, &RunHistory::runChanged, this, &ParetoView::rebuild);
+  connect(history_, &RunHistory::runAdded, this, &ParetoView::rebuildModels);
+  connect(history_, &RunHistory::runsRemoved, this, &ParetoView::rebuildModels);
+  connect(history_, &RunHistory::runChanged, this, &ParetoView::rebuildModels);
+  rebuildModels();
+}
+
+void ParetoView::setModel(const QString& modelKey, const QString& label) {
+  modelKey_ = modelKey;
+  modelLabel_ = label;
+  modelChosen_ = true;
+  rebuildModels();
+}
+
+void ParetoView::rebuildModels() {
+  QStringList keys;
+  for (const QString& key : history_->modelKeys()) {
+    bool compressed = false;
+    for (const RunRecord& run : history_->runs()) compressed = compressed || (run.modelKey() == key && run.isFinishedCompress());
+    if (compressed) keys << key;
+  }
+  // Nothing chosen yet: the model of the newest compress run.
+  if (!modelChosen_ && !keys.isEmpty()) {
+    modelKey_ = keys.first();
+    modelChosen_ = true;
+  }
+  if (modelChosen_ && !keys.contains(modelKey_)) keys.prepend(modelKey_);
+  {
+    const QSignalBlocker block(model_);
+    model_->clear();
+    for (const QString& key : keys) {
+      const bool runless = key == modelKey_ && !modelLabel_.isEmpty() && history_->modelLabel(key) == key;
+      model_->addItem(runless ? modelLabel_ : history_->modelLabel(key), key);
+      model_->setItemData(model_->count() - 1, key, Qt::ToolTipRole);
+    }
+    model_->setCurrentIndex(std::max(0, model_->findData(modelKey_)));
+  }
   rebuild();
 }
 
@@ -98,14 +151,18 @@ void ParetoView::rebuild() {
   frontIds_.clear();
   const std::string qualityKey = quality_->currentData().toString().toStdString();
   const std::string costKey = cost_->currentData().toString().toStdString();
-  const bool higherCostBetter = costKey == metric::kPredictedTokensPerSecond;
+  const bool higherCostBetter = costKey == metric::kPredictedTokensPerSecond || costKey == kDecodeTokensPerSecond;
   plot_->xAxis->setLabel(findMetric(costKey)->caption + (higherCostBetter ? tr(" (higher is better)") : tr(" (lower is better)")));
   plot_->yAxis->setLabel(findMetric(qualityKey)->caption + tr(" (lower is better)"));
 
-  const auto& runs = history_->runs();
+  // The finished compress runs of the chosen model, in history order.
+  std::vector<const RunRecord*> runs;
+  for (const RunRecord& run : history_->runs())
+    if (run.isFinishedCompress() && modelChosen_ && run.modelKey() == modelKey_) runs.push_back(&run);
   std::vector<TradeoffPoint> points;
   const QColor pointColor(0x29, 0x80, 0xb9);
-  for (const RunRecord& run : runs) {
+  for (const RunRecord* r : runs) {
+    const RunRecord& run = *r;
     const TradeoffPoint p{run.metric(costKey), run.metric(qualityKey)};
     points.push_back(p);
     if (std::isnan(p.cost) || std::isnan(p.quality)) continue;
@@ -114,7 +171,12 @@ void ParetoView::rebuild() {
     g->setProperty(kRunIdProperty, run.id);
     g->setName(run.name);
     g->setLineStyle(QCPGraph::lsNone);
-    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, pointColor, 9));
+    // A prediction is not a measurement: on a speed axis, predicted points are hollow.
+    const bool predicted = (costKey == metric::kPredictedTokensPerSecond) ||
+                           (costKey == kDecodeTokensPerSecond && std::isnan(run.metric(kMeasuredTokensPerSecond)));
+    g->setProperty(kPredictedProperty, predicted);
+    g->setScatterStyle(predicted ? QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(pointColor, 2), Qt::NoBrush, 9)
+                                 : QCPScatterStyle(QCPScatterStyle::ssDisc, pointColor, 9));
     g->setSelectable(QCP::stWhole);
     g->addData(p.cost, p.quality);
     auto* label = new QCPItemText(plot_);
@@ -125,12 +187,13 @@ void ParetoView::rebuild() {
     label->setProperty(kRunIdProperty, run.id);   // the label touches the point: a click on it opens the run too
     label->setColor(palette().color(QPalette::WindowText));
   }
-  // The dense model, from the most recent run that measured it: where every curve starts.
+  // This model's dense point, from its most recent run that measured it: where every curve starts.
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
-    const double x = it->metric(denseKeyOf(costKey)), y = it->metric(denseKeyOf(qualityKey));
+    const double x = (*it)->metric(denseKeyOf(costKey)), y = (*it)->metric(denseKeyOf(qualityKey));
     if (std::isnan(x) || std::isnan(y)) continue;
     QCPGraph* dense = plot_->addGraph();
     dense->setName(tr("dense"));
+    dense->setObjectName("paretoDense");
     dense->setLineStyle(QCPGraph::lsNone);
     dense->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssStar, QColor(0x7f, 0x8c, 0x8d), 12));
     dense->setSelectable(QCP::stNone);
@@ -143,13 +206,15 @@ void ParetoView::rebuild() {
     label->setColor(palette().color(QPalette::WindowText));
     break;
   }
+  setExportStem(this, modelChosen_ ? model_->currentText() : QString());
   if (auto* title = plotTitle(plot_))
-    title->setText(plot_->graphCount() == 0 ? tr("Quality against cost: no runs with both values yet")
-                                            : tr("Quality against cost"));
+    title->setText(!modelChosen_             ? tr("Quality against cost: no runs with both values yet")
+                   : plot_->graphCount() == 0 ? tr("%1: no runs with both values yet").arg(model_->currentText())
+                                              : tr("%1: quality against cost").arg(model_->currentText()));
   const std::vector<size_t> front = paretoFront(points, higherCostBetter);
   QVector<double> fx, fy;
   for (size_t i : front) {
-    frontIds_.push_back(runs[i].id);
+    frontIds_.push_back(runs[i]->id);
     fx << points[i].cost;
     fy << points[i].quality;
   }
@@ -180,6 +245,21 @@ QPointF ParetoView::pointOf(int runId) const {
   return {-1, -1};
 }
 
+bool ParetoView::isPredicted(int runId) const {
+  for (int i = 0; i < plot_->graphCount(); ++i)
+    if (plot_->graph(i)->property(kRunIdProperty).toInt() == runId) return plot_->graph(i)->property(kPredictedProperty).toBool();
+  return false;
+}
+
+QPointF ParetoView::denseValue() const {
+  for (int i = 0; i < plot_->graphCount(); ++i) {
+    QCPGraph* g = plot_->graph(i);
+    if (g->objectName() != QLatin1String("paretoDense") || g->data()->isEmpty()) continue;
+    return {g->data()->constBegin()->key, g->data()->constBegin()->value};
+  }
+  return {std::nan(""), std::nan("")};
+}
+
 void ParetoView::pointClicked(QObject* pointOrLabel) {
   const QVariant id = pointOrLabel ? pointOrLabel->property(kRunIdProperty) : QVariant();
   if (id.isValid()) emit runActivated(id.toInt());
@@ -190,6 +270,7 @@ bool ParetoView::writeCsv(const QString& path, QString* error) const {
   const std::string q = quality_->currentData().toString().toStdString();
   const std::string c = cost_->currentData().toString().toStdString();
   for (const RunRecord& run : history_->runs()) {
+    if (!run.isFinishedCompress() || run.modelKey() != modelKey_) continue;
     const bool onFront = std::find(frontIds_.begin(), frontIds_.end(), run.id) != frontIds_.end();
     rows << QStringList{QString::number(run.id), run.name, QString::number(run.metric(c), 'g', 9),
                         QString::number(run.metric(q), 'g', 9), onFront ? "yes" : "no"};

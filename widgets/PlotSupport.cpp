@@ -4,6 +4,7 @@
 #include <QFileInfo>
 #include <QMenu>
 #include <QMessageBox>
+#include <QRegularExpression>
 #include <QSaveFile>
 #include <QSvgGenerator>
 #include <QTextStream>
@@ -128,6 +129,20 @@ bool writeCsv(const QString& path, const QStringList& header, const QVector<QStr
   return true;
 }
 
+QString defaultExportName(const QWidget* view, const QString& what, const QString& suffix) {
+  const QString stem = view ? view->property("exportStem").toString() : QString();
+  QString name = what.toLower();
+  name.replace(QRegularExpression("[^a-z0-9]+"), "-");
+  return (stem.isEmpty() ? QString() : stem + "-") + name + suffix;
+}
+
+void setExportStem(QWidget* view, const QString& runName) {
+  const QRegularExpressionMatch id = QRegularExpression("^#(\\d+)").match(runName);
+  QString stem = id.hasMatch() ? QStringLiteral("run-%1").arg(id.captured(1)) : runName.toLower();
+  stem.replace(QRegularExpression("[^a-z0-9]+"), "-");
+  view->setProperty("exportStem", stem);
+}
+
 QToolButton* makeExportButton(QWidget* parent, const QVector<ExportTarget>& plots,
                               std::function<bool(const QString& path, QString* error)> writeTable) {
   auto* button = new QToolButton(parent);
@@ -143,14 +158,15 @@ QToolButton* makeExportButton(QWidget* parent, const QVector<ExportTarget>& plot
     QCustomPlot* plot = target.plot;
     menu->addAction(QObject::tr("%1 plot…").arg(target.name), parent, [parent, plot, report, name = target.name] {
       const QString path = QFileDialog::getSaveFileName(parent, QObject::tr("Export %1 Plot").arg(name),
-                                                        name.toLower() + ".png", plotExportFilter());
+                                                        defaultExportName(parent, name, ".png"), plotExportFilter());
       QString error;
       if (!path.isEmpty() && !exportPlot(plot, path, &error)) report(error);
     });
   }
   if (writeTable) {
     menu->addAction(QObject::tr("Table as CSV…"), parent, [parent, writeTable, report] {
-      const QString path = QFileDialog::getSaveFileName(parent, QObject::tr("Export Table"), "table.csv",
+      const QString path = QFileDialog::getSaveFileName(parent, QObject::tr("Export Table"),
+                                                        defaultExportName(parent, "table", ".csv"),
                                                         QObject::tr("CSV (*.csv)"));
       QString error;
       if (!path.isEmpty() && !writeTable(path, &error)) report(error);

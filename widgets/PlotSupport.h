@@ -40,5 +40,10 @@ struct ExportTarget {
 };
 QToolButton* makeExportButton(QWidget* parent, const QVector<ExportTarget>& plots,
                               std::function<bool(const QString& path, QString* error)> writeTable);
+// The file name an export offers: "<stem>-<what><suffix>", the stem being what the view shows (setExportStem:
+// the run, "run-12"; the model), so that plots of different runs do not overwrite each other by default.
+QString defaultExportName(const QWidget* view, const QString& what, const QString& suffix);
+// The stem of a run's exports from its name: "#12 magnitude 2:4" → "run-12"; an unrecorded run by its name.
+void setExportStem(QWidget* view, const QString& runName);
 
 }  // namespace pareto

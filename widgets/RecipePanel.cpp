@@ -162,6 +162,31 @@ RecipePanel::RecipePanel(QWidget* parent) : QWidget(parent) {
   undo_ = new QUndoStack(this);
   values_ = defaultValues();
   auto* layout = new QVBoxLayout(this);
+  picker_ = new QComboBox;
+  picker_->setObjectName("recipePicker");
+  picker_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  picker_->setMinimumContentsLength(10);
+  picker_->setToolTip(tr("The recipes that ship with Pareto (resources/recipes), by name; the tooltip of each says "
+                         "what it does. Choosing one loads it into the controls below (undoable)."));
+  pickerNote_ = new QLabel;
+  pickerNote_->setObjectName("recipePickerNote");
+  pickerNote_->setWordWrap(true);
+  pickerNote_->setToolTip(tr("What the chosen shipped recipe does, from its description."));
+  connect(picker_, qOverload<int>(&QComboBox::activated), this, [this](int index) {
+    const QString path = picker_->itemData(index).toString();
+    if (path.isEmpty()) return;
+    QString error;
+    pickerNote_->setText(loadRecipeFile(path, &error) ? picker_->itemData(index, Qt::ToolTipRole).toString() : error);
+  });
+  auto* pickerRow = new QHBoxLayout;
+  auto* pickerCaption = new QLabel(tr("Shipped:"));
+  pickerCaption->setToolTip(picker_->toolTip());
+  pickerRow->addWidget(pickerCaption);
+  pickerRow->addWidget(picker_, 1);
+  layout->addLayout(pickerRow);
+  layout->addWidget(pickerNote_);
+  pickerNote_->hide();
+  picker_->setEnabled(false);
   layout->addWidget(buildCalibration());
   layout->addWidget(buildPruning());
   layout->addWidget(buildQuantization());
@@ -176,6 +201,9 @@ RecipePanel::~RecipePanel() = default;
 QComboBox* RecipePanel::addCombo(const QString& key, const std::vector<std::pair<QString, QString>>& items) {
   auto* combo = new QComboBox;
   combo->setObjectName(key);
+  // A long entry elides instead of widening the dock past the screen (the arrow stays visible).
+  combo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  combo->setMinimumContentsLength(10);
   for (const auto& [label, data] : items) combo->addItem(label, data);
   controls_[key] = {[combo] { return QVariant(combo->currentData().toString()); },
                     [combo](const QVariant& v) {
@@ -303,11 +331,12 @@ QGroupBox* RecipePanel::buildPruning() {
   method->setToolTip(tr("Which weights to remove: the smallest |W| (magnitude), the smallest |W| times the "
                         "input norm (Wanda), or SparseGPT's optimal brain surgeon update with the Hessian."));
   form->addRow(tr("Method:"), method);
-  QComboBox* pattern = addCombo(kPrunePattern, {{tr("Unstructured"), "unstructured"},
-                                                {"2:4", "2:4"},
-                                                {"4:8", "4:8"},
-                                                {"8:16", "8:16"},
-                                                {"16:32", "16:32"}});
+  // Every N:M the engine takes: M dividing 32 (a mask word holds whole groups), 0 < N < M; by M, then N.
+  std::vector<std::pair<QString, QString>> patterns{{tr("Unstructured"), "unstructured"}};
+  for (int m : {2, 4, 8, 16, 32})
+    for (int n = 1; n < m; ++n) patterns.emplace_back(QStringLiteral("%1:%2").arg(n).arg(m), QStringLiteral("%1:%2").arg(n).arg(m));
+  QComboBox* pattern = addCombo(kPrunePattern, patterns);
+  pattern->setMaxVisibleItems(16);
   pattern->setToolTip(tr("N:M keeps N of every M consecutive inputs (stored as 32-bit masks, which the bitmask "
                          "kernel decodes fast); unstructured removes the given fraction anywhere."));
   form->addRow(tr("Pattern:"), pattern);
@@ -559,6 +588,27 @@ bool RecipePanel::loadRecipeFile(const QString& path, QString* error) {
   return setRecipe(doc, QFileInfo(path).absolutePath(), path, error);
 }
 
+int RecipePanel::setShippedRecipes(const QString& dir) {
+  shippedDir_ = dir;
+  picker_->clear();
+  const QFileInfoList files = QDir(dir).entryInfoList({"*.json"}, QDir::Files, QDir::Name);
+  picker_->addItem(files.isEmpty() ? tr("(no shipped recipes in %1)").arg(dir) : tr("Choose a shipped recipe…"), QString());
+  for (const QFileInfo& f : files) {
+    QString description;
+    try {
+      description = qs(readJsonFile(f.absoluteFilePath().toStdString()).value("description", ""));
+    } catch (const std::exception&) {
+      continue;   // not a readable recipe: not offered
+    }
+    picker_->addItem(f.completeBaseName(), f.absoluteFilePath());
+    picker_->setItemData(picker_->count() - 1, description.isEmpty() ? f.completeBaseName() : description,
+                         Qt::ToolTipRole);
+  }
+  picker_->setEnabled(picker_->count() > 1);
+  pickerNote_->setVisible(picker_->count() > 1);
+  return picker_->count() - 1;
+}
+
 bool RecipePanel::saveRecipeFile(const QString& path, QString* error) const {
   QSaveFile file(path);   // written whole or not at all
   if (!file.open(QIODevice::WriteOnly | QIODevice::Text)) {
@@ -676,7 +726,11 @@ void RecipePanel::updateEstimates() {
   }
 
   tokensPerSecond_->setToolTip(tokensPerSecondMeaning());
-  if (!estimate_) {
+  if (estimate_ && !estimate_->problems.empty()) {
+    // Numbers for a recipe that cannot run would pass for what a run gives: the reason stands in their place.
+    linearBits_->setText(tr("cannot run on this model: %1").arg(qs(estimate_->problems.front())));
+    for (QLabel* l : {modelBits_, size_, tokensPerSecond_}) l->setText(tr("— (the recipe cannot run on this model)"));
+  } else if (!estimate_) {
     for (QLabel* l : {linearBits_, modelBits_, size_, tokensPerSecond_})
       l->setText(model_ ? kNoValue : tr("— (open a model)"));
   } else {

@@ -65,6 +65,10 @@ class RecipePanel : public QWidget {
   // resolve against baseDir. Returns false and sets *error (naming `source`) when the parser refuses it.
   bool setRecipe(const nlohmann::json& recipe, const QString& baseDir, const QString& source, QString* error);
   bool loadRecipeFile(const QString& path, QString* error);
+  // The shipped recipes of a folder (resources/recipes) in the picker at the top, each by name with its
+  // "description"; choosing one loads it (undoable). Returns how many were listed.
+  int setShippedRecipes(const QString& dir);
+  QString shippedRecipesDir() const { return shippedDir_; }
   bool saveRecipeFile(const QString& path, QString* error) const;
 
   QVariant value(const QString& key) const { return values_.value(key); }
@@ -89,6 +93,9 @@ class RecipePanel : public QWidget {
   void recipeChanged();
 
  private:
+  QString shippedDir_;
+  QComboBox* picker_ = nullptr;
+  QLabel* pickerNote_ = nullptr;
   friend class SetRecipeValuesCommand;
 
   struct Control {

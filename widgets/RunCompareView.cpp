@@ -1,6 +1,7 @@
 #include "widgets/RunCompareView.h"
 
 #include <QHBoxLayout>
+#include <QLabel>
 #include <QHeaderView>
 #include <QTableWidget>
 #include <QToolButton>
@@ -10,6 +11,8 @@
 #include "widgets/PlotSupport.h"
 #include "widgets/RunRecord.h"
 
+#include <nlohmann/json.hpp>
+
 namespace pareto {
 
 RunCompareView::RunCompareView(QWidget* parent) : QWidget(parent) {
@@ -18,12 +21,43 @@ RunCompareView::RunCompareView(QWidget* parent) : QWidget(parent) {
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setToolTip(tr("The selected runs side by side; the best value of each metric is in bold."));
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  hint_ = new QLabel(tr("Select two or more runs in the Runs dock (Ctrl- or Shift-click) and press Compare to see "
+                        "them side by side here."));
+  hint_->setObjectName("compareHint");
+  hint_->setToolTip(tr("The Compare tab shows the runs chosen in the Runs dock."));
+  hint_->setWordWrap(true);
   auto* top = new QHBoxLayout;
+  top->addWidget(hint_, 1);
   top->addStretch(1);
   top->addWidget(makeExportButton(this, {}, [this](const QString& path, QString* error) { return writeCsv(path, error); }));
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
   layout->addWidget(table_, 1);
+  setRuns({});
+}
+
+namespace {
+
+// The dense model's value a metric is compared with ("" when there is none).
+std::string denseCounterpart(const std::string& key) {
+  if (key == metric::kPerplexity) return metric::kDensePerplexity;
+  if (key == metric::kDecodeNll) return metric::kDenseDecodeNll;
+  if (key == metric::kLinearBitsPerWeight) return metric::kDenseLinearBitsPerWeight;
+  if (key == metric::kPredictedTokensPerSecond) return metric::kDensePredictedTokensPerSecond;
+  return {};
+}
+
+}  // namespace
+
+QStringList RunCompareView::differingRows() const {
+  QStringList rows;
+  for (int r = 0; r < table_->rowCount(); ++r) {
+    bool differs = false;
+    for (int c = 1; c < table_->columnCount(); ++c)
+      differs = differs || table_->item(r, c)->text() != table_->item(r, 0)->text();
+    if (differs) rows << table_->verticalHeaderItem(r)->text();
+  }
+  return rows;
 }
 
 void RunCompareView::setRuns(const std::vector<const RunRecord*>& runs) {
@@ -47,11 +81,20 @@ void RunCompareView::setRuns(const std::vector<const RunRecord*>& runs) {
       if (std::isnan(v)) continue;
       if (std::isnan(best) || (m.lowerIsBetter ? v < best : v > best)) best = v;
     }
+    const std::string denseKey = denseCounterpart(m.key);
     for (size_t c = 0; c < runs.size(); ++c) {
       const double v = runs[c]->metric(m.key);
-      auto* item = new QTableWidgetItem(formatMetric(m.key, v));
+      QString text = formatMetric(m.key, v);
+      const double dense = denseKey.empty() ? NAN : runs[c]->metric(denseKey);
+      if (!std::isnan(v) && !std::isnan(dense)) {
+        const double delta = v - dense;
+        text += tr(" (%1%2 vs dense)").arg(delta >= 0 ? "+" : "−", formatMetric(m.key, std::abs(delta)));
+      }
+      auto* item = new QTableWidgetItem(text);
       item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-      item->setToolTip(m.meaning);
+      item->setToolTip(denseKey.empty() ? m.meaning
+                                        : m.meaning + tr("\nIn brackets: the difference to the dense model's value "
+                                                         "in the same run."));
       if (!std::isnan(v) && v == best && runs.size() > 1) {
         QFont bold = item->font();
         bold.setBold(true);
@@ -65,10 +108,23 @@ void RunCompareView::setRuns(const std::vector<const RunRecord*>& runs) {
   recipeHeader->setToolTip(tr("The recipe each run compressed with, as JSON."));
   table_->setVerticalHeaderItem(recipeRow, recipeHeader);
   for (size_t c = 0; c < runs.size(); ++c) {
-    auto* item = new QTableWidgetItem(QString::fromStdString(runs[c]->recipeJson));
+    const auto recipe = nlohmann::json::parse(runs[c]->recipeJson, nullptr, false);
+    auto* item = new QTableWidgetItem(recipe.is_discarded() ? QString::fromStdString(runs[c]->recipeJson)
+                                                            : QString::fromStdString(recipe.dump(2)));
     item->setToolTip(item->text());
+    item->setTextAlignment(Qt::AlignLeft | Qt::AlignTop);
     table_->setItem(recipeRow, int(c), item);
   }
+  // What differs is what a comparison is for: those rows are shaded, rows the same in every run are not.
+  const QStringList differing = differingRows();
+  const QColor shade = palette().color(QPalette::Highlight).lighter(170);
+  for (int r = 0; r < table_->rowCount() && runs.size() > 1; ++r) {
+    if (!differing.contains(table_->verticalHeaderItem(r)->text())) continue;
+    for (int c = 0; c < table_->columnCount(); ++c) table_->item(r, c)->setBackground(shade);
+  }
+  table_->resizeRowsToContents();   // the recipes whole
+  hint_->setVisible(runs.size() < 2);
+  table_->setVisible(!runs.empty());
 }
 
 bool RunCompareView::writeCsv(const QString& path, QString* error) const {

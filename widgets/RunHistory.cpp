@@ -1,5 +1,6 @@
 #include "widgets/RunHistory.h"
 
+#include <QFileInfo>
 #include <QLocale>
 #include <limits>
 
@@ -7,15 +8,52 @@ namespace pareto {
 
 RunHistory::RunHistory(QObject* parent) : QAbstractTableModel(parent) {}
 
+namespace {
+
+QString defaultName(const RunRecord& run) {
+  const QString number = run.id > 0 ? QStringLiteral("#%1").arg(run.id)
+                                     : RunHistory::tr("unrecorded %1").arg(-run.id);
+  if (run.kind == QLatin1String("compress")) return QStringLiteral("%1 %2").arg(number, describeRecipe(run.recipeJson));
+  const QString about = !run.modelDir.isEmpty() ? QFileInfo(run.modelDir).fileName() : run.device;
+  return about.isEmpty() ? QStringLiteral("%1 %2").arg(number, run.kind)
+                         : QStringLiteral("%1 %2 · %3").arg(number, run.kind, about);
+}
+
+}  // namespace
+
 int RunHistory::add(RunRecord run) {
-  run.id = nextId_++;
-  if (run.name.isEmpty()) run.name = QStringLiteral("#%1 %2").arg(run.id).arg(describeRecipe(run.recipeJson));
+  if (run.id <= 0) run.id = nextUnrecordedId_--;
+  if (run.name.isEmpty()) run.name = defaultName(run);
+  for (size_t row = 0; row < runs_.size(); ++row) {
+    RunRecord& known = runs_[row];
+    if (known.id != run.id) continue;
+    if (!run.drift) run.drift = known.drift;
+    if (!run.discrepancy) run.discrepancy = known.discrepancy;
+    if (run.driftAbsent.isEmpty()) run.driftAbsent = known.driftAbsent;
+    known = std::move(run);
+    emit dataChanged(index(int(row), 0), index(int(row), ColumnCount - 1));
+    emit runChanged(known.id);
+    return known.id;
+  }
   const int row = int(runs_.size());
   beginInsertRows({}, row, row);
   runs_.push_back(std::move(run));
   endInsertRows();
   emit runAdded(runs_.back().id);
   return runs_.back().id;
+}
+
+QString RunHistory::modelLabel(const QString& modelKey) const {
+  for (auto it = runs_.rbegin(); it != runs_.rend(); ++it)
+    if (it->modelKey() == modelKey && !it->modelDir.isEmpty()) return QFileInfo(it->modelDir).fileName();
+  return modelKey.isEmpty() ? tr("(no model)") : modelKey;
+}
+
+QStringList RunHistory::modelKeys() const {
+  QStringList keys;
+  for (auto it = runs_.rbegin(); it != runs_.rend(); ++it)
+    if (!keys.contains(it->modelKey())) keys << it->modelKey();
+  return keys;
 }
 
 const RunRecord* RunHistory::find(int id) const {
@@ -50,6 +88,17 @@ void RunHistory::setPrediction(int id, double tokensPerSecond, double denseToken
   }
 }
 
+void RunHistory::setMeasured(const QMap<QString, double>& byFolder) {
+  for (size_t row = 0; row < runs_.size(); ++row) {
+    RunRecord& r = runs_[row];
+    const auto it = byFolder.find(r.outDir);
+    if (!r.isFinishedCompress() || it == byFolder.end() || r.metric(kMeasuredTokensPerSecond) == *it) continue;
+    r.metrics[kMeasuredTokensPerSecond] = *it;
+    emit dataChanged(index(int(row), 0), index(int(row), ColumnCount - 1));
+    emit runChanged(r.id);
+  }
+}
+
 std::string RunHistory::columnMetric(int column) {
   switch (column) {
     case BitsColumn: return metric::kLinearBitsPerWeight;
@@ -62,6 +111,7 @@ std::string RunHistory::columnMetric(int column) {
     case DecodeKlColumn: return metric::kDecodeKlMean;
     case DecodeKlP99Column: return metric::kDecodeKlP99;
     case TokensPerSecondColumn: return metric::kPredictedTokensPerSecond;
+    case MeasuredTokensPerSecondColumn: return kMeasuredTokensPerSecond;
     default: return {};
   }
 }
@@ -74,6 +124,9 @@ QVariant RunHistory::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= int(runs_.size())) return {};
   const RunRecord& run = runs_[size_t(index.row())];
   if (role == RunIdRole) return run.id;
+  if (role == ModelKeyRole) return run.modelKey();
+  if (role == KindRole) return run.kind;
+  if (role == StatusRole) return run.status;
   const std::string key = columnMetric(index.column());
   if (!key.empty()) {
     const double value = run.metric(key);
@@ -87,15 +140,33 @@ QVariant RunHistory::data(const QModelIndex& index, int role) const {
   switch (index.column()) {
     case NameColumn:
       if (role == Qt::DisplayRole) return run.name;
-      if (role == SortRole) return run.id;
-      if (role == Qt::ToolTipRole) return tr("%1\nmodel: %2\noutput: %3").arg(run.name, run.modelDir, run.outDir);
+      // Store ids grow with time; unrecorded runs are this session's, so newer than any stored one.
+      if (role == SortRole) return run.id > 0 ? double(run.id) : 1e12 - double(run.id);
+      if (role == Qt::ToolTipRole)
+        return run.id > 0 ? tr("%1\nrun %2 of the run store (`pareto-cli runs show %2`)\nmodel: %3\noutput: %4")
+                                .arg(run.name).arg(run.id).arg(run.modelDir, run.outDir)
+                          : tr("%1\nnot recorded in the run store\nmodel: %2\noutput: %3").arg(run.name, run.modelDir, run.outDir);
+      break;
+    case ModelColumn:
+      if (role == Qt::DisplayRole || role == SortRole)
+        return run.modelDir.isEmpty() ? QStringLiteral("—") : QFileInfo(run.modelDir).fileName();
+      if (role == Qt::ToolTipRole)
+        return run.modelHash.isEmpty() ? run.modelDir : tr("%1\ncontent hash %2").arg(run.modelDir, run.modelHash);
+      break;
+    case KindColumn:
+      if (role == Qt::DisplayRole || role == SortRole) return run.kind;
+      break;
+    case StatusColumn:
+      if (role == Qt::DisplayRole || role == SortRole) return run.status;
+      if (role == Qt::ToolTipRole && !run.error.isEmpty()) return run.error;
       break;
     case RecipeColumn:
       if (role == Qt::DisplayRole || role == SortRole) return describeRecipe(run.recipeJson);
       if (role == Qt::ToolTipRole) return QString::fromStdString(run.recipeJson);
       break;
     case FinishedColumn:
-      if (role == Qt::DisplayRole) return QLocale().toString(run.finishedAt.time(), QLocale::ShortFormat);
+      if (role == Qt::DisplayRole)
+        return run.finishedAt.isValid() ? run.finishedAt.toString(QStringLiteral("yyyy-MM-dd HH:mm")) : QStringLiteral("—");
       if (role == SortRole) return run.finishedAt;
       break;
     default:
@@ -116,7 +187,24 @@ QVariant RunHistory::headerData(int section, Qt::Orientation orientation, int ro
   switch (section) {
     case NameColumn:
       if (role == Qt::DisplayRole) return tr("Run");
-      if (role == Qt::ToolTipRole) return tr("The run's number in this session and a short description of its recipe.");
+      if (role == Qt::ToolTipRole)
+        return tr("The run's id in the run store (what `pareto-cli runs show` takes) and a short description of its "
+                  "recipe.");
+      break;
+    case ModelColumn:
+      if (role == Qt::DisplayRole) return tr("Model");
+      if (role == Qt::ToolTipRole)
+        return tr("The source model the run is about; runs of one model (one content hash) share a Pareto front.");
+      break;
+    case KindColumn:
+      if (role == Qt::DisplayRole) return tr("Kind");
+      if (role == Qt::ToolTipRole) return tr("What the run did, as the run store names it: compress, bench, perplexity …");
+      break;
+    case StatusColumn:
+      if (role == Qt::DisplayRole) return tr("Status");
+      if (role == Qt::ToolTipRole)
+        return tr("finished, failed, cancelled, running, or interrupted (its process is gone); a failed run's "
+                  "tooltip says why.");
       break;
     case RecipeColumn:
       if (role == Qt::DisplayRole) return tr("Recipe");
@@ -125,7 +213,7 @@ QVariant RunHistory::headerData(int section, Qt::Orientation orientation, int ro
       break;
     case FinishedColumn:
       if (role == Qt::DisplayRole) return tr("Finished");
-      if (role == Qt::ToolTipRole) return tr("When the run finished.");
+      if (role == Qt::ToolTipRole) return tr("When the run ended (local time).");
       break;
     default:
       break;

@@ -1,12 +1,13 @@
-// The runs the workbench knows, as a table model for the Runs dock and the source of the Pareto view: the
-// finished compress runs of the experiment store (core/store; read by the window's EngineWorker at startup, off
-// the GUI thread, and added here) followed by this session's runs. The interface is only: add a run, find one,
-// list them, remove some, replace a run's predicted tokens/s (when new kernel benchmarks of its device arrive),
-// and hear when any of that happens.
+// The runs the workbench knows, as a table model for the Runs dock and the source of the Pareto view: every run
+// of the experiment store as `pareto-cli runs` lists them (any kind and status; core/store, read by the window's
+// EngineWorker off the GUI thread and added here) and this session's runs, each under the store's id. The
+// interface is only: add (or update) a run, find one, list them, remove some, replace a run's predicted tokens/s
+// (when new kernel benchmarks of its device arrive), and hear when any of that happens.
 #pragma once
 
 #include <QAbstractTableModel>
 #include <QList>
+#include <QMap>
 #include <vector>
 
 #include "widgets/RunRecord.h"
@@ -19,6 +20,9 @@ class RunHistory : public QAbstractTableModel {
  public:
   enum Column {
     NameColumn,
+    ModelColumn,
+    KindColumn,
+    StatusColumn,
     RecipeColumn,
     BitsColumn,
     SizeColumn,
@@ -30,15 +34,21 @@ class RunHistory : public QAbstractTableModel {
     DecodeKlColumn,
     DecodeKlP99Column,
     TokensPerSecondColumn,
+    MeasuredTokensPerSecondColumn,
     FinishedColumn,
     ColumnCount
   };
   static constexpr int RunIdRole = Qt::UserRole + 1;   // the run's id, on every cell
   static constexpr int SortRole = Qt::UserRole + 2;    // numbers as numbers (missing values sort last)
+  static constexpr int ModelKeyRole = Qt::UserRole + 3;   // RunRecord::modelKey(), on every cell
+  static constexpr int KindRole = Qt::UserRole + 4;       // the run's kind, on every cell
+  static constexpr int StatusRole = Qt::UserRole + 5;     // the run's status, on every cell
 
   explicit RunHistory(QObject* parent = nullptr);
 
-  // Takes the run, gives it the next id (returned) and a name if it has none.
+  // Takes the run and a name if it has none; returns its id. A run with the id of one already here replaces it
+  // (a stored run read again: its status moved on), keeping the curves only the session has. A run without a
+  // store id (id <= 0) gets the next negative id.
   int add(RunRecord run);
   const RunRecord* find(int id) const;
   const std::vector<RunRecord>& runs() const { return runs_; }
@@ -46,8 +56,14 @@ class RunHistory : public QAbstractTableModel {
   int remove(const QList<int>& ids);
   // Replaces a run's predicted tokens/s (and the dense model's) and where they came from.
   void setPrediction(int id, double tokensPerSecond, double denseTokensPerSecond, const QString& source);
+  // Sets the measured tokens/s of the runs whose compressed folder is a key of `byFolder` (absolute paths).
+  void setMeasured(const QMap<QString, double>& byFolder);
   // The metric key a column shows ("" for text columns).
   static std::string columnMetric(int column);
+  // "ref-tiny": the folder name of the newest run of a model key (RunRecord::modelKey()), for lists and legends.
+  QString modelLabel(const QString& modelKey) const;
+  // The model keys of the runs, newest run's model first.
+  QStringList modelKeys() const;
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -61,7 +77,7 @@ class RunHistory : public QAbstractTableModel {
 
  private:
   std::vector<RunRecord> runs_;
-  int nextId_ = 1;
+  int nextUnrecordedId_ = -1;
 };
 
 }  // namespace pareto

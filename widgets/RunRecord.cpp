@@ -70,6 +70,15 @@ const std::vector<MetricInfo>& runMetricInfo() {
           "weight and the output head once per token). The run's bandwidth source says whether the bandwidth is "
           "a stored kernel benchmark or a measured copy bandwidth. Higher is better."),
        0, false},
+      {kMeasuredTokensPerSecond, tr("Measured tok/s"),
+       tr("Batch-1 decode tokens per second measured on the run's compressed folder on its device (the newest "
+          "benchmark of that folder in the run store: Runs dock ▸ Benchmark, or pareto-cli bench decode --model). "
+          "Where there is one, it replaces the prediction. Higher is better."),
+       0, false},
+      {kDecodeTokensPerSecond, tr("Decode tok/s"),
+       tr("Batch-1 decode tokens per second: measured on the run's folder where it was benchmarked, else "
+          "predicted (hollow points in the Pareto view). Higher is better."),
+       0, false},
       {metric::kDenseLinearBitsPerWeight, tr("Dense bits/weight"),
        tr("Bits per weight of the block linears as the dense checkpoint stores them (16 for bf16/fp16)."), 2, true},
       {metric::kDensePredictedTokensPerSecond, tr("Dense predicted tok/s"),
@@ -112,6 +121,7 @@ QString formatMetric(const std::string& key, double value) {
   const QLocale locale;
   if (info == nullptr) return locale.toString(value, 'g', 6);
   if (info->percent) return locale.toString(100.0 * value, 'f', info->decimals) + "%";
+  if (key == metric::kSeconds) return locale.toString(value, 'f', info->decimals) + " s";
   return locale.toString(value, 'f', info->decimals);
 }
 

@@ -22,6 +22,13 @@ namespace pareto {
 struct ActivationDriftResult;
 struct HessianStudyResult;
 
+// Batch-1 decode tokens/s measured on a run's compressed folder: the newest `bench decode` of that folder in the
+// store (Runs dock ▸ Benchmark, or `pareto-cli bench decode --model <folder>`), as 10⁶ / its µs per token. The
+// workbench derives it from the bench run's rows; it is not a metric the compress run stores.
+inline constexpr const char* kMeasuredTokensPerSecond = "measured_tok_s";
+// A run's decode speed as the Pareto view plots it: measured where the run has a measurement, else predicted.
+inline constexpr const char* kDecodeTokensPerSecond = "decode_tok_s";
+
 struct MetricInfo {
   std::string key;
   QString caption;      // short, for column headers and plot axes: "Perplexity"
@@ -38,20 +45,37 @@ const MetricInfo* findMetric(const std::string& key);
 QString formatMetric(const std::string& key, double value);
 
 struct RunRecord {
-  int id = 0;                 // assigned by RunHistory, unique in the session
-  int64_t storeId = 0;        // the run's id in the experiment store (0: not recorded)
-  QString name;               // "#3 sparsegpt 2:4 · text"
-  QString modelDir;           // the dense model it compressed
+  // The run's id in the experiment store, the one `pareto-cli runs show` takes; negative (-1, -2 ...) for a run
+  // the store could not record (numbered in the session, never confused with a stored one).
+  int id = 0;
+  QString name;               // "#3 sparsegpt 2:4 · text calibration"
+  QString kind = QStringLiteral("compress");   // the store's run kind: compress, bench, perplexity ...
+  QString status = QStringLiteral("finished"); // the store's status: finished, failed, cancelled, running ...
+  QString error;              // why a failed or cancelled run ended
+  QString modelDir;           // the dense model it compressed (its source model)
+  // The source model's content hash (store/ModelIdentity.h); runs of one model share it wherever the folder is.
+  QString modelHash;
   QString outDir;             // the compressed folder it wrote
-  std::string recipeJson;     // the recipe exactly as run
+  std::string recipeJson;     // the recipe exactly as run (other kinds: the job's settings)
   QDateTime finishedAt;
   QString device;             // "cpu", "NVIDIA H200"
   QString bandwidthSource;    // where predicted_tok_s came from
   std::map<std::string, double> metrics;
   std::shared_ptr<const ActivationDriftResult> drift;          // null when not measured
   std::shared_ptr<const HessianStudyResult> discrepancy;       // null when not measured
+  // Why drift is absent (shown in the Drift view instead of a plot): no held-out prompts, no drift steps, or a
+  // run read back from the store (which keeps drift's summary metrics, not its curves).
+  QString driftAbsent;
+
+  bool isFinishedCompress() const { return kind == QLatin1String("compress") && status == QLatin1String("finished"); }
+  // What groups runs of one model: its content hash, else (not identified) its folder.
+  QString modelKey() const { return modelHash.isEmpty() ? modelDir : modelHash; }
 
   double metric(const std::string& key) const {
+    if (key == kDecodeTokensPerSecond) {
+      const double measured = metric(kMeasuredTokensPerSecond);
+      return std::isnan(measured) ? metric(metric::kPredictedTokensPerSecond) : measured;
+    }
     auto it = metrics.find(key);
     return it == metrics.end() ? std::nan("") : it->second;
   }

@@ -1,24 +1,55 @@
 #include "widgets/RunsPanel.h"
 
 #include <QAction>
+#include <QComboBox>
+#include <QDesktopServices>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
+#include <QLabel>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QSaveFile>
+#include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QTableView>
+#include <QUrl>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "widgets/PlotSupport.h"
 #include "widgets/RunHistory.h"
 
 namespace pareto {
 
+// Sorts by SortRole and lets through the rows whose model key, kind and status match the filters ("" : any).
+class RunsPanel::RunFilterModel : public QSortFilterProxyModel {
+ public:
+  using QSortFilterProxyModel::QSortFilterProxyModel;
+  void setFilters(const QString& modelKey, const QString& kind, const QString& status) {
+    modelKey_ = modelKey;
+    kind_ = kind;
+    status_ = status;
+    invalidateFilter();
+  }
+
+ protected:
+  bool filterAcceptsRow(int row, const QModelIndex& parent) const override {
+    const QModelIndex i = sourceModel()->index(row, 0, parent);
+    return (modelKey_.isEmpty() || i.data(RunHistory::ModelKeyRole).toString() == modelKey_) &&
+           (kind_.isEmpty() || i.data(RunHistory::KindRole).toString() == kind_) &&
+           (status_.isEmpty() || i.data(RunHistory::StatusRole).toString() == status_);
+  }
+
+ private:
+  QString modelKey_, kind_, status_;
+};
+
 RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), history_(history) {
-  sorted_ = new QSortFilterProxyModel(this);
+  sorted_ = new RunFilterModel(this);
   sorted_->setSourceModel(history_);
   sorted_->setSortRole(RunHistory::SortRole);
   table_ = new QTableView;
@@ -51,6 +82,37 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   delete_->setObjectName("deleteRuns");
   delete_->setToolTip(tr("Delete the selected runs from this list and from the run store, with their metrics, "
                          "curves and benchmark rows (after asking). Compressed folders stay on disk."));
+  benchmark_ = new QPushButton(tr("Benchmark"));
+  benchmark_->setObjectName("benchmarkRun");
+  benchmark_->setToolTip(tr("Measure the batch-1 decode speed of the selected run's compressed folder on the current "
+                            "device (Benchmark tab); the measured tok/s then replaces the prediction in the Runs "
+                            "dock and the Pareto view."));
+  connect(benchmark_, &QPushButton::clicked, this, [this] {
+    const QList<int> ids = selectedRunIds();
+    if (ids.size() == 1) emit benchmarkRequested(ids.first());
+  });
+  folder_ = new QPushButton(tr("Open Folder"));
+  folder_->setObjectName("openRunFolder");
+  folder_->setToolTip(tr("Show the selected run's compressed folder in the file manager."));
+  openFolder_ = [](const QString& folder) { return QDesktopServices::openUrl(QUrl::fromLocalFile(folder)); };
+  connect(folder_, &QPushButton::clicked, this, [this] {
+    const QList<int> ids = selectedRunIds();
+    const RunRecord* run = ids.size() == 1 ? history_->find(ids.first()) : nullptr;
+    if (run != nullptr && openFolder_ && !openFolder_(run->outDir))
+      QMessageBox::warning(window(), tr("Cannot open folder"), tr("%1: could not be opened").arg(run->outDir));
+  });
+  saveRecipe_ = new QPushButton(tr("Save Recipe…"));
+  saveRecipe_->setObjectName("saveRunRecipe");
+  saveRecipe_->setToolTip(tr("Save the selected run's recipe as the JSON it ran with (pareto-cli compress --recipe "
+                             "takes it)."));
+  connect(saveRecipe_, &QPushButton::clicked, this, [this] {
+    const QList<int> ids = selectedRunIds();
+    if (ids.size() != 1) return;
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save Recipe"), QStringLiteral("run-%1-recipe.json").arg(ids.first()),
+                                                      tr("Recipes (*.json)"));
+    QString error;
+    if (!path.isEmpty() && !saveRecipe(ids.first(), path, &error)) QMessageBox::warning(window(), tr("Save failed"), error);
+  });
   export_ = new QPushButton(tr("Export CSV…"));
   export_->setObjectName("exportRuns");
   export_->setToolTip(tr("Save every run's metrics as CSV."));
@@ -82,14 +144,89 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   connect(history_, &RunHistory::runAdded, this, &RunsPanel::updateButtons);
   connect(history_, &RunHistory::runsRemoved, this, &RunsPanel::updateButtons);
 
+  modelFilter_ = new QComboBox;
+  modelFilter_->setObjectName("runsModelFilter");
+  modelFilter_->setToolTip(tr("Show the runs of one source model (by content hash), or of every model."));
+  kindFilter_ = new QComboBox;
+  kindFilter_->setObjectName("runsKindFilter");
+  kindFilter_->setToolTip(tr("Show one kind of run (compress, bench …), or every kind."));
+  statusFilter_ = new QComboBox;
+  statusFilter_->setObjectName("runsStatusFilter");
+  statusFilter_->setToolTip(tr("Show the runs of one status (finished, failed, cancelled …), or every run."));
+  for (QComboBox* c : {modelFilter_, kindFilter_, statusFilter_}) {
+    c->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    connect(c, qOverload<int>(&QComboBox::currentIndexChanged), this, &RunsPanel::applyFilters);
+  }
+  for (auto signal : {&RunHistory::runAdded, &RunHistory::runChanged})
+    connect(history_, signal, this, &RunsPanel::rebuildFilters);
+  connect(history_, &RunHistory::runsRemoved, this, &RunsPanel::rebuildFilters);
+  auto* filters = new QHBoxLayout;
+  auto* filterCaption = new QLabel(tr("Show:"));
+  filterCaption->setToolTip(tr("Filter the runs by model, kind and status."));
+  filters->addWidget(filterCaption);
+  filters->addWidget(modelFilter_);
+  filters->addWidget(kindFilter_);
+  filters->addWidget(statusFilter_);
+  filters->addStretch(1);
+
   auto* buttons = new QHBoxLayout;
-  for (QPushButton* b : {open_, compare_, recipe_, delete_}) buttons->addWidget(b);
+  for (QPushButton* b : {open_, compare_, recipe_, benchmark_, folder_, saveRecipe_, delete_}) buttons->addWidget(b);
   buttons->addStretch(1);
   buttons->addWidget(export_);
   auto* layout = new QVBoxLayout(this);
+  layout->addLayout(filters);
   layout->addWidget(table_, 1);
   layout->addLayout(buttons);
+  rebuildFilters();
   updateButtons();
+}
+
+void RunsPanel::rebuildFilters() {
+  // Each combo keeps its choice while the runs come and go.
+  auto refill = [](QComboBox* combo, const QString& any, const QList<QPair<QString, QString>>& items) {
+    const QString chosen = combo->currentData().toString();
+    const QSignalBlocker block(combo);
+    combo->clear();
+    combo->addItem(any, QString());
+    for (const auto& [label, key] : items) combo->addItem(label, key);
+    const int index = combo->findData(chosen);
+    combo->setCurrentIndex(index >= 0 ? index : 0);
+  };
+  QList<QPair<QString, QString>> models, kinds, statuses;
+  for (const QString& key : history_->modelKeys()) models << qMakePair(history_->modelLabel(key), key);
+  QStringList seenKinds, seenStatuses;
+  for (const RunRecord& run : history_->runs()) {
+    if (!seenKinds.contains(run.kind)) seenKinds << run.kind;
+    if (!seenStatuses.contains(run.status)) seenStatuses << run.status;
+  }
+  seenKinds.sort();
+  seenStatuses.sort();
+  for (const QString& k : seenKinds) kinds << qMakePair(k, k);
+  for (const QString& s : seenStatuses) statuses << qMakePair(s, s);
+  refill(modelFilter_, tr("All models"), models);
+  for (int i = 1; i < modelFilter_->count(); ++i)
+    modelFilter_->setItemData(i, modelFilter_->itemData(i).toString(), Qt::ToolTipRole);
+  refill(kindFilter_, tr("All kinds"), kinds);
+  refill(statusFilter_, tr("Any status"), statuses);
+  applyFilters();
+}
+
+void RunsPanel::applyFilters() {
+  sorted_->setFilters(modelFilter_->currentData().toString(), kindFilter_->currentData().toString(),
+                      statusFilter_->currentData().toString());
+  updateButtons();
+}
+
+void RunsPanel::setFilters(const QString& modelKey, const QString& kind, const QString& status) {
+  const QSignalBlocker a(modelFilter_), b(kindFilter_), c(statusFilter_);
+  auto choose = [](QComboBox* combo, const QString& key) {
+    const int index = combo->findData(key);
+    combo->setCurrentIndex(index >= 0 ? index : 0);
+  };
+  choose(modelFilter_, modelKey);
+  choose(kindFilter_, kind);
+  choose(statusFilter_, status);
+  applyFilters();
 }
 
 QList<int> RunsPanel::selectedRunIds() const {
@@ -134,17 +271,42 @@ void RunsPanel::updateButtons() {
   const int selected = int(table_->selectionModel()->selectedRows().size());
   open_->setEnabled(selected >= 1);
   delete_->setEnabled(selected >= 1);
-  recipe_->setEnabled(selected == 1);
+  const QList<int> ids = selectedRunIds();
+  const RunRecord* one = ids.size() == 1 ? history_->find(ids.first()) : nullptr;
+  recipe_->setEnabled(one != nullptr && one->kind == QLatin1String("compress"));
+  benchmark_->setEnabled(one != nullptr && one->isFinishedCompress());
+  folder_->setEnabled(one != nullptr && !one->outDir.isEmpty() && QFileInfo(one->outDir).isDir());
+  saveRecipe_->setEnabled(one != nullptr);
   compare_->setEnabled(selected >= 2);
   export_->setEnabled(history_->rowCount() > 0);
 }
 
+void RunsPanel::setFolderOpener(FolderOpener opener) { openFolder_ = std::move(opener); }
+
+bool RunsPanel::saveRecipe(int runId, const QString& path, QString* error) const {
+  const RunRecord* run = history_->find(runId);
+  const auto doc = run ? nlohmann::json::parse(run->recipeJson, nullptr, false) : nlohmann::json();
+  if (run == nullptr || !doc.is_object()) {
+    if (error) *error = tr("%1: run %2 has no recipe to save").arg(path).arg(runId);
+    return false;
+  }
+  QSaveFile file(path);   // written whole or not at all
+  const QByteArray text = QByteArray::fromStdString(doc.dump(2) + "\n");
+  if (!file.open(QIODevice::WriteOnly | QIODevice::Text) || file.write(text) != text.size() || !file.commit()) {
+    if (error) *error = tr("%1: cannot write: %2").arg(path, file.errorString());
+    return false;
+  }
+  return true;
+}
+
 bool RunsPanel::writeCsv(const QString& path, QString* error) const {
-  QStringList header{"run", "name", "model", "output", "recipe"};
+  QStringList header{"run", "name", "kind", "status", "model", "model_hash", "output", "recipe"};
   for (const MetricInfo& m : runMetricInfo()) header << QString::fromStdString(m.key);
   QVector<QStringList> rows;
   for (const RunRecord& run : history_->runs()) {
-    QStringList row{QString::number(run.id), run.name, run.modelDir, run.outDir, QString::fromStdString(run.recipeJson)};
+    // The store's id, as `pareto-cli runs` prints it; empty for a run the store could not record.
+    QStringList row{run.id > 0 ? QString::number(run.id) : QString(), run.name, run.kind, run.status, run.modelDir,
+                    run.modelHash, run.outDir, QString::fromStdString(run.recipeJson)};
     for (const MetricInfo& m : runMetricInfo()) {
       const double v = run.metric(m.key);
       row << (std::isnan(v) ? QString() : QString::number(v, 'g', 9));

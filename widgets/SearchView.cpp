@@ -229,7 +229,7 @@ void SearchView::rebuild() {
     if (chosen.loss > 0) chosenGraph_->addData(xOf(chosen), chosen.loss);
     if (history_ != nullptr)
       for (const RunRecord& run : history_->runs()) {
-        if (QFileInfo(run.modelDir).absoluteFilePath() != modelDir_) continue;
+        if (!run.isFinishedCompress() || QFileInfo(run.modelDir).absoluteFilePath() != modelDir_) continue;
         const double rx = run.metric(bySpeed ? metric::kPredictedTokensPerSecond : metric::kLinearBitsPerWeight);
         const double kl = run.metric(metric::kKlMean);
         if (std::isfinite(rx) && std::isfinite(kl) && kl > 0) runsGraph_->addData(rx, kl);

@@ -9,14 +9,17 @@
 #include <QLocale>
 #include <QStringList>
 #include <cmath>
+#include <functional>
 
 #include "jobs/CompressEvaluateJob.h"
 #include "jobs/ExportJob.h"
 #include "jobs/GenerateJob.h"
+#include "jobs/JobProgress.h"
 #include "jobs/SearchJob.h"
 #include "model/Device.h"
 #include "runtime/CopyBandwidth.h"
 #include "store/ExperimentStore.h"
+#include "store/ModelIdentity.h"
 #include "util/Error.h"
 #include "util/Json.h"
 
@@ -39,8 +42,14 @@ EvaluationOptions evaluationOf(const EvaluationSettings& e) {
 
 RunRecord recordFromStore(const RunDetails& run) {
   RunRecord r;
-  r.storeId = run.summary.id;
+  r.id = int(run.summary.id);
+  r.kind = qs(run.summary.kind);
+  r.status = qs(runStatusName(run.summary.status));
+  r.error = qs(run.summary.error);
   r.modelDir = qs(run.summary.modelPath);
+  r.modelHash = qs(run.summary.modelHash);
+  r.driftAbsent = QObject::tr("This run was read from the run store, which keeps drift's summary metrics (largest "
+                              "plateau, steps to 90%), not its curves.");
   r.outDir = qs(run.summary.output);
   r.recipeJson = run.recipe.dump();
   r.device = qs(run.summary.device);
@@ -55,8 +64,9 @@ RunRecord recordFromStore(const RunDetails& run) {
 DecodeBandwidth ComputeDevice::bandwidth() const {
   DecodeBandwidth b;
   b.bytesPerSecond = copyBytesPerSecond;
-  b.source = QObject::tr("measured %1 copy bandwidth %2 GB/s (no stored kernel benchmarks)")
-                 .arg(label, QLocale().toString(copyBytesPerSecond / 1e9, 'f', 1))
+  b.source = QObject::tr("%1 copy bandwidth %2 GB/s measured %3 (no stored kernel benchmarks)")
+                 .arg(label, QLocale().toString(copyBytesPerSecond / 1e9, 'f', 1),
+                      measuredAt.isValid() ? measuredAt.toString(QStringLiteral("yyyy-MM-dd HH:mm")) : QObject::tr("now"))
                  .toStdString();
   return b;
 }
@@ -66,6 +76,7 @@ EngineWorker::EngineWorker() : cache_(std::make_unique<EvaluationCache>()) {
   qRegisterMetaType<pareto::ComputeDevice>();
   qRegisterMetaType<QVector<pareto::ComputeDevice>>();
   qRegisterMetaType<QVector<pareto::RunRecord>>();
+  qRegisterMetaType<QMap<QString, double>>();
   qRegisterMetaType<std::shared_ptr<const pareto::SearchReport>>();
 }
 
@@ -83,16 +94,27 @@ ExperimentStore* EngineWorker::store() {
   return store_.get();
 }
 
-void EngineWorker::loadHistory() {
+void EngineWorker::loadHistory(const QSet<qint64>& known) {
   QVector<RunRecord> runs;
   QString error;
   try {
     if (ExperimentStore* s = store()) {
-      RunFilter filter;
-      filter.kind = "compress";
-      const std::vector<RunSummary> stored = s->listRuns(filter);   // newest first
+      const std::vector<RunSummary> stored = s->listRuns();   // newest first
       for (auto it = stored.rbegin(); it != stored.rend(); ++it)
-        if (it->status == RunStatus::Finished) runs << recordFromStore(s->run(it->id));
+        if (!known.contains(it->id)) runs << recordFromStore(s->run(it->id));
+      // The newest batch-1 decode measurement of each benchmarked folder (a run's compressed folder among them).
+      QMap<QString, double> measured;
+      for (const RunSummary& r : stored) {
+        if (r.kind != "bench" || r.status != RunStatus::Finished || r.modelPath.empty()) continue;
+        const QString folder = QFileInfo(qs(r.modelPath)).absoluteFilePath();
+        if (measured.contains(folder)) continue;
+        for (const BenchmarkRow& b : s->run(r.id).benchmarks)
+          if (b.kernel.rfind("decode ", 0) == 0 && b.batch == 1 && b.timeUs > 0) {
+            measured.insert(folder, 1e6 / b.timeUs);
+            break;
+          }
+      }
+      if (!measured.isEmpty()) emit measuredSpeeds(measured);
     } else {
       error = storeError_;
     }
@@ -102,19 +124,32 @@ void EngineWorker::loadHistory() {
   emit historyLoaded(runs, error);
 }
 
-void EngineWorker::probeDevices() {
+void EngineWorker::probeDevices(const QMap<QString, StoredBandwidth>& stored, const QSet<QString>& remeasure) {
+  // A fresh measurement at every start would move every prediction with the machine's load of the moment: a
+  // device's bandwidth is measured once, kept, and measured again only when asked.
+  auto copyOf = [&](ComputeDevice& d, const std::function<double()>& measure) {
+    const auto it = stored.find(d.label);
+    if (it != stored.end() && it->bytesPerSecond > 0 && !remeasure.contains(d.label)) {
+      d.copyBytesPerSecond = it->bytesPerSecond;
+      d.measuredAt = it->measuredAt;
+      return;
+    }
+    try {
+      d.copyBytesPerSecond = measure();
+      d.measuredAt = QDateTime::currentDateTime();
+    } catch (const std::exception&) {
+      d.copyBytesPerSecond = 0;   // listed, but no tokens/s is predicted for it
+    }
+  };
   QVector<ComputeDevice> devices;
-  ComputeDevice cpu{"cpu", tr("CPU"), measureHostCopyBandwidth()};
+  ComputeDevice cpu{"cpu", tr("CPU")};
+  copyOf(cpu, [] { return measureHostCopyBandwidth(); });
   devices << cpu;
   const size_t cudaDevices = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
   for (size_t i = 0; i < cudaDevices; ++i) {
     const QString id = QStringLiteral("cuda:%1").arg(i);
-    ComputeDevice d{id, QStringLiteral("%1 (%2)").arg(qs(deviceDescription(c10::Device(c10::kCUDA, c10::DeviceIndex(i)))), id), 0};
-    try {
-      d.copyBytesPerSecond = measureCopyBandwidth(parseDevice(str(id)));
-    } catch (const std::exception&) {
-      d.copyBytesPerSecond = 0;   // listed, but no tokens/s is predicted for it
-    }
+    ComputeDevice d{id, QStringLiteral("%1 (%2)").arg(qs(deviceDescription(c10::Device(c10::kCUDA, c10::DeviceIndex(i)))), id)};
+    copyOf(d, [&id] { return measureCopyBandwidth(parseDevice(str(id))); });
     devices << d;
   }
   devices_ = devices;
@@ -124,12 +159,29 @@ void EngineWorker::probeDevices() {
 void EngineWorker::run(const RunRequest& request) {
   const CancelToken none;
   const CancelToken& cancel = request.cancel ? *request.cancel : none;
-  const ProgressCallback progressCallback = [this](const ProgressUpdate& u) {
+  const nlohmann::json recipe = nlohmann::json::parse(request.recipeJson, nullptr, false);
+  const EvaluationOptions evaluation = evaluationOf(request.evaluation);
+  auto whole = std::make_shared<JobProgress>(compressEvaluateStages(
+      recipe.is_object() && recipe.contains("calibration"), !evaluation.heldOutText.empty(),
+      !evaluation.prompts.empty(), evaluation.driftSteps > 0,
+      evaluation.hessianStudy && !evaluation.heldOutText.empty() && !evaluation.prompts.empty()));
+  const ProgressCallback progressCallback = [this, whole](const ProgressUpdate& u) {
     emit progress(qs(u.stage), u.fraction, qs(u.message));
+    emit runProgress(whole->update(u));
   };
   try {
     RunRecord record;
     record.modelDir = QFileInfo(request.modelDir).absoluteFilePath();
+    try {
+      record.modelHash = qs(identifyModel(str(request.modelDir)).contentHash);
+    } catch (const std::exception&) {
+      // not a model folder: the job fails on it below and says why
+    }
+    if (fileOrNothing(request.evaluation.prompts).empty())
+      record.driftAbsent = tr("No held-out prompts were chosen for this run (Evaluation ▸ Prompts): drift, like "
+                              "decode fidelity, is measured on them.");
+    else if (request.evaluation.driftSteps <= 0)
+      record.driftAbsent = tr("This run measured no drift: its evaluation had 0 drift steps.");
     record.outDir = QFileInfo(request.outDir).absoluteFilePath();
     record.recipeJson = request.recipeJson;
     DecodeBandwidth bandwidth = request.bandwidth;
@@ -148,15 +200,15 @@ void EngineWorker::run(const RunRequest& request) {
     options.device = str(request.device);
     options.recipeSource = "the workbench's recipe";
     options.recipeDocument = parseJson(request.recipeJson, options.recipeSource);
-    options.evaluation = evaluationOf(request.evaluation);
+    options.evaluation = evaluation;
     options.bandwidth = bandwidth;
     CompressEvaluateJob job(options, cache_.get());
-    record.storeId = runRecorded(job, store(), progressCallback, cancel,
+    record.id = int(runRecorded(job, store(), progressCallback, cancel,
                                  [this](const std::string& stage, const std::string& error) {
                                    emit storeProblem(stage == "begin"
                                                          ? tr("This run is not recorded: %1").arg(qs(error))
                                                          : tr("The result was not recorded: %1").arg(qs(error)));
-                                 });
+                                 }));
     // The metrics as the store keeps them, so a run shows the same now and when a later window reads it back.
     RunResults results;
     job.record(results);
@@ -225,6 +277,11 @@ void EngineWorker::generate(const GenerationRequest& request) {
   options.device = str(request.device);
   options.prompt = str(request.prompt);
   options.generation.maxNewTokens = request.maxNewTokens;
+  options.generation.sampling.greedy = request.sampling.greedy;
+  options.generation.sampling.temperature = request.sampling.temperature;
+  options.generation.sampling.topK = request.sampling.topK;
+  options.generation.sampling.topP = request.sampling.topP;
+  options.generation.sampling.seed = request.sampling.seed;
   GenerateJob* running = nullptr;
   GenerateJob job(options,
                   [this, &running](size_t i, const GeneratedSequence& s) {

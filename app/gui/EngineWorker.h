@@ -14,12 +14,15 @@
 // Every run is recorded in the experiment store (core/store) as pareto-cli records its compress runs: the job
 // builds its run record (jobs/Job.h runRecorded). The database is pareto-cli's default ($PARETO_DB, else the XDG
 // location), so CLI and GUI runs land in one file. The worker owns the only connection and uses it on its
-// thread; loadHistory() reads the stored finished compress runs there too, so no SQLite call ever runs on the GUI
+// thread; loadHistory() reads the stored runs there too, so no SQLite call ever runs on the GUI
 // thread. History never costs a result: a database that cannot be opened or written leaves the run unrecorded
 // and is reported (storeProblem).
 #pragma once
 
+#include <QDateTime>
+#include <QMap>
 #include <QObject>
+#include <QSet>
 #include <QString>
 #include <QStringList>
 #include <QVector>
@@ -30,6 +33,7 @@
 #include "compress/RecipeEstimate.h"
 #include "util/Progress.h"
 #include "widgets/EvaluationPanel.h"
+#include "widgets/GenerationPanel.h"
 #include "widgets/RunRecord.h"
 
 namespace pareto {
@@ -65,6 +69,7 @@ struct GenerationRequest {
   QString device;
   QString prompt;
   int maxNewTokens = 48;
+  GenerationSampling sampling;
   std::shared_ptr<CancelToken> cancel;
 };
 
@@ -82,9 +87,16 @@ struct ComputeDevice {
   QString id;      // "cpu", "cuda:0"
   QString label;   // "CPU", "NVIDIA H200 (cuda:0)"
   double copyBytesPerSecond = 0;
-  // Where predicted tokens/s on this device come from. No store of kernel benchmarks exists yet, so it is the
-  // measured copy bandwidth: the ceiling of any decode kernel that streams the weights.
+  QDateTime measuredAt;   // when copyBytesPerSecond was measured (kept between sessions; invalid: unknown)
+  // Where predicted tokens/s on this device come from without kernel benchmarks: its copy bandwidth, the ceiling
+  // of any decode kernel that streams the weights, as measured once (and re-measured on request), dated.
   DecodeBandwidth bandwidth() const;
+};
+
+// A device's copy bandwidth as measured before, by its label.
+struct StoredBandwidth {
+  double bytesPerSecond = 0;
+  QDateTime measuredAt;
 };
 
 class EngineWorker : public QObject {
@@ -95,7 +107,9 @@ class EngineWorker : public QObject {
   ~EngineWorker() override;
 
   // Called on the worker thread (through QMetaObject::invokeMethod with a queued functor).
-  void probeDevices();
+  // Lists the devices with their copy bandwidth: the stored one for a device in `stored` (by label), else (or
+  // for a label in `remeasure`) measured now.
+  void probeDevices(const QMap<QString, StoredBandwidth>& stored = {}, const QSet<QString>& remeasure = {});
   void run(const RunRequest& request);
   void generate(const GenerationRequest& request);
   // Runs core's ExportJob; its report lines (what pareto-cli prints) arrive with exportFinished, a refusal's
@@ -103,12 +117,15 @@ class EngineWorker : public QObject {
   void exportModel(const ExportRequest& request);
   // Runs core's SearchJob; nothing is written (a front point's recipe is loaded into the Recipe dock).
   void search(const SearchRequest& request);
-  // Reads the store's finished compress runs, oldest first, and emits historyLoaded (errors in its message).
-  void loadHistory();
+  // Reads the store's runs (every kind and status, as `pareto-cli runs` lists them) but those with the `known`
+  // ids, oldest first, and emits historyLoaded (errors in its message).
+  void loadHistory(const QSet<qint64>& known = {});
 
  signals:
   void devicesProbed(const QVector<pareto::ComputeDevice>& devices);
   void progress(const QString& stage, double fraction, const QString& message);
+  // The whole run's fraction (jobs/JobProgress.h: its stages weighted by their expected time), after each report.
+  void runProgress(double fraction);
   void runFinished(const pareto::RunRecord& record);
   void runCancelled(const QString& message);
   void runFailed(const QString& message);
@@ -116,6 +133,9 @@ class EngineWorker : public QObject {
   void generationFinished(const QString& summary);
   void generationFailed(const QString& message);
   void historyLoaded(const QVector<pareto::RunRecord>& runs, const QString& error);
+  // Batch-1 decode tokens/s measured on benchmarked folders (absolute paths), the newest of each; emitted by
+  // loadHistory before historyLoaded.
+  void measuredSpeeds(const QMap<QString, double>& byFolder);
   void exportProgress(double fraction, const QString& message);
   void exportFinished(const QString& summary);
   void exportCancelled(const QString& message);

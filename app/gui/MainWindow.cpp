@@ -25,6 +25,8 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QScrollBar>
+#include <QSet>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -32,6 +34,7 @@
 #include <QToolButton>
 #include <QUndoStack>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <exception>
 
 #include "app/gui/HuggingFaceCache.h"
@@ -39,6 +42,8 @@
 #include "app/gui/RunExporter.h"
 #include "app/gui/SyntheticModel.h"
 #include "model/ModelSummary.h"
+#include "store/ModelIdentity.h"
+#include "jobs/JobProgress.h"
 #include "util/Error.h"
 #include "widgets/BenchmarkStrip.h"
 #include "widgets/DiscrepancyView.h"
@@ -66,6 +71,7 @@ const char* kLastParentKey = "mainWindow/lastModelParent";
 const char* kLastRecipeDirKey = "mainWindow/lastRecipeDir";
 const char* kDeviceKey = "device";
 const char* kRecipeKey = "recipe/current";
+const char* kBandwidthGroup = "copyBandwidth";
 
 // The single local folder being dragged, or empty when the drag is anything else.
 QString draggedFolder(const QMimeData* mime) {
@@ -106,7 +112,31 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QMetaObject::invokeMethod(worker_, [w = worker_] { w->loadHistory(); }, Qt::QueuedConnection);
   // The devices (and their copy bandwidth, for predicted tokens/s) are probed on the worker: CUDA's first call
   // can take seconds.
-  QMetaObject::invokeMethod(worker_, [w = worker_] { w->probeDevices(); }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(worker_, [w = worker_, stored = storedBandwidths()] { w->probeDevices(stored); },
+                            Qt::QueuedConnection);
+}
+
+QMap<QString, StoredBandwidth> MainWindow::storedBandwidths() const {
+  QMap<QString, StoredBandwidth> stored;
+  QSettings settings;
+  settings.beginGroup(kBandwidthGroup);
+  for (const QString& key : settings.childGroups()) {
+    settings.beginGroup(key);
+    const StoredBandwidth b{settings.value("bytesPerSecond").toDouble(), settings.value("measuredAt").toDateTime()};
+    const QString label = settings.value("label").toString();
+    settings.endGroup();
+    if (b.bytesPerSecond > 0 && !label.isEmpty()) stored.insert(label, b);
+  }
+  return stored;
+}
+
+void MainWindow::remeasureBandwidth() {
+  const ComputeDevice* d = findDevice(currentDevice());
+  if (d == nullptr) return;
+  statusBar()->showMessage(tr("Measuring the copy bandwidth of %1…").arg(d->label));
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, stored = storedBandwidths(), label = d->label] { w->probeDevices(stored, {label}); },
+      Qt::QueuedConnection);
 }
 
 MainWindow::~MainWindow() {
@@ -154,13 +184,22 @@ void MainWindow::createDocksAndTabs() {
   compareView_ = new RunCompareView;
   benchmarkStrip_ = new BenchmarkStrip;
   benchmarkStrip_->setObjectName("benchmarkStrip");
-  centralTabs_->addTab(inspectText_, tr("Inspect"));
-  centralTabs_->addTab(driftView_, tr("Drift"));
-  centralTabs_->addTab(discrepancyView_, tr("Discrepancy"));
-  centralTabs_->addTab(paretoView_, tr("Pareto"));
-  centralTabs_->addTab(compareView_, tr("Compare"));
-  centralTabs_->addTab(benchmarkStrip_, tr("Benchmark"));
-  centralTabs_->addTab(searchView_, tr("Search"));
+  // Each view scrolls when the window is narrower than it needs, so that no view's minimum width takes room from
+  // the docks (and switching tabs never resizes them).
+  auto addPage = [this](QWidget* page, const QString& title) {
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(page);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    centralTabs_->addTab(scroll, title);
+  };
+  addPage(inspectText_, tr("Inspect"));
+  addPage(driftView_, tr("Drift"));
+  addPage(discrepancyView_, tr("Discrepancy"));
+  addPage(paretoView_, tr("Pareto"));
+  addPage(compareView_, tr("Compare"));
+  addPage(benchmarkStrip_, tr("Benchmark"));
+  addPage(searchView_, tr("Search"));
   centralTabs_->setTabToolTip(0, tr("The model folder's report, as `pareto-cli inspect` prints it."));
   centralTabs_->setTabToolTip(1, tr("Activation drift of the current run: heatmap and per-layer curves."));
   centralTabs_->setTabToolTip(2, tr("Hessian discrepancy per module, text vs decode calibration."));
@@ -175,9 +214,11 @@ void MainWindow::createDocksAndTabs() {
 
   // Docks scroll rather than impose their full height on the window (small screens, tiled window managers).
   auto* modelScroll = new QScrollArea;
+  modelScroll->setObjectName("modelScroll");
   modelScroll->setWidget(createModelDock());
   modelScroll->setWidgetResizable(true);
   modelScroll->setFrameShape(QFrame::NoFrame);
+  modelScroll_ = modelScroll;
   QDockWidget* modelDock = makeDock(this, tr("Model"), "modelDock", modelScroll);
   addDockWidget(Qt::LeftDockWidgetArea, modelDock);
 
@@ -193,11 +234,23 @@ void MainWindow::createDocksAndTabs() {
   evaluationCaption->setToolTip(tr("What a run measures after compressing."));
   recipeLayout->addWidget(evaluationCaption);
   recipeLayout->addWidget(evaluationPanel_);
+  overlapWarning_ = new QLabel;
+  overlapWarning_->setObjectName("calibrationOverlapWarning");
+  overlapWarning_->setWordWrap(true);
+  overlapWarning_->setToolTip(tr("Perplexity on the text a recipe calibrated on measures fit to that text, not "
+                                 "quality on held-out data."));
+  QPalette warn = overlapWarning_->palette();
+  warn.setColor(QPalette::WindowText, QColor(0xc0, 0x39, 0x2b));
+  overlapWarning_->setPalette(warn);
+  overlapWarning_->hide();
+  recipeLayout->addWidget(overlapWarning_);
   recipeLayout->addStretch(1);
   auto* recipeScroll = new QScrollArea;
+  recipeScroll->setObjectName("recipeScroll");
   recipeScroll->setWidget(recipeContent);
   recipeScroll->setWidgetResizable(true);
   recipeScroll->setFrameShape(QFrame::NoFrame);
+  recipeScroll_ = recipeScroll;
   QDockWidget* recipeDock = makeDock(this, tr("Recipe"), "recipeDock", recipeScroll);
   addDockWidget(Qt::RightDockWidgetArea, recipeDock);
 
@@ -210,12 +263,15 @@ void MainWindow::createDocksAndTabs() {
   tabifyDockWidget(runsDock, generationDock);
   runsDock->raise();
 
+  recipePanel_->setShippedRecipes(shippedRecipesDir());
   connect(recipePanel_, &RecipePanel::recipeChanged, this, &MainWindow::updateRunnable);
   connect(evaluationPanel_, &EvaluationPanel::runRequested, this, &MainWindow::startRun);
+  connect(evaluationPanel_, &EvaluationPanel::settingsChanged, this, &MainWindow::updateRunnable);
   connect(runsPanel_, &RunsPanel::runActivated, this, &MainWindow::openRun);
   connect(paretoView_, &ParetoView::runActivated, this, &MainWindow::openRun);
   connect(runsPanel_, &RunsPanel::compareRequested, this, &MainWindow::compareRuns);
   connect(runsPanel_, &RunsPanel::deleteRequested, this, &MainWindow::deleteRuns);
+  connect(runsPanel_, &RunsPanel::benchmarkRequested, this, &MainWindow::benchmarkRun);
   connect(benchmarkStrip_, &BenchmarkStrip::runRequested, this, &MainWindow::startBenchmark);
   connect(benchmarkStrip_, &BenchmarkStrip::cancelRequested, this, &MainWindow::cancelBenchmark);
   connect(runsPanel_, &RunsPanel::recipeRequested, this, [this](int id) {
@@ -247,6 +303,8 @@ QWidget* MainWindow::createModelDock() {
   auto* hfRow = new QHBoxLayout;
   hfModels_ = new QComboBox;
   hfModels_->setObjectName("huggingFaceModels");
+  hfModels_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  hfModels_->setMinimumContentsLength(12);   // long repository names elide; the Open button stays in view
   hfModels_->setToolTip(tr("Models already downloaded to the Hugging Face cache (%1).").arg(huggingFaceHubDir()));
   auto* hfOpen = new QPushButton(tr("Open"));
   hfOpen->setObjectName("openHuggingFaceModel");
@@ -264,6 +322,8 @@ QWidget* MainWindow::createModelDock() {
   auto* syntheticRow = new QHBoxLayout;
   syntheticModels_ = new QComboBox;
   syntheticModels_->setObjectName("syntheticModels");
+  syntheticModels_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  syntheticModels_->setMinimumContentsLength(12);
   syntheticModels_->setToolTip(
       tr("Synthetic models: the published configurations of well-known models, built into Pareto, with random "
          "weights. They show the architecture and let Benchmark measure its real speed without a download; they "
@@ -287,6 +347,8 @@ QWidget* MainWindow::createModelDock() {
 
   deviceCombo_ = new QComboBox;
   deviceCombo_->setObjectName("deviceCombo");
+  deviceCombo_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  deviceCombo_->setMinimumContentsLength(12);
   deviceCombo_->addItem(tr("CPU"), "cpu");
   deviceCombo_->setToolTip(tr("Where models run for compression, evaluation and generation: the CPU or a CUDA "
                               "GPU (listed by name when this build has CUDA and a GPU is present)."));
@@ -308,7 +370,7 @@ void MainWindow::createMenus() {
   open->setStatusTip(tr("Open a folder with config.json and model.safetensors (or sharded safetensors)."));
   hfMenu_ = fileMenu->addMenu(tr("Open from &Hugging Face Cache"));
   hfMenu_->setObjectName("huggingFaceMenu");
-  syntheticMenu_ = fileMenu->addMenu(tr("Open &Synthetic Model"));
+  syntheticMenu_ = fileMenu->addMenu(tr("Open S&ynthetic Model"));
   syntheticMenu_->setObjectName("syntheticMenu");
   syntheticMenu_->setToolTipsVisible(true);
   for (const QString& name : syntheticModelNames()) {
@@ -339,6 +401,9 @@ void MainWindow::createMenus() {
   runAction_ = runMenu->addAction(tr("&Compress and Evaluate"), this, &MainWindow::startRun);
   runAction_->setShortcut(Qt::CTRL | Qt::Key_R);
   cancelAction_ = runMenu->addAction(tr("C&ancel"), this, &MainWindow::cancelRun);
+  cancelAction_->setObjectName("cancelAction");
+  cancelAction_->setShortcut(Qt::Key_Escape);
+  cancelAction_->setStatusTip(tr("Stop the run at its next layer or batch (Esc); nothing it wrote is kept."));
   cancelAction_->setEnabled(false);
   runMenu->addSeparator();
   benchAction_ = runMenu->addAction(tr("&Benchmark"), this, &MainWindow::startBenchmark);
@@ -347,9 +412,15 @@ void MainWindow::createMenus() {
   benchAction_->setStatusTip(tr("Time the current recipe's kernel formats and dense at the loaded model's shapes on "
                                 "the current device, then the model's decode loop (tokens/s), live in the Benchmark "
                                 "tab, and record them in the run store. Without CUDA: the CPU references, labelled."));
+  QAction* measure = runMenu->addAction(tr("&Measure Copy Bandwidth"), this, &MainWindow::remeasureBandwidth);
+  measure->setObjectName("measureBandwidthAction");
+  measure->setStatusTip(tr("Measure the current device's copy bandwidth again. Predicted tokens/s without kernel "
+                           "benchmarks come from it; it is measured once and kept, so predictions do not move "
+                           "with the machine's load at each start."));
   QToolBar* tools = addToolBar(tr("Run"));
   tools->setObjectName("runToolBar");   // saveState() identifies tool bars by object name
   tools->addAction(runAction_);
+  tools->addAction(cancelAction_);
   tools->addAction(benchAction_);
 
   exporter_ = new RunExporter(worker_, runsPanel_, history_, this);
@@ -363,6 +434,11 @@ void MainWindow::createMenus() {
 
   viewMenu_ = menuBar()->addMenu(tr("&View"));
   for (QDockWidget* dock : findChildren<QDockWidget*>()) viewMenu_->addAction(dock->toggleViewAction());
+  viewMenu_->addSeparator();
+  QAction* reset = viewMenu_->addAction(tr("&Reset Layout"), this, &MainWindow::resetLayout);
+  reset->setObjectName("resetLayoutAction");
+  reset->setStatusTip(tr("Put every dock back where a first start puts it, at its default size."));
+  defaultState_ = saveState();   // the docks and tool bar as created: what Reset Layout goes back to
 
   QMenu* helpMenu = menuBar()->addMenu(tr("&Help"));
   helpMenu->addAction(tr("&About Pareto"), this, &MainWindow::showAbout);
@@ -397,6 +473,18 @@ void MainWindow::createStatusBar() {
 void MainWindow::connectWorker() {
   connect(worker_, &EngineWorker::devicesProbed, this, [this](const QVector<ComputeDevice>& devices) {
     devices_ = devices;
+    {
+      QSettings settings;   // each device's bandwidth as measured, for the next session's predictions
+      settings.beginGroup(kBandwidthGroup);
+      for (const ComputeDevice& d : devices) {
+        if (d.copyBytesPerSecond <= 0) continue;
+        settings.beginGroup(QString::fromLatin1(d.label.toUtf8().toHex()));
+        settings.setValue("label", d.label);
+        settings.setValue("bytesPerSecond", d.copyBytesPerSecond);
+        settings.setValue("measuredAt", d.measuredAt);
+        settings.endGroup();
+      }
+    }
     const QString wanted = QSettings().value(kDeviceKey, "cpu").toString();
     const QSignalBlocker block(deviceCombo_);
     deviceCombo_->clear();
@@ -406,12 +494,16 @@ void MainWindow::connectWorker() {
     applyDevice();
     emit devicesReady();
   });
-  connect(worker_, &EngineWorker::progress, this, [this](const QString& stage, double fraction, const QString& message) {
-    progressBar_->setValue(int(fraction * 1000));
-    progressLabel_->setText(message.isEmpty() ? stage : tr("%1: %2").arg(stage, message));
+  connect(worker_, &EngineWorker::progress, this, [this](const QString& stage, double, const QString& message) {
+    runStage_ = message.isEmpty() ? stage : tr("%1: %2").arg(stage, message);
+    showRunProgress();
+  });
+  connect(worker_, &EngineWorker::runProgress, this, [this](double fraction) {
+    runFraction_ = fraction;
+    showRunProgress();
   });
   connect(worker_, &EngineWorker::runFinished, this, [this](const RunRecord& record) {
-    const int id = history_->add(record);
+    const int id = history_->add(record);   // under its store id
     const RunRecord* run = history_->find(id);
     openRun(id);
     QStringList parts;
@@ -424,8 +516,12 @@ void MainWindow::connectWorker() {
                       .arg(QLocale().toString(run->metric(metric::kSeconds), 'f', 1))
                       .arg(parts.join(", ")));
   });
+  connect(worker_, &EngineWorker::measuredSpeeds, this, [this](const QMap<QString, double>& byFolder) {
+    measuredSpeeds_ = byFolder;
+  });
   connect(worker_, &EngineWorker::historyLoaded, this, [this](const QVector<RunRecord>& runs, const QString& error) {
-    for (const RunRecord& run : runs) history_->add(run);
+    for (const RunRecord& run : runs) history_->add(run);   // a run read again replaces the one shown
+    history_->setMeasured(measuredSpeeds_);   // a measurement gives way to no prediction
     if (!error.isEmpty()) statusBar()->showMessage(tr("Run history not read: %1").arg(error));
     emit historyLoaded(int(runs.size()), error);
     predictRuns();   // the stored runs of this device, from its kernel measurements if they arrived first
@@ -497,6 +593,17 @@ bool MainWindow::openModel(const QString& dir) {
 
   currentModelDir_ = QFileInfo(dir).absoluteFilePath();
   syntheticPreset_.clear();
+  // Runs are of one model (its content hash): the Pareto view shows this model's, and a run of another model
+  // leaves the views (and the Generation dock) rather than pass for one of this model.
+  QString modelKey = currentModelDir_;
+  try {
+    modelKey = QString::fromStdString(identifyModel(currentModelDir_.toStdString()).contentHash);
+  } catch (const std::exception&) {
+    // summarized but not identified (no config.json hash): its runs are grouped by folder
+  }
+  currentModelKey_ = modelKey;
+  paretoView_->setModel(modelKey, QFileInfo(currentModelDir_).fileName());
+  if (const RunRecord* run = history_->find(currentRunId_); run != nullptr && run->modelKey() != modelKey) closeRun();
   searchView_->setModelDir(currentModelDir_);
   summary_ = summary;
   modelView_->setSummary(summary);
@@ -511,6 +618,7 @@ bool MainWindow::openModel(const QString& dir) {
                                  QString::fromStdString(summary.dtype)));
   statusBar()->showMessage(tr("Opened %1 in %2 ms").arg(currentModelDir_).arg(timer.elapsed()), 10000);
 
+  fitDocks();   // the summary's rows may need more width now
   RecentModels().add(currentModelDir_);
   QSettings().setValue(kLastParentKey, QFileInfo(currentModelDir_).absolutePath());
   rebuildRecentMenu();
@@ -529,6 +637,8 @@ bool MainWindow::openSyntheticModel(const QString& preset) {
   }
   currentModelDir_.clear();
   syntheticPreset_ = preset;
+  currentModelKey_.clear();
+  closeRun();   // a synthetic model has no runs to compare with
   summary_ = summary;
   modelView_->setSyntheticSummary(summary, preset);
   recipePanel_->setModel(summary);
@@ -594,8 +704,16 @@ void MainWindow::refreshHuggingFaceModels() {
   hfMenu_->addAction(tr("Rescan"), this, &MainWindow::refreshHuggingFaceModels);
 }
 
+QString MainWindow::shippedRecipesDir() {
+  const QByteArray env = qgetenv("PARETO_RECIPES");
+  return env.isEmpty() ? QStringLiteral(PARETO_RECIPES_DIR) : QString::fromLocal8Bit(env);
+}
+
 void MainWindow::openRecipe() {
-  const QString start = QSettings().value(kLastRecipeDirKey, QDir::homePath()).toString();
+  // The first time: the shipped recipes' folder (where their relative calibration paths resolve).
+  const QString shipped = shippedRecipesDir();
+  const QString start =
+      QSettings().value(kLastRecipeDirKey, QFileInfo(shipped).isDir() ? shipped : QDir::homePath()).toString();
   const QString path = QFileDialog::getOpenFileName(this, tr("Open Recipe"), start, tr("Recipes (*.json)"));
   if (path.isEmpty()) return;
   QString error;
@@ -646,8 +764,9 @@ DecodeBandwidth MainWindow::currentBandwidth() const {
   DecodeBandwidth b = d->bandwidth();
   if (!measurements_.empty() && measurementsDevice_ == benchmarkDeviceName(*d)) {
     b.kernels = measurements_;
-    b.source = tr("measured %1 copy bandwidth %2 GB/s")
-                   .arg(d->label, QLocale().toString(d->copyBytesPerSecond / 1e9, 'f', 1))
+    b.source = tr("%1 copy bandwidth %2 GB/s measured %3")
+                   .arg(d->label, QLocale().toString(d->copyBytesPerSecond / 1e9, 'f', 1),
+                        d->measuredAt.toString(QStringLiteral("yyyy-MM-dd HH:mm")))
                    .toStdString();
   }
   return b;
@@ -664,7 +783,7 @@ void MainWindow::predictRuns() {
   if (measurements_.empty()) return;
   QVector<PredictionInput> inputs;
   for (const RunRecord& run : history_->runs())
-    if (benchmarkDeviceMatches(run.device.toStdString(), measurementsDevice_.toStdString()))
+    if (run.isFinishedCompress() && benchmarkDeviceMatches(run.device.toStdString(), measurementsDevice_.toStdString()))
       inputs.push_back({run.id, run.modelDir, run.recipeJson});
   if (inputs.isEmpty()) return;
   const DecodeBandwidth bandwidth = currentBandwidth();
@@ -751,9 +870,45 @@ bool MainWindow::startBenchmark() {
   pending.formats = int(request.formats.size()) + (request.synthetic.isEmpty() ? 1 : int(request.decodeFormats.size()));
   pending.decodeShape = tr("after the kernels");
   benchmarkStrip_->start(pending);
-  centralTabs_->setCurrentWidget(benchmarkStrip_);
+  showPage(benchmarkStrip_);
   QMetaObject::invokeMethod(bench_, [w = bench_, request] { w->run(request); }, Qt::QueuedConnection);
   statusBar()->showMessage(tr("Benchmarking %1 and the decode loop on %2").arg(request.formats.join(", "), request.deviceLabel));
+  updateRunnable();
+  return true;
+}
+
+bool MainWindow::benchmarkRun(int runId) {
+  const RunRecord* run = history_->find(runId);
+  QString why;
+  if (isBenchmarking())
+    why = tr("A benchmark is running.");
+  else if (isRunning())
+    why = tr("A run is in progress; its work would disturb the timings.");
+  else if (run == nullptr || !run->isFinishedCompress())
+    why = tr("Choose a finished compress run: its compressed folder is what is measured.");
+  else if (!QFileInfo(run->outDir).isDir())
+    why = tr("The folder of %1 is not there any more: %2").arg(run->name, run->outDir);
+  if (!why.isEmpty()) {
+    reportError_(tr("Cannot benchmark"), why);
+    return false;
+  }
+  BenchmarkRequest request;
+  request.kind = BenchmarkRequest::Kind::Decode;
+  request.modelDir = run->outDir;   // in its stored formats: what a user of the folder decodes with
+  request.device = currentDevice().isEmpty() ? QStringLiteral("cpu") : currentDevice();
+  const ComputeDevice* d = findDevice(request.device);
+  request.deviceLabel = d ? d->label : request.device;
+  request.cancel = std::make_shared<CancelToken>();
+  benchCancel_ = request.cancel;
+  BenchmarkSession pending;
+  pending.device = request.deviceLabel;
+  pending.shape = run->name;
+  pending.formats = 1;
+  pending.decodeShape = tr("%1 as stored").arg(QFileInfo(run->outDir).fileName());
+  benchmarkStrip_->start(pending);
+  showPage(benchmarkStrip_);
+  QMetaObject::invokeMethod(bench_, [w = bench_, request] { w->run(request); }, Qt::QueuedConnection);
+  statusBar()->showMessage(tr("Benchmarking the decode loop of %1 on %2").arg(run->name, request.deviceLabel));
   updateRunnable();
   return true;
 }
@@ -764,6 +919,7 @@ void MainWindow::cancelBenchmark() {
 
 void MainWindow::benchmarkDone(bool succeeded, const QString& message) {
   benchCancel_.reset();
+  syncHistory();   // the bench run the message names is listed under that id
   benchmarkStrip_->finish(message);
   statusBar()->showMessage(message, 30000);
   updateRunnable();
@@ -773,13 +929,8 @@ void MainWindow::benchmarkDone(bool succeeded, const QString& message) {
 void MainWindow::deleteRuns(const QList<int>& runIds) {
   QVector<qint64> storeIds;
   for (int id : runIds)
-    if (const RunRecord* run = history_->find(id); run != nullptr && run->storeId > 0) storeIds << run->storeId;
-  if (runIds.contains(currentRunId_)) {   // its views and its model for generation go with it
-    currentRunId_ = 0;
-    driftView_->setDrift(QString(), nullptr);
-    discrepancyView_->setStudy(QString(), nullptr);
-    generationPanel_->setCompressedRun(QString());
-  }
+    if (id > 0 && history_->find(id) != nullptr) storeIds << id;
+  if (runIds.contains(currentRunId_)) closeRun();   // its views and its model for generation go with it
   const int removed = history_->remove(runIds);
   bool compared = false;
   for (int id : runIds) compared = comparedIds_.removeAll(id) > 0 || compared;
@@ -801,6 +952,18 @@ void MainWindow::selectDevice(const QString& id) {
 QString MainWindow::currentDevice() const { return deviceCombo_->currentData().toString(); }
 
 void MainWindow::updateRunnable() {
+  // Calibrating and evaluating on one text file: allowed, but the perplexity then flatters the recipe.
+  const QString calibration = recipePanel_->value(RecipePanel::kCalibrationFile).toString();
+  const QString heldOut = evaluationPanel_->settings().heldOutText;
+  const bool overlap = recipePanel_->value(RecipePanel::kCalibrationSource).toString() == QLatin1String("text") &&
+                       !calibration.isEmpty() && !heldOut.isEmpty() &&
+                       QFileInfo(calibration).canonicalFilePath() == QFileInfo(heldOut).canonicalFilePath() &&
+                       QFileInfo(heldOut).exists();
+  overlapWarning_->setText(overlap ? tr("The calibration text is also the held-out text (%1): the perplexity will "
+                                        "flatter the recipe. Evaluate on another file.")
+                                         .arg(QFileInfo(heldOut).fileName())
+                                   : QString());
+  overlapWarning_->setVisible(overlap);
   QString why;
   if (isRunning())
     why = tr("A run is in progress.");
@@ -876,7 +1039,10 @@ bool MainWindow::startRun() {
   QMetaObject::invokeMethod(worker_, [w = worker_, request] { w->run(request); }, Qt::QueuedConnection);
 
   progressBar_->setValue(0);
-  progressLabel_->setText(tr("starting"));
+  runFraction_ = 0;
+  runStage_ = tr("starting");
+  runTimer_.start();
+  progressLabel_->setText(runStage_);
   for (QWidget* w : std::initializer_list<QWidget*>{progressLabel_, progressBar_, cancelButton_}) w->setVisible(true);
   cancelButton_->setEnabled(true);
   cancelAction_->setEnabled(true);
@@ -917,6 +1083,17 @@ void MainWindow::cancelSearch() {
   searchView_->setMessage(tr("cancelling at the next module…"));
 }
 
+void MainWindow::showRunProgress() {
+  if (!isRunning()) return;
+  progressBar_->setValue(int(runFraction_ * 1000));
+  const double left = JobProgress::secondsLeft(runFraction_, runTimer_.elapsed() / 1000.0);
+  progressLabel_->setText(left < 0 ? tr("%1 · %2%").arg(runStage_).arg(int(runFraction_ * 100))
+                                   : tr("%1 · %2% · about %3 left")
+                                         .arg(runStage_)
+                                         .arg(int(runFraction_ * 100))
+                                         .arg(display::duration(left)));
+}
+
 void MainWindow::cancelRun() {
   if (!runCancel_) return;
   runCancel_->cancel();
@@ -925,8 +1102,17 @@ void MainWindow::cancelRun() {
   progressLabel_->setText(tr("cancelling at the next layer…"));
 }
 
+void MainWindow::syncHistory() {
+  // A running run is read again: its status moves on.
+  QSet<qint64> known;
+  for (const RunRecord& run : history_->runs())
+    if (run.id > 0 && run.status != QLatin1String("running")) known.insert(run.id);
+  QMetaObject::invokeMethod(worker_, [w = worker_, known] { w->loadHistory(known); }, Qt::QueuedConnection);
+}
+
 void MainWindow::runDone(bool succeeded, const QString& message) {
   runCancel_.reset();
+  syncHistory();   // a cancelled or failed run is in the store too, as pareto-cli runs lists it
   for (QWidget* w : std::initializer_list<QWidget*>{progressLabel_, progressBar_, cancelButton_}) w->setVisible(false);
   cancelAction_->setEnabled(false);
   statusBar()->showMessage(message, 30000);
@@ -937,11 +1123,24 @@ void MainWindow::runDone(bool succeeded, const QString& message) {
 void MainWindow::openRun(int runId) {
   const RunRecord* run = history_->find(runId);
   if (run == nullptr) return;
+  runsPanel_->selectRun(runId);
+  if (!run->isFinishedCompress()) {   // nothing compressed to show or generate with
+    statusBar()->showMessage(tr("%1 is a %2 run (%3): only finished compress runs open in the views.")
+                                 .arg(run->name, run->kind, run->status),
+                             10000);
+    return;
+  }
   currentRunId_ = runId;
-  driftView_->setDrift(run->name, run->drift);
+  driftView_->setDrift(run->name, run->drift, run->driftAbsent);
   discrepancyView_->setStudy(run->name, run->discrepancy);
   generationPanel_->setCompressedRun(run->name);
-  runsPanel_->selectRun(runId);
+}
+
+void MainWindow::closeRun() {
+  currentRunId_ = 0;
+  driftView_->setDrift(QString(), nullptr);
+  discrepancyView_->setStudy(QString(), nullptr);
+  generationPanel_->setCompressedRun(QString());
 }
 
 void MainWindow::compareRuns(const QList<int>& runIds) {
@@ -950,7 +1149,7 @@ void MainWindow::compareRuns(const QList<int>& runIds) {
   for (int id : runIds)
     if (const RunRecord* r = history_->find(id)) runs.push_back(r);
   compareView_->setRuns(runs);
-  centralTabs_->setCurrentWidget(compareView_);
+  showPage(compareView_);
 }
 
 void MainWindow::startGeneration(const QString& prompt, int maxNewTokens) {
@@ -961,11 +1160,18 @@ void MainWindow::startGeneration(const QString& prompt, int maxNewTokens) {
   request.device = currentDevice();
   request.prompt = prompt;
   request.maxNewTokens = maxNewTokens;
+  request.sampling = generationPanel_->sampling();
   request.cancel = std::make_shared<CancelToken>();
   generationCancel_ = request.cancel;
   generationPanel_->setBusy(true);
   generationPanel_->showStatus(tr("generating…"));
   QMetaObject::invokeMethod(worker_, [w = worker_, request] { w->generate(request); }, Qt::QueuedConnection);
+}
+
+void MainWindow::showPage(QWidget* page) {
+  for (int i = 0; i < centralTabs_->count(); ++i)
+    if (const auto* scroll = qobject_cast<QScrollArea*>(centralTabs_->widget(i)); scroll && scroll->widget() == page)
+      centralTabs_->setCurrentIndex(i);
 }
 
 bool MainWindow::selectTab(const QString& name) {
@@ -1004,8 +1210,9 @@ void MainWindow::showAbout() {
 void MainWindow::restoreSettings() {
   QSettings settings;
   if (!restoreGeometry(settings.value(kGeometryKey).toByteArray())) resize(1400, 900);
-  // First start: the default dock sizes are applied once the window is shown (resizeDocks needs its layout).
-  defaultDockSizes_ = !restoreState(settings.value(kStateKey).toByteArray());
+  // The docks' layout is restored (or, on a first start, the default sizes applied) once the window is shown:
+  // resizeDocks and restoreState need its final size.
+  savedState_ = settings.value(kStateKey).toByteArray();
   evaluationPanel_->loadSettings();
   const QString recipe = settings.value(kRecipeKey).toString();
   if (!recipe.isEmpty()) {
@@ -1024,14 +1231,42 @@ void MainWindow::saveSettings() const {
   evaluationPanel_->saveSettings();
 }
 
+void MainWindow::fitDocks() {
+  // A dock scrolls vertically but never sideways: it is as wide as its widest row needs, so no combo arrow or
+  // button is cut off, whatever the window's size or the model's names.
+  for (QScrollArea* scroll : {modelScroll_, recipeScroll_}) {
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    const int width = scroll->widget()->minimumSizeHint().width() + scroll->verticalScrollBar()->sizeHint().width() +
+                      2 * scroll->frameWidth();
+    scroll->setMinimumWidth(width);
+  }
+}
+
+void MainWindow::applyDefaultDockSizes() {
+  // The plots get most of the room; each dock at least what its controls need.
+  auto dock = [this](const char* name) { return findChild<QDockWidget*>(name); };
+  resizeDocks({dock("modelDock"), dock("recipeDock")},
+              {std::max(380, modelScroll_->minimumWidth()), std::max(400, recipeScroll_->minimumWidth())},
+              Qt::Horizontal);
+  resizeDocks({dock("runsDock")}, {190}, Qt::Vertical);
+}
+
+void MainWindow::resetLayout() {
+  restoreState(defaultState_);
+  for (QDockWidget* dock : findChildren<QDockWidget*>()) dock->setVisible(true);
+  findChild<QDockWidget*>("runsDock")->raise();
+  applyDefaultDockSizes();
+  statusBar()->showMessage(tr("Layout reset: the docks are where a first start puts them."), 10000);
+}
+
 void MainWindow::showEvent(QShowEvent* event) {
   QMainWindow::showEvent(event);
-  if (!defaultDockSizes_) return;
-  defaultDockSizes_ = false;
-  // The plots get most of the room.
-  auto dock = [this](const char* name) { return findChild<QDockWidget*>(name); };
-  resizeDocks({dock("modelDock"), dock("recipeDock")}, {380, 400}, Qt::Horizontal);
-  resizeDocks({dock("runsDock")}, {190}, Qt::Vertical);
+  if (shown_) return;
+  shown_ = true;
+  fitDocks();
+  // The saved layout is restored once the window has its saved size: restored before, the docks are fitted to
+  // the default size and come back different.
+  if (savedState_.isEmpty() || !restoreState(savedState_)) applyDefaultDockSizes();
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

@@ -1,9 +1,10 @@
 // The workbench window. Docks: Model (folder, Hugging Face cache, recent models, synthetic models of known
 // architectures, device, summary), Recipe
 // (recipe controls with instant estimates, evaluation settings, Run), Runs (this session's history) and
-// Generation (dense vs compressed, streaming). The Runs dock starts with the finished compress runs of the
-// experiment store (pareto-cli's database), read on the worker thread; every run the window starts is recorded
-// there by the worker and appears in the Runs dock and the Pareto view when it finishes. Deleting runs there
+// Generation (dense vs compressed, streaming). The Runs dock starts with the runs of the
+// experiment store (pareto-cli's database) under their store ids, every kind and status as `pareto-cli runs` lists
+// them, read on the worker thread; every run the window starts is recorded there by the worker and appears in the
+// Runs dock (and, finished, in the Pareto view of its model) when it ends. Deleting runs there
 // deletes them from the store too; Export writes the selected run's folder for llama.cpp (GGUF), vLLM
 // (compressed-tensors) or transformers (dense), as pareto-cli's exports do (RunExporter). Central tabs: Inspect, Drift, Discrepancy, Pareto, Compare, Benchmark and Search. Search runs core's
 // search of the trade-off on the engine worker and loads a clicked front point's recipe into the Recipe dock.
@@ -21,6 +22,7 @@
 // Benchmark measures it; compressing, evaluating and generating need real weights and are disabled with a reason.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QMainWindow>
 #include <QThread>
 #include <QVector>
@@ -37,6 +39,7 @@ class QLabel;
 class QMenu;
 class QPlainTextEdit;
 class QProgressBar;
+class QScrollArea;
 class QTabWidget;
 class QToolButton;
 
@@ -83,8 +86,11 @@ class MainWindow : public QMainWindow {
   // The running job's token (null when idle); cancelling it is what the Cancel button does.
   std::shared_ptr<CancelToken> runCancelToken() const { return runCancel_; }
 
-  // Makes a run the current one: its drift and discrepancy in the tabs, its folder for generation.
+  // Makes a finished compress run the current one: its drift and discrepancy in the tabs, its folder for
+  // generation. Another run (a benchmark, a failed run) is only selected in the Runs dock.
   void openRun(int runId);
+  // The open model's key (RunRecord::modelKey(): its content hash); "" without a model folder.
+  QString currentModelKey() const { return currentModelKey_; }
   int currentRunId() const { return currentRunId_; }
   void compareRuns(const QList<int>& runIds);
   // Removes the runs from the history (and its views) at once and deletes them from the store on the
@@ -97,6 +103,9 @@ class MainWindow : public QMainWindow {
   // model, or while a run or a benchmark is in progress.
   bool startBenchmark();
   void cancelBenchmark();
+  // Measures the decode loop of a finished run's compressed folder on the current device (Runs dock ▸
+  // Benchmark); recorded as a bench run of that folder, whose tok/s then stands for the run's speed.
+  bool benchmarkRun(int runId);
   // Starts the Search view's search (jobs/SearchJob.h) on the worker for the open model and current device;
   // false (and the reason reported) without a model folder, or while a run or a search is in progress.
   bool startSearch(const QString& baseRecipe, int budgetKind, double budget);
@@ -107,6 +116,17 @@ class MainWindow : public QMainWindow {
   const std::vector<KernelMeasurement>& kernelMeasurements() const { return measurements_; }
   // The bandwidth predicted tokens/s on the current device come from: its copy bandwidth and its measurements.
   DecodeBandwidth currentBandwidth() const;
+  // The devices as probed (their copy bandwidth and when it was measured).
+  const QVector<ComputeDevice>& devices() const { return devices_; }
+  // Measures the current device's copy bandwidth again (Run ▸ Measure Copy Bandwidth); devicesReady follows.
+  // Otherwise a device's bandwidth is measured once and kept (settings) across sessions.
+  void remeasureBandwidth();
+
+  // The folder of the shipped recipes: $PARETO_RECIPES, else the source tree's resources/recipes.
+  static QString shippedRecipesDir();
+
+  // View ▸ Reset Layout: every dock back where a first start puts it, at its default size.
+  void resetLayout();
 
   // Selects the central tab whose title matches (case-insensitive); false when there is none.
   bool selectTab(const QString& name);
@@ -135,6 +155,7 @@ class MainWindow : public QMainWindow {
   BenchmarkWorker* benchmarkWorker() const { return bench_; }
   QAction* benchmarkAction() const { return benchAction_; }
   QAction* runAction() const { return runAction_; }
+  QAction* cancelAction() const { return cancelAction_; }
   QString currentModelDir() const { return currentModelDir_; }
 
  signals:
@@ -160,6 +181,12 @@ class MainWindow : public QMainWindow {
 
  private:
   void createWorker();
+  // Each dock's minimum width: what its widest row of controls needs (it scrolls vertically, never sideways).
+  void fitDocks();
+  void applyDefaultDockSizes();
+  // Makes the central tab holding this view the current one.
+  void showPage(QWidget* page);
+  QMap<QString, StoredBandwidth> storedBandwidths() const;
   void connectBenchmarkWorker();
   void requestMeasurements();
   void predictRuns();
@@ -183,6 +210,12 @@ class MainWindow : public QMainWindow {
   void applyDevice();
   void startGeneration(const QString& prompt, int maxNewTokens);
   void runDone(bool succeeded, const QString& message);
+  // The status bar's one bar for the whole run: stage, percent and the time left at the pace so far.
+  void showRunProgress();
+  // Reads the store's runs the history does not have yet (a cancelled, failed or benchmark run; a CLI's).
+  void syncHistory();
+  // Clears the views of the current run (drift, discrepancy, the Generation dock's compressed model).
+  void closeRun();
   QString uniqueRunFolder() const;
 
   QThread workerThread_;
@@ -221,6 +254,7 @@ class MainWindow : public QMainWindow {
   QMenu* hfMenu_ = nullptr;
   QMenu* syntheticMenu_ = nullptr;
   QLabel* modelStatus_ = nullptr;
+  QLabel* overlapWarning_ = nullptr;   // calibration text == held-out text
   QProgressBar* progressBar_ = nullptr;
   QLabel* progressLabel_ = nullptr;
   QToolButton* cancelButton_ = nullptr;
@@ -230,9 +264,18 @@ class MainWindow : public QMainWindow {
   QAction* benchAction_ = nullptr;
   QString currentModelDir_;   // empty with a synthetic model
   QString syntheticPreset_;
+  QString currentModelKey_;
+  QMap<QString, double> measuredSpeeds_;   // batch-1 decode tok/s of benchmarked folders, from the store   // the open model's content hash (RunRecord::modelKey()); "" for none or synthetic
   QString runOutDir_;
   int currentRunId_ = 0;
-  bool defaultDockSizes_ = false;
+  QElapsedTimer runTimer_;
+  double runFraction_ = 0;
+  QString runStage_;
+  QScrollArea* modelScroll_ = nullptr;
+  QScrollArea* recipeScroll_ = nullptr;
+  QByteArray defaultState_;   // the layout as created (View ▸ Reset Layout)
+  QByteArray savedState_;     // the layout of the last session, restored on the first show
+  bool shown_ = false;
   ErrorReporter reportError_;
 };
 

@@ -109,6 +109,11 @@ QString RunExporter::selectedFolder(QString* why) const {
     *why = tr("Select one run in the Runs dock: its compressed folder is what is exported.");
     return {};
   }
+  if (!run->isFinishedCompress()) {
+    *why = tr("%1 is a %2 run (%3): only a finished compress run has a compressed folder to export.")
+               .arg(run->name, run->kind, run->status);
+    return {};
+  }
   if (run->outDir.isEmpty() || !QFileInfo(run->outDir).isDir()) {
     *why = tr("The folder of %1 is not there any more: %2").arg(run->name, run->outDir);
     return {};

@@ -50,6 +50,27 @@ void planGguf(ModulePlan& plan) {
   plan.format = WeightFormat::ggufBlocks(type);
 }
 
+// A group that does not divide a row (of kept values) would leave a partial last group, which no format stores:
+// the plan takes the largest power-of-two fraction of the asked group that divides the row, down to 32 columns
+// (the smallest group the kernels take), and says so in its note. A group with no such fraction stays as asked,
+// and the grid's check refuses it with the module named.
+void fitGroup(ModulePlan& plan, int64_t valueColumns) {
+  QuantSpec& grid = plan.quant->grid;
+  if (plan.quant->method == "spqr" || grid.granularity != QuantSpec::Granularity::Group || grid.groupSize < 1 ||
+      valueColumns % grid.groupSize == 0)
+    return;
+  for (int64_t g = grid.groupSize; g % 2 == 0 && g / 2 >= 32;) {
+    g /= 2;
+    if (valueColumns % g != 0) continue;
+    plan.note = "groups of " + std::to_string(g) + " instead of " + std::to_string(grid.groupSize) + ": " +
+                std::to_string(grid.groupSize) + " does not divide a row's " + std::to_string(valueColumns) +
+                (plan.format.isBitmask() ? " kept values" : " input columns");
+    grid.groupSize = g;
+    plan.format.groupSize = g;
+    return;
+  }
+}
+
 }  // namespace
 
 std::string ModulePlan::method() const {
@@ -132,6 +153,7 @@ ModulePlan planModule(const Recipe& recipe, const std::string& module, int64_t r
   plan.format.symmetric = q.method == "spqr" ? true : q.grid.symmetric;
   plan.format.scaleBits = q.method == "spqr" ? q.scaleBits : 0;
   const int64_t vcols = plan.valueColumns();
+  fitGroup(plan, vcols);
   // RTN quantizes the kept values as they are packed; GPTQ and SpQR solve over the original columns.
   if (plan.format.isBitmask() &&
       (q.method == "spqr" || (q.method == "gptq" && q.grid.granularity == QuantSpec::Granularity::Group)))

@@ -88,9 +88,12 @@ ModuleLayout layoutOf(const TensorSummary& t, const Recipe& recipe) {
         out.note = "SpQR with an outlier threshold: outliers are only known after the run, estimated without them";
       }
     }
-    // Deduplicated across modules: one line per kind of GGUF fallback.
-    if (!plan.note.empty()) out.note = plan.note.substr(0, plan.note.find(':')) + " on modules whose input columns "
-                                       "are not whole 256-weight super-blocks";
+    // Deduplicated across modules: one line per kind of GGUF fallback, one per narrowed group and row width.
+    if (!plan.note.empty())
+      out.note = plan.quant && plan.quant->format ? plan.note.substr(0, plan.note.find(':')) +
+                                                        " on modules whose input columns are not whole 256-weight "
+                                                        "super-blocks"
+                                                  : plan.note;
     e.format = plan.format.name();
     e.kernel = plan.format.kernel();
     e.bytes = plan.format.isDense() ? t.bytes : plan.storedBytes(valueBytes, outliers);

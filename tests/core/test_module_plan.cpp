@@ -128,6 +128,20 @@ TEST(ModulePlan, DecidesTheLayoutAndRefusesWhatTheJobWould) {
   EXPECT_EQ(p.valueColumns(), 96);
   // 40 columns take 2:4 but fill no mask word (no bitmask), and no groups of 32: refused.
   EXPECT_THROW(planModule(r24int4, "m", 512, 40), InputError);
+  // A group that does not divide the row: the largest power-of-two fraction of it that does (at least 32), said
+  // in the note; the solvers get that grid.
+  const Recipe g128 = Recipe::fromJson({{"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 128}}}}, "", "r.json");
+  ModulePlan narrowed = planModule(g128, "model.layers.0.self_attn.q_proj", 192, 192);
+  EXPECT_EQ(narrowed.format.name(), "int4-g64");
+  EXPECT_EQ(narrowed.quant->grid.groupSize, 64);
+  EXPECT_THAT(narrowed.note, HasSubstr("groups of 64 instead of 128"));
+  EXPECT_TRUE(planModule(g128, "model.layers.0.mlp.down_proj", 192, 512).note.empty());
+  const Recipe g128on24 = Recipe::fromJson({{"prune", {{"method", "magnitude"}, {"pattern", "2:4"}}},
+                                            {"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 128}}}},
+                                           "", "r.json");
+  EXPECT_EQ(planModule(g128on24, "m", 512, 192).format.name(), "bitmask-2:4+int4-g32");   // 96 kept values a row
+  const Recipe g100 = Recipe::fromJson({{"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 100}}}}, "", "r.json");
+  EXPECT_THROW(planModule(g100, "m", 192, 192), InputError);
   const Recipe gptqAct = Recipe::fromJson(
       {{"calibration", {{"source", "text"}, {"text", "t.txt"}}},
        {"quantize", {{"method", "gptq"}, {"bits", 4}, {"group_size", 64}, {"act_order", true}}}},

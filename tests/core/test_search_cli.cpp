@@ -27,7 +27,7 @@ class SearchCli : public ::testing::Test {
     dir_ = pareto::test::scratchDir("search-cli");
     model_ = pareto::test::sharedPath("models/ref-tiny");
     // Small calibration; candidates whose groups fit ref-tiny's 192- and 512-column linears, plus one that
-    // does not (groups of 128), to be left out and listed.
+    // does not (groups of 100, which no power-of-two fraction of at least 32 makes fit), to be left out and listed.
     const json base = {
         {"calibration", {{"source", "text"}, {"text", pareto::test::sharedPath("data/wikitext2-test.txt")},
                          {"tokens", 2048}, {"window", 128}}},
@@ -35,7 +35,7 @@ class SearchCli : public ::testing::Test {
                         {{"name", "int8"}, {"quantize", {{"method", "rtn"}, {"bits", 8}, {"granularity", "channel"}}}},
                         {{"name", "gptq4-g64"}, {"quantize", {{"method", "gptq"}, {"bits", 4}, {"group_size", 64}}}},
                         {{"name", "gptq3-g64"}, {"quantize", {{"method", "gptq"}, {"bits", 3}, {"group_size", 64}}}},
-                        {{"name", "rtn4-g128"}, {"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 128}}}}}}};
+                        {{"name", "rtn4-g100"}, {"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 100}}}}}}};
     base_ = dir_ + "/base.json";
     std::ofstream(base_) << base.dump(2);
   }
@@ -51,7 +51,7 @@ TEST_F(SearchCli, SearchedRecipeCompressesToThePredictedBitsWithinTheBudget) {
   const double predicted = r.at("chosen").at("linear_bits_per_weight").get<double>();
   EXPECT_LE(predicted, 5.0);
   EXPECT_GT(predicted, 4.0);   // the budget is used, not left idle
-  EXPECT_THAT(r.at("skipped").dump(), HasSubstr("× rtn4-g128: model.layers.0.self_attn.q_proj"));
+  EXPECT_THAT(r.at("skipped").dump(), HasSubstr("× rtn4-g100: model.layers.0.self_attn.q_proj"));
   EXPECT_EQ(r.at("front").size(), 4u);
   for (const auto& p : r.at("front")) EXPECT_TRUE(std::filesystem::exists(p.at("recipe").get<std::string>()));
   // A front point that spends more bits has a lower estimated loss.

@@ -91,7 +91,7 @@ TEST(PlotExport, WritesAnSvgThatParsesAsXmlWithAnSvgRoot) {
   RunHistory history;
   ParetoView view(&history);
   history.add(syntheticRun(12.0, 200));
-  history.add(syntheticRun(11.0, 100));
+  history.add(syntheticRun(11.0, 100));   // unrecorded runs: drawn all the same
   QTemporaryDir dir;
   QString error;
   // Never shown (no on-screen size yet): exported at a default size.
@@ -242,7 +242,12 @@ TEST(RunsPanel, DeletesTheSelectedRunsOnlyAfterConfirmation) {
   RunHistory history;
   RunsPanel panel(&history);
   ParetoView pareto(&history);
-  for (double ppl : {14.0, 12.0, 13.0}) history.add(syntheticRun(ppl, 100 + ppl));
+  int id = 0;
+  for (double ppl : {14.0, 12.0, 13.0}) {
+    RunRecord r = syntheticRun(ppl, 100 + ppl);
+    r.id = ++id;   // as the store numbers them
+    history.add(r);
+  }
   auto* deleteButton = panel.findChild<QPushButton*>("deleteRuns");
   ASSERT_NE(deleteButton, nullptr);
   EXPECT_FALSE(deleteButton->isEnabled());   // nothing selected
@@ -397,6 +402,14 @@ TEST_F(BenchmarkWindow, BenchmarkStreamsResultsFromItsThreadAndRecordsABenchRun)
   EXPECT_TRUE(QString::fromStdString(runs[0].modelPath).endsWith("ref-tiny")) << runs[0].modelPath;
   EXPECT_EQ(runs[0].device.rfind("cpu", 0), 0u) << runs[0].device;
   EXPECT_TRUE(ended.first().at(1).toString().contains(QStringLiteral("run %1").arg(runs[0].id)));
+  // The run the status bar names is in the Runs dock under that id (read from the store after the benchmark).
+  if (t.window.history()->find(int(runs[0].id)) == nullptr) {
+    QSignalSpy synced(&t.window, &MainWindow::historyLoaded);
+    ASSERT_TRUE(test::waitForSignals(synced));
+  }
+  ASSERT_NE(t.window.history()->find(int(runs[0].id)), nullptr);
+  EXPECT_EQ(str(t.window.history()->find(int(runs[0].id))->kind), "bench");
+  EXPECT_LT(t.window.paretoView()->pointOf(int(runs[0].id)).x(), 0);   // not a compress run: not on the front
   const RunDetails details = store.run(runs[0].id);
   ASSERT_EQ(details.benchmarks.size(), 3u);
   EXPECT_EQ(details.benchmarks[0].kernel, "dense");
@@ -484,8 +497,8 @@ TEST_F(BenchmarkWindow, PredictedTokensPerSecondComeFromTheStoredKernelBenchmark
   test::TestWindow t;
   waitForDevices(t);
   QSignalSpy loaded(&t.window, &MainWindow::historyLoaded);
-  if (t.window.history()->rowCount() < 2) ASSERT_TRUE(test::waitForSignals(loaded));
-  ASSERT_EQ(t.window.history()->rowCount(), 2);
+  if (t.window.history()->rowCount() < 3) ASSERT_TRUE(test::waitForSignals(loaded));
+  ASSERT_EQ(t.window.history()->rowCount(), 3);   // the bench run is listed too
   ASSERT_TRUE(openTiny(t));
   setRecipe(t.window, kTwoFour);
   auto* label = t.window.recipePanel()->findChild<QLabel*>("estimate.tokensPerSecond");
@@ -528,7 +541,8 @@ TEST_F(BenchmarkWindow, PredictedTokensPerSecondComeFromTheStoredKernelBenchmark
   EXPECT_EQ(predictions.last().at(0).toInt(), 1);
   const RunRecord* gpuRun = nullptr;
   const RunRecord* cpuRun = nullptr;
-  for (const RunRecord& r : t.window.history()->runs()) (r.device == "cpu" ? cpuRun : gpuRun) = &r;
+  for (const RunRecord& r : t.window.history()->runs())
+    if (r.kind == "compress") (r.device == "cpu" ? cpuRun : gpuRun) = &r;
   ASSERT_TRUE(gpuRun && cpuRun);
   EXPECT_DOUBLE_EQ(gpuRun->metric(metric::kPredictedTokensPerSecond), expected.tokensPerSecond);
   EXPECT_DOUBLE_EQ(gpuRun->metric(metric::kDensePredictedTokensPerSecond), expected.denseTokensPerSecond);
@@ -566,7 +580,7 @@ TEST_F(BenchmarkWindow, DeletingRunsRemovesThemFromTheDockTheParetoViewAndTheSto
   ASSERT_TRUE(test::waitForSignals(loaded));
   ASSERT_EQ(t.window.history()->rowCount(), 2);
   int goneId = 0, keptId = 0;
-  for (const RunRecord& r : t.window.history()->runs()) (r.storeId == gone ? goneId : keptId) = r.id;
+  for (const RunRecord& r : t.window.history()->runs()) (r.id == gone ? goneId : keptId) = r.id;
   ASSERT_TRUE(goneId > 0 && keptId > 0);
   t.window.openRun(goneId);
   t.window.compareRuns({goneId, keptId});
@@ -604,7 +618,7 @@ TEST_F(BenchmarkWindow, DeletingRunsRemovesThemFromTheDockTheParetoViewAndTheSto
   QSignalSpy reloaded(&reopened.window, &MainWindow::historyLoaded);
   ASSERT_TRUE(test::waitForSignals(reloaded));
   ASSERT_EQ(reopened.window.history()->rowCount(), 1);
-  EXPECT_EQ(reopened.window.history()->runs().front().storeId, kept);
+  EXPECT_EQ(reopened.window.history()->runs().front().id, kept);
 }
 
 // Gap 3, live refresh: a run the worker reports finished shows in the Runs dock and the Pareto view at once,
@@ -627,6 +641,7 @@ TEST_F(BenchmarkWindow, AFinishedRunShowsInTheRunsDockAndTheParetoViewAtOnce) {
   EXPECT_GE(t.window.paretoView()->pointOf(id).x(), 0);
   EXPECT_EQ(t.window.paretoView()->frontRunIds(), std::vector<int>{id});
   RunRecord second = syntheticRun(11.0, 200.0);   // better on both axes: the front moves to it
+  second.modelDir = tinyDir();
   emit t.window.worker()->runFinished(second);
   EXPECT_EQ(t.window.runsPanel()->table()->model()->rowCount(), 2);
   EXPECT_EQ(t.window.paretoView()->frontRunIds(), std::vector<int>{t.window.history()->runs().back().id});

@@ -8,6 +8,7 @@
 #include <QDir>
 #include <QLabel>
 #include <QLineEdit>
+#include <QRegularExpression>
 #include <QSlider>
 #include <QSpinBox>
 #include <QTemporaryDir>
@@ -185,6 +186,92 @@ TEST(RecipePanel, ExampleRecipesRoundTrip) {
       }
     }
   }
+}
+
+// Issue 25, point 4: every shipped recipe runs on both reference models: the estimates have no refused module
+// (int4-g128 on ref-tiny's 192 input columns takes groups of 64 and says so); a recipe that cannot run shows the
+// reason where the numbers would be.
+TEST(RecipePanel, EveryShippedRecipeRunsOnBothReferenceModels) {
+  PARETO_REQUIRE_SHARED();
+  const QDir dir(QStringLiteral(PARETO_SOURCE_DIR "/resources/recipes"));
+  const QStringList files = dir.entryList({"*.json"}, QDir::Files);
+  ASSERT_GE(files.size(), 5);
+  for (const char* model : {"models/ref-tiny", "models/ref-small"}) {
+    const ModelSummary summary = summarizeModel(test::sharedPath(model));
+    for (const QString& name : files) {
+      SCOPED_TRACE(std::string(model) + " " + str(name));
+      RecipePanel panel;
+      panel.setModel(summary);
+      QString error;
+      ASSERT_TRUE(panel.loadRecipeFile(dir.filePath(name), &error)) << str(error);
+      ASSERT_TRUE(panel.estimate().has_value());
+      EXPECT_TRUE(panel.estimate()->problems.empty()) << panel.estimate()->problems.front();
+      EXPECT_TRUE(panel.problems().isEmpty()) << str(panel.problems().join("\n"));
+      EXPECT_FALSE(textOf(&panel, "estimate.linearBits").contains("cannot run"));
+    }
+  }
+
+  RecipePanel panel;
+  panel.setModel(refTiny());
+  QString error;
+  ASSERT_TRUE(panel.loadRecipeFile(dir.filePath("int4-g128-rtn.json"), &error)) << str(error);
+  const QString predicted = textOf(&panel, "estimate.tokensPerSecond");
+  EXPECT_TRUE(predicted.contains("groups of 64 instead of 128")) << str(predicted);
+
+  // Groups of 100 have no power-of-two fraction of at least 32 dividing 192: refused, and no numbers shown.
+  ASSERT_TRUE(panel.setRecipe({{"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 100}}}}, QString(),
+                              "test", &error))
+      << str(error);
+  EXPECT_FALSE(panel.problems().isEmpty());
+  const QString bits = textOf(&panel, "estimate.linearBits");
+  EXPECT_TRUE(bits.startsWith("cannot run on this model")) << str(bits);
+  EXPECT_TRUE(bits.contains("model.layers.0")) << str(bits);
+  for (const char* name : {"estimate.modelBits", "estimate.size", "estimate.tokensPerSecond"})
+    EXPECT_FALSE(textOf(&panel, name).contains(QRegularExpression("[0-9]"))) << name << " " << str(textOf(&panel, name));
+}
+
+// Issue 25, point 8: every N:M the engine takes is offered, and each gives a recipe core parses as that pattern.
+TEST(RecipePanel, OffersEveryNMPatternTheEngineTakes) {
+  RecipePanel panel;
+  choose(panel, RecipePanel::kPruneMethod, "magnitude");
+  QComboBox* pattern = control<QComboBox>(panel, RecipePanel::kPrunePattern);
+  int offered = 0;
+  for (int m : {2, 4, 8, 16, 32})
+    for (int n = 1; n < m; ++n) {
+      const QString nm = QStringLiteral("%1:%2").arg(n).arg(m);
+      ASSERT_GE(pattern->findData(nm), 0) << str(nm);
+      ++offered;
+    }
+  EXPECT_EQ(pattern->count(), offered + 1);   // and unstructured
+  for (const char* nm : {"1:4", "2:8", "16:32"}) {
+    choose(panel, RecipePanel::kPrunePattern, nm);
+    const Recipe r = Recipe::fromJson(panel.recipeJson(), "", "panel");
+    ASSERT_TRUE(r.pruneFor("model.layers.0.mlp.up_proj").has_value()) << nm;
+    EXPECT_EQ(r.pruneFor("model.layers.0.mlp.up_proj")->pattern.label(), nm);
+  }
+}
+
+// Issue 25, point 8: the shipped recipes are listed by name with their descriptions; choosing one loads it.
+TEST(RecipePanel, ListsTheShippedRecipesAndLoadsTheChosenOne) {
+  RecipePanel panel;
+  const QString dir = QStringLiteral(PARETO_SOURCE_DIR "/resources/recipes");
+  const int listed = panel.setShippedRecipes(dir);
+  EXPECT_EQ(listed, int(QDir(dir).entryList({"*.json"}, QDir::Files).size()));
+  QComboBox* picker = control<QComboBox>(panel, "recipePicker");
+  ASSERT_EQ(picker->count(), listed + 1);
+  for (int i = 1; i < picker->count(); ++i) {
+    EXPECT_FALSE(picker->itemData(i, Qt::ToolTipRole).toString().isEmpty()) << str(picker->itemText(i));
+    EXPECT_NE(picker->itemData(i, Qt::ToolTipRole).toString(), picker->itemText(i)) << "no description";
+  }
+  const int int8 = picker->findText("int8-channel");
+  ASSERT_GE(int8, 0);
+  picker->setCurrentIndex(int8);
+  emit picker->activated(int8);
+  const Recipe r = Recipe::fromJson(panel.recipeJson(), "", "panel");
+  ASSERT_TRUE(r.quantizeFor("model.layers.0.mlp.up_proj").has_value());
+  EXPECT_EQ(r.quantizeFor("model.layers.0.mlp.up_proj")->grid.bits, 8);
+  EXPECT_TRUE(textOf(&panel, "recipePickerNote").contains("8")) << str(textOf(&panel, "recipePickerNote"));
+  EXPECT_TRUE(panel.undoStack()->canUndo());
 }
 
 TEST(RecipePanel, SavesAndLoadsJson) {

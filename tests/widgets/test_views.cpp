@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <QAbstractItemModel>
+#include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QSpinBox>
 #include <QDir>
 #include <QFile>
 #include <QImage>
@@ -19,6 +22,7 @@
 #include <QTest>
 #include <QTreeWidget>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <qcustomplot.h>
 
 #include "WidgetTestSupport.h"
@@ -56,6 +60,12 @@ RunRecord run(double ppl, double nll, double bits, double tokensPerSecond) {
   return r;
 }
 
+// The run as the store lists it: under its store id.
+RunRecord stored(int id, RunRecord r) {
+  r.id = id;
+  return r;
+}
+
 std::shared_ptr<ActivationDriftResult> syntheticDrift(int rows, int steps) {
   auto d = std::make_shared<ActivationDriftResult>();
   d->layers = rows;
@@ -86,8 +96,8 @@ TEST(ParetoFront, KeepsTheNonDominatedPoints) {
 TEST(RunHistory, ListsRunsWithSortableMetricsAndTooltips) {
   RunHistory history;
   QSignalSpy added(&history, &RunHistory::runAdded);
-  const int a = history.add(run(12.5, 2.1, 9.0, 300));
-  const int b = history.add(run(11.0, 2.0, 16.0, 100));
+  const int a = history.add(stored(1, run(12.5, 2.1, 9.0, 300)));
+  const int b = history.add(stored(2, run(11.0, 2.0, 16.0, 100)));
   EXPECT_EQ(added.count(), 2);
   EXPECT_EQ(history.rowCount(), 2);
   EXPECT_NE(a, b);
@@ -99,12 +109,32 @@ TEST(RunHistory, ListsRunsWithSortableMetricsAndTooltips) {
     EXPECT_FALSE(history.headerData(c, Qt::Horizontal, Qt::ToolTipRole).toString().isEmpty()) << c;
   }
   EXPECT_EQ(history.find(99), nullptr);
+
+  // Issue 25, point 2: the store's id is the run's id; read again (its status moved on), a run is replaced, not
+  // added; a run the store could not record gets a negative id and says so.
+  RunRecord again = stored(1, run(12.5, 2.1, 9.0, 300));
+  again.status = "finished";
+  again.metrics[metric::kPerplexity] = 12.25;
+  EXPECT_EQ(history.add(again), 1);
+  EXPECT_EQ(history.rowCount(), 2);
+  EXPECT_DOUBLE_EQ(history.find(1)->metric(metric::kPerplexity), 12.25);
+  const int unrecorded = history.add(run(13.0, 2.0, 9.0, 100));
+  EXPECT_LT(unrecorded, 0);
+  EXPECT_TRUE(history.find(unrecorded)->name.startsWith("unrecorded 1")) << str(history.find(unrecorded)->name);
+  RunRecord bench;
+  bench.id = 7;
+  bench.kind = "bench";
+  bench.modelDir = "/models/ref-tiny";
+  history.add(bench);
+  EXPECT_EQ(str(history.find(7)->name), "#7 bench · ref-tiny");
+  EXPECT_FALSE(history.find(7)->isFinishedCompress());
 }
 
 TEST(RunsPanel, SelectsComparesAndExports) {
   RunHistory history;
   RunsPanel panel(&history);
-  for (double ppl : {14.0, 12.0, 13.0}) history.add(run(ppl, 2, 9, 200));
+  int id = 0;
+  for (double ppl : {14.0, 12.0, 13.0}) history.add(stored(++id, run(ppl, 2, 9, 200)));
   QSignalSpy compare(&panel, &RunsPanel::compareRequested);
   QSignalSpy recipe(&panel, &RunsPanel::recipeRequested);
   auto* compareButton = panel.findChild<QPushButton*>("compareRuns");
@@ -133,15 +163,51 @@ TEST(RunsPanel, SelectsComparesAndExports) {
   ASSERT_TRUE(csv.open(QIODevice::ReadOnly));
   const QStringList lines = QString::fromUtf8(csv.readAll()).split("\r\n", Qt::SkipEmptyParts);
   ASSERT_EQ(lines.size(), 4);
-  EXPECT_TRUE(lines[0].startsWith("run,name,model,output,recipe,ppl")) << str(lines[0]);
+  EXPECT_TRUE(lines[0].startsWith("run,name,kind,status,model,model_hash,output,recipe,ppl")) << str(lines[0]);
+  EXPECT_TRUE(lines[1].startsWith("1,#1 magnitude 2:4,compress,finished,")) << str(lines[1]);   // the store's id
   // The recipe JSON has commas and quotes: quoted, quotes doubled.
   EXPECT_TRUE(lines[1].contains(R"("{""prune"": {""method"": ""magnitude"")")) << str(lines[1]);
 }
 
+// Issue 25, point 11: a run's folder opens from the Runs dock, its recipe saves as the JSON it ran with, and
+// exported plots are named after the run they show.
+TEST(RunsPanel, OpensARunsFolderSavesItsRecipeAndNamesExportsAfterIt) {
+  RunHistory history;
+  RunsPanel panel(&history);
+  QTemporaryDir dir;
+  RunRecord r = stored(12, run(12.0, 2.0, 9.0, 200));
+  r.outDir = dir.path();
+  history.add(r);
+  QStringList opened;
+  panel.setFolderOpener([&](const QString& folder) {
+    opened << folder;
+    return true;
+  });
+  panel.selectRun(12);
+  auto* folder = panel.findChild<QPushButton*>("openRunFolder");
+  ASSERT_NE(folder, nullptr);
+  ASSERT_TRUE(folder->isEnabled());
+  folder->click();
+  EXPECT_EQ(opened, QStringList{dir.path()});
+  EXPECT_TRUE(panel.findChild<QPushButton*>("saveRunRecipe")->isEnabled());
+  QString error;
+  ASSERT_TRUE(panel.saveRecipe(12, dir.filePath("recipe.json"), &error)) << str(error);
+  QFile saved(dir.filePath("recipe.json"));
+  ASSERT_TRUE(saved.open(QIODevice::ReadOnly));
+  const auto doc = nlohmann::json::parse(saved.readAll().toStdString());
+  EXPECT_EQ(doc["prune"]["pattern"], "2:4");
+  EXPECT_FALSE(panel.saveRecipe(99, dir.filePath("none.json"), &error));
+
+  DriftView drift;
+  drift.setDrift(history.find(12)->name, syntheticDrift(3, 8));   // "#12 magnitude 2:4"
+  EXPECT_EQ(str(defaultExportName(&drift, "Heatmap", ".png")), "run-12-heatmap.png");
+  EXPECT_EQ(str(defaultExportName(&drift, "table", ".csv")), "run-12-table.csv");
+}
+
 TEST(RunCompareView, ShowsRunsSideBySideWithTheBestInBold) {
   RunHistory history;
-  history.add(run(14.0, 2.5, 9.0, 200));
-  history.add(run(12.0, 2.7, 4.1, 350));
+  history.add(stored(1, run(14.0, 2.5, 9.0, 200)));
+  history.add(stored(2, run(12.0, 2.7, 4.1, 350)));
   RunCompareView view;
   view.setRuns({history.find(1), history.find(2)});
   QTableWidget* t = view.table();
@@ -155,12 +221,21 @@ TEST(RunCompareView, ShowsRunsSideBySideWithTheBestInBold) {
     if (caption == "Predicted tok/s") tpsRow = r;
   }
   ASSERT_GE(pplRow, 0);
-  EXPECT_EQ(str(t->item(pplRow, 1)->text()), "12.000");
+  EXPECT_EQ(str(t->item(pplRow, 1)->text()), "12.000 (+2.000 vs dense)");   // issue 25, point 9: Δ to dense
   EXPECT_TRUE(t->item(pplRow, 1)->font().bold());    // lower perplexity is better
   EXPECT_FALSE(t->item(pplRow, 0)->font().bold());
   EXPECT_TRUE(t->item(nllRow, 0)->font().bold());
   EXPECT_TRUE(t->item(tpsRow, 1)->font().bold());    // higher tokens/s is better
   EXPECT_TRUE(t->item(t->rowCount() - 1, 0)->text().contains("magnitude"));   // the recipe row
+  // What differs is shaded; the recipe (the same here) and the dense values are not.
+  const QStringList differing = view.differingRows();
+  EXPECT_TRUE(differing.contains("Perplexity"));
+  EXPECT_FALSE(differing.contains("Recipe"));
+  EXPECT_FALSE(differing.contains("Dense perplexity"));
+  EXPECT_NE(t->item(pplRow, 0)->background(), t->item(t->rowCount() - 1, 0)->background());
+  // Empty, it says how to fill it.
+  view.setRuns({});
+  EXPECT_FALSE(view.findChild<QLabel*>("compareHint")->isHidden());
 }
 
 TEST(ParetoView, DrawsTheFrontAndOpensAClickedRun) {
@@ -169,10 +244,10 @@ TEST(ParetoView, DrawsTheFrontAndOpensAClickedRun) {
   view.resize(800, 600);
   view.show();
   ASSERT_TRUE(QTest::qWaitForWindowExposed(&view));   // mouse events go through the (offscreen) window
-  history.add(run(12.0, 2.0, 9.0, 200));    // 1: on the front
-  history.add(run(11.0, 1.9, 16.0, 100));   // 2: on the front (best quality)
-  history.add(run(13.0, 2.5, 9.0, 150));    // 3: dominated by 1
-  history.add(run(15.0, 3.0, 3.0, 500));    // 4: on the front (fastest)
+  history.add(stored(1, run(12.0, 2.0, 9.0, 200)));    // on the front
+  history.add(stored(2, run(11.0, 1.9, 16.0, 100)));   // on the front (best quality)
+  history.add(stored(3, run(13.0, 2.5, 9.0, 150)));    // dominated by 1
+  history.add(stored(4, run(15.0, 3.0, 3.0, 500)));    // on the front (fastest)
   view.setAxes("ppl", "predicted_tok_s");
   EXPECT_EQ(view.frontRunIds(), (std::vector<int>{2, 1, 4}));
   view.setAxes("decode_nll", "linear_bpw");
@@ -235,6 +310,41 @@ TEST(DriftView, ShowsTheHeatmapCurvesAndPlateauMarkers) {
   ASSERT_TRUE(csv.open(QIODevice::ReadOnly));
   EXPECT_EQ(QString::fromUtf8(csv.readAll()).count("\r\n"), 1 + 2 * 4 * 20);
   EXPECT_TRUE(exportPlot(view.heatmap(), dir.filePath("heatmap.png"), &error)) << str(error);
+}
+
+// Issue 25, point 5: teacher-forced, layer 0's input is the same in both models (D = 0 at every step): it is
+// named as having no drift, not reported as the layer that settles at step 0; the empty view says why it is empty.
+TEST(DriftView, NamesLayersWithoutDriftAndSaysWhyItIsEmpty) {
+  DriftView view;
+  EXPECT_TRUE(view.heatmapTitle().contains("open a run")) << str(view.heatmapTitle());
+  view.setDrift("#3 test", nullptr, "No held-out prompts were chosen for this run.");
+  EXPECT_EQ(str(view.heatmapTitle()), "No held-out prompts were chosen for this run.");
+
+  auto drift = syntheticDrift(4, 12);
+  // Teacher-forced: layer 0 is identically zero; the other layers are at their plateau from step 0.
+  for (size_t l = 0; l < 4; ++l) {
+    for (size_t t = 0; t < 12; ++t) drift->forced.drift[l][t] = l == 0 ? 0.0 : 0.1 * double(l);
+    drift->forced.summary[l] = summarizeDriftCurve(drift->forced.drift[l]);
+  }
+  view.setDrift("#3 test", drift);
+  auto* variant = view.findChild<QComboBox*>("driftVariant");
+  variant->setCurrentIndex(variant->findData("forced"));
+  const QString title = view.curvesTitle();
+  EXPECT_FALSE(title.contains("at most 0")) << str(title);
+  EXPECT_TRUE(title.contains("from step 0")) << str(title);
+  EXPECT_TRUE(title.contains("no drift at layer 0")) << str(title);
+  EXPECT_EQ(view.curves()->graph(view.curves()->graphCount() - 1)->data()->size(), 3);   // no marker for layer 0
+  // Free decoding: the layers settle at different steps; the latest is named.
+  variant->setCurrentIndex(variant->findData("free"));
+  EXPECT_TRUE(view.curvesTitle().startsWith("Steps to 90% of plateau: at most")) << str(view.curvesTitle());
+
+  // Every layer without drift (a recipe that changed nothing).
+  for (size_t l = 0; l < 4; ++l) {
+    drift->free.drift[l].assign(12, 0.0);
+    drift->free.summary[l] = summarizeDriftCurve(drift->free.drift[l]);
+  }
+  view.setDrift("#4 test", drift);
+  EXPECT_TRUE(view.curvesTitle().startsWith("No drift")) << str(view.curvesTitle());
 }
 
 TEST(DiscrepancyView, SortsModulesAndTitlesTheSummary) {
@@ -366,6 +476,29 @@ TEST(GenerationPanel, GeneratesOnlyWithAModelAndAPrompt) {
   EXPECT_TRUE(panel.findChild<QPushButton*>("stopGenerationButton")->isEnabled());
   panel.showContinuation(true, "there was");
   EXPECT_EQ(str(panel.compressedText()->toPlainText()), "there was");
+
+  // Issue 25, point 10: the CLI's sampling settings, and where the two continuations first differ.
+  EXPECT_TRUE(panel.sampling().greedy);
+  EXPECT_FALSE(panel.findChild<QWidget*>("generationTemperature")->isEnabled());
+  panel.findChild<QCheckBox*>("generationSample")->setChecked(true);
+  EXPECT_TRUE(panel.findChild<QWidget*>("generationTemperature")->isEnabled());
+  panel.findChild<QDoubleSpinBox*>("generationTemperature")->setValue(0.7);
+  panel.findChild<QSpinBox*>("generationTopK")->setValue(40);
+  panel.findChild<QDoubleSpinBox*>("generationTopP")->setValue(0.9);
+  panel.findChild<QSpinBox*>("generationSeed")->setValue(7);
+  const GenerationSampling s = panel.sampling();
+  EXPECT_FALSE(s.greedy);
+  EXPECT_DOUBLE_EQ(s.temperature, 0.7);
+  EXPECT_EQ(s.topK, 40);
+  EXPECT_DOUBLE_EQ(s.topP, 0.9);
+  EXPECT_EQ(s.seed, 7u);
+  panel.showContinuation(false, "there was a king");
+  EXPECT_EQ(panel.divergence(), -1);   // "there was" is where the dense text starts: no difference yet
+  panel.showContinuation(true, "there was a queen");
+  EXPECT_EQ(panel.divergence(), 12);
+  EXPECT_EQ(panel.compressedText()->extraSelections().size(), 1);
+  EXPECT_EQ(panel.compressedText()->extraSelections().first().cursor.selectionStart(), 12);
+  EXPECT_TRUE(panel.findChild<QLabel*>("generationDivergence")->text().contains("character 12"));
 }
 
 }  // namespace

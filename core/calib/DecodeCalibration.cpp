@@ -40,6 +40,30 @@ std::vector<TokenId> promptIds(const Tokenizer& tokenizer, const std::string& pr
   return ids;
 }
 
+// The generation of the batch whose first prompt is prompt `first` of the run: prompt k always samples with
+// seed + k, whichever process generates it.
+GenerationOptions batchGeneration(const DecodeCalibrationOptions& opts, size_t first) {
+  GenerationOptions gen;
+  gen.maxNewTokens = opts.maxNewTokens;
+  gen.sampling = opts.sampling;
+  gen.sampling.seed = opts.sampling.seed + first;
+  gen.eosTokenIds = opts.eosTokenIds;
+  return gen;
+}
+
+void reportTokens(const ProgressCallback& progress, int64_t counted, int64_t wanted) {
+  if (progress)
+    progress({"decode calibration", std::min(1.0, double(counted) / wanted),
+              std::to_string(counted) + "/" + std::to_string(wanted) + " decode tokens"});
+}
+
+void requireTokens(size_t prompts, int64_t counted, int64_t wanted) {
+  if (counted < wanted)
+    throw InputError("the " + std::to_string(prompts) + " prompts gave only " + std::to_string(counted) +
+                     " decode tokens of the " + std::to_string(wanted) +
+                     " asked for (raise max_new_tokens or add prompts)");
+}
+
 }  // namespace
 
 CalibrationSet decodeCalibration(const LlamaModel& model, const Tokenizer& tokenizer,
@@ -61,22 +85,12 @@ CalibrationSet decodeCalibration(const LlamaModel& model, const Tokenizer& token
     const size_t batchStart = next;
     for (; next < order.size() && static_cast<int64_t>(promptIds.size()) < batch; ++next)
       promptIds.push_back(pareto::promptIds(tokenizer, prompts[order[next]], opts));
-    GenerationOptions gen;
-    gen.maxNewTokens = opts.maxNewTokens;
-    gen.sampling = opts.sampling;
-    gen.sampling.seed = opts.sampling.seed + batchStart;   // prompt k of the run always samples with seed + k
-    gen.eosTokenIds = opts.eosTokenIds;
-    auto continuations = generateBatch(model, promptIds, gen);
+    auto continuations = generateBatch(model, promptIds, batchGeneration(opts, batchStart));
     for (size_t i = 0; i < promptIds.size() && counted < opts.tokens; ++i)
       appendDecodeSequence(set, promptIds[i], continuations[i], opts, counted);
-    if (progress)
-      progress({"decode calibration", std::min(1.0, double(counted) / opts.tokens),
-                std::to_string(counted) + "/" + std::to_string(opts.tokens) + " decode tokens"});
+    reportTokens(progress, counted, opts.tokens);
   }
-  if (counted < opts.tokens)
-    throw InputError("the " + std::to_string(prompts.size()) + " prompts gave only " + std::to_string(counted) +
-                     " decode tokens of the " + std::to_string(opts.tokens) +
-                     " asked for (raise max_new_tokens or add prompts)");
+  requireTokens(prompts.size(), counted, opts.tokens);
   return set;
 }
 
@@ -102,12 +116,7 @@ CalibrationSet decodeCalibrationShare(const LlamaModel& model, const Tokenizer& 
     if (mine < batches) {
       for (size_t k = mine * batch; k < std::min(order.size(), (mine + 1) * batch); ++k)
         ids.push_back(promptIds(tokenizer, prompts[order[k]], opts));
-      GenerationOptions gen;
-      gen.maxNewTokens = opts.maxNewTokens;
-      gen.sampling = opts.sampling;
-      gen.sampling.seed = opts.sampling.seed + mine * batch;   // as decodeCalibration seeds this batch
-      gen.eosTokenIds = opts.eosTokenIds;
-      continuations = generateBatch(model, ids, gen);
+      continuations = generateBatch(model, ids, batchGeneration(opts, mine * batch));
     }
     // Every rank's continuation lengths (+1, so that 0 marks no prompt) in the order of the round's batches.
     at::Tensor lengths = at::zeros({static_cast<int64_t>(ranks), static_cast<int64_t>(batch)}, at::kLong);
@@ -128,14 +137,9 @@ CalibrationSet decodeCalibrationShare(const LlamaModel& model, const Tokenizer& 
         }
         counted += std::min(length, opts.tokens - counted);
       }
-    if (progress)
-      progress({"decode calibration", std::min(1.0, double(counted) / opts.tokens),
-                std::to_string(counted) + "/" + std::to_string(opts.tokens) + " decode tokens"});
+    reportTokens(progress, counted, opts.tokens);
   }
-  if (counted < opts.tokens)
-    throw InputError("the " + std::to_string(prompts.size()) + " prompts gave only " + std::to_string(counted) +
-                     " decode tokens of the " + std::to_string(opts.tokens) +
-                     " asked for (raise max_new_tokens or add prompts)");
+  requireTokens(prompts.size(), counted, opts.tokens);
   return set;
 }
 

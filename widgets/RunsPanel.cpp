@@ -25,7 +25,8 @@
 
 namespace pareto {
 
-// Sorts by SortRole and lets through the rows whose model key, kind and status match the filters ("" : any).
+// Sorts by SortRole and lets through the rows whose model key, kind and status match the filters ("" : any;
+// kNoModelKey: the runs without a model, whose key is "" too).
 class RunsPanel::RunFilterModel : public QSortFilterProxyModel {
  public:
   using QSortFilterProxyModel::QSortFilterProxyModel;
@@ -39,7 +40,8 @@ class RunsPanel::RunFilterModel : public QSortFilterProxyModel {
  protected:
   bool filterAcceptsRow(int row, const QModelIndex& parent) const override {
     const QModelIndex i = sourceModel()->index(row, 0, parent);
-    return (modelKey_.isEmpty() || i.data(RunHistory::ModelKeyRole).toString() == modelKey_) &&
+    const QString model = i.data(RunHistory::ModelKeyRole).toString();
+    return (modelKey_.isEmpty() || (modelKey_ == kNoModelKey ? model.isEmpty() : model == modelKey_)) &&
            (kind_.isEmpty() || i.data(RunHistory::KindRole).toString() == kind_) &&
            (status_.isEmpty() || i.data(RunHistory::StatusRole).toString() == status_);
   }
@@ -193,7 +195,8 @@ void RunsPanel::rebuildFilters() {
     combo->setCurrentIndex(index >= 0 ? index : 0);
   };
   QList<QPair<QString, QString>> models, kinds, statuses;
-  for (const QString& key : history_->modelKeys()) models << qMakePair(history_->modelLabel(key), key);
+  for (const QString& key : history_->modelKeys())
+    models << qMakePair(history_->modelLabel(key), key.isEmpty() ? kNoModelKey : key);
   QStringList seenKinds, seenStatuses;
   for (const RunRecord& run : history_->runs()) {
     if (!seenKinds.contains(run.kind)) seenKinds << run.kind;

@@ -26,8 +26,10 @@ class RunsPanel : public QWidget {
   explicit RunsPanel(RunHistory* history, QWidget* parent = nullptr);
 
   QTableView* table() const { return table_; }
-  // The filters: "" lets everything through; else a model key (RunRecord::modelKey()), a kind, a status.
+  // The filters: "" lets everything through; else a model key (RunRecord::modelKey(), or kNoModelKey for the runs
+  // of no model, such as a synthetic model's benchmark), a kind, a status.
   void setFilters(const QString& modelKey, const QString& kind, const QString& status);
+  static inline const QString kNoModelKey = QStringLiteral("(no model)");
   QComboBox* modelFilter() const { return modelFilter_; }
   QComboBox* kindFilter() const { return kindFilter_; }
   QComboBox* statusFilter() const { return statusFilter_; }

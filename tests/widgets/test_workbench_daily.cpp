@@ -182,6 +182,15 @@ TEST_F(WorkbenchDaily, TheRunsDockListsEveryStoredRunUnderItsStoreId) {
                   .contains("out of memory"));
   panel->setFilters(QString(), QString(), QString());
   EXPECT_EQ(visibleRows(t), 4);
+  // The benchmark of no model has its own entry in the model filter, apart from "All models".
+  QComboBox* modelFilter = panel->modelFilter();
+  const int noModel = modelFilter->findData(RunsPanel::kNoModelKey);
+  ASSERT_GT(noModel, 0);
+  modelFilter->setCurrentIndex(noModel);
+  ASSERT_EQ(visibleRows(t), 1);
+  EXPECT_EQ(panel->table()->model()->index(0, 0).data(RunHistory::RunIdRole).toInt(), int(bench));
+  modelFilter->setCurrentIndex(0);
+  EXPECT_EQ(visibleRows(t), 4);
 
   // Only the finished compress run is a point; opening another run only selects it.
   ASSERT_TRUE(t.window.openModel(modelDir("ref-tiny")));

@@ -153,11 +153,12 @@ void solveLayer(LlamaModel& model, int64_t layer, const std::map<LinearGroup, He
   const auto linears = model.layerLinears(layer);
   std::vector<at::Tensor> updated(linears.size());
   const c10::Device device = model.options().device;
+  auto solveOne = [&](size_t i) {
+    const auto& [group, linear] = linears[i];
+    updated[i] = onModule(linear->name(), linear->weight(), hessians.at(group));
+  };
   if (threads <= 1 || linears.size() < 2) {
-    for (size_t i = 0; i < linears.size(); ++i) {
-      const auto& [group, linear] = linears[i];
-      updated[i] = onModule(linear->name(), linear->weight(), hessians.at(group));
-    }
+    for (size_t i = 0; i < linears.size(); ++i) solveOne(i);
   } else {
     const bool cuda = device.is_cuda();
     const c10::impl::VirtualGuardImpl guard(device.type());
@@ -175,14 +176,10 @@ void solveLayer(LlamaModel& model, int64_t layer, const std::map<LinearGroup, He
       return linears[a].second->inFeatures() > linears[b].second->inFeatures();
     });
     auto solve = [&](size_t i) {
-      const auto& [group, linear] = linears[i];
-      if (!cuda) {
-        updated[i] = onModule(linear->name(), linear->weight(), hessians.at(group));
-        return;
-      }
+      if (!cuda) return solveOne(i);
       const c10::Stream stream = guard.getStreamFromGlobalPool(device);
       const c10::StreamGuard onStream(stream);
-      updated[i] = onModule(linear->name(), linear->weight(), hessians.at(group));
+      solveOne(i);
       guard.synchronizeStream(stream);
     };
     // Work is taken in that order by `threads` workers; the first error stops the others after their current

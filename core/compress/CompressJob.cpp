@@ -409,18 +409,20 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     const CompressMemoryPlan plan = planCompressMemory(m.config, opts.runtime, opts.budget, {});
     result.memoryPlan = plan.summary();
     const auto passStart = clock::now();
-    guardMemory("compression", "compress on the CPU", [&] { withLayerWrites([&] {
-      for (int64_t layer = restored; layer < layers; ++layer) {
-        if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
-        m.model->loadLayer(layer);
-        for (auto& [group, linear] : m.model->layerLinears(layer)) {
-          at::Tensor w = onModule(linear->name(), linear->weight(), nullptr);
-          if (w.defined()) linear->setWeight(w);
+    guardMemory("compression", "compress on the CPU", [&] {
+      withLayerWrites([&] {
+        for (int64_t layer = restored; layer < layers; ++layer) {
+          if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
+          m.model->loadLayer(layer);
+          for (auto& [group, linear] : m.model->layerLinears(layer)) {
+            at::Tensor w = onModule(linear->name(), linear->weight(), nullptr);
+            if (w.defined()) linear->setWeight(w);
+          }
+          finishAndRelease(layer);
+          report("prune", double(layer + 1) / layers, "layer " + std::to_string(layer + 1));
         }
-        finishAndRelease(layer);
-        report("prune", double(layer + 1) / layers, "layer " + std::to_string(layer + 1));
-      }
-    }); });
+      });
+    });
     result.passSeconds = since(passStart);
   }
 

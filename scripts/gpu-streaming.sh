@@ -17,7 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
 stages="${PARETO_STREAM_STAGES:-tests 8b 8b-gptq 8b-ppl 8b-budget 70b}"
 has() { [[ " $stages " == *" $1 "* ]]; }
 targets=(pareto-cli)
-has tests && targets+=(test_calibration test_compress_job)
+has tests && targets+=(test_calibration test_compress_job test_obs_block_kernel test_compress_sparsegpt test_compress_quant)
 gpu_build "${targets[@]}"
 data="${PARETO_STREAM_DATA:-}"
 text="${data:+$data/wikitext2-test.txt}"; text="${text:-$PARETO_SHARED/data/wikitext2-test.txt}"
@@ -49,6 +49,7 @@ m, t = r["memory"], r["timings"]
 print(f"total {t['total_s']:.1f} s, calibration {t['calibration_s']:.1f} s, pass {t['pass_s']:.1f} s, write {t['write_s']:.1f} s; "
       f"peak host {m['peak_host_bytes']/2**30:.2f} GiB (start {m['host_base_bytes']/2**30:.2f}), "
       f"GPU {m['peak_gpu_bytes']/2**30:.2f} GiB; activations on the {m['activations']}; plan: {m['plan']}")
+print("pass stages (s):", ", ".join(f"{k} {v:.1f}" for k, v in t.get("pass_stages_s", {}).items()))
 PY
   (cd "$work/$name" && sha256sum *.safetensors) >"$out/$name.sha256"
 }
@@ -62,8 +63,8 @@ synth() {  # synth PRESET LAYERS DIR
 
 if has tests; then
   step "sequential pass and compress job on CUDA"
-  for t in test_calibration test_compress_job; do
-    PARETO_TEST_DEVICE=cuda "$here/build-gpu/tests/core/$t" >"$out/$t-cuda.log" 2>&1 || status=1
+  for t in test_obs_block_kernel test_compress_sparsegpt test_compress_quant test_calibration test_compress_job; do
+    PARETO_TEST_DEVICE=cuda timeout "${PARETO_TEST_SECONDS:-150}" "$here/build-gpu/tests/core/$t" >"$out/$t-cuda.log" 2>&1 || status=1
     summary "$out/$t-cuda.log" 12
   done
 fi

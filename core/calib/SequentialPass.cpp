@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <future>
 #include <map>
@@ -210,10 +211,13 @@ void solveLayer(LlamaModel& model, int64_t layer, const std::map<LinearGroup, He
     if (updated[i].defined()) linears[i].second->setWeight(updated[i]);
 }
 
-void reportLayer(const SequentialPassOptions& opts, int64_t layer, int64_t layers) {
+// `stages`: the layer's own stage times ("read 0.31 s, observe 0.82 s, ..."), shown after its number so that a log
+// of a run cut short still says where each layer's time went.
+void reportLayer(const SequentialPassOptions& opts, int64_t layer, int64_t layers, const std::string& stages = {}) {
   if (opts.progress)
     opts.progress({"sequential pass", double(layer + 1) / layers,
-                   "layer " + std::to_string(layer + 1) + "/" + std::to_string(layers)});
+                   "layer " + std::to_string(layer + 1) + "/" + std::to_string(layers) +
+                       (stages.empty() ? "" : " (" + stages + ")")});
 }
 
 // Where a block's time goes (SequentialPassOptions::stageSeconds): on CUDA each stage ends with a synchronisation
@@ -229,15 +233,22 @@ class StageClock {
       guard.synchronizeStream(guard.getStream(device_));
     }
     const auto now = clock::now();
-    (*seconds_)[stage] += std::chrono::duration<double>(now - start_).count();
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    (*seconds_)[stage] += seconds;
+    char text[64];
+    std::snprintf(text, sizeof text, "%s%s %.2f s", layer_.empty() ? "" : ", ", stage, seconds);
+    layer_ += text;
     start_ = now;
   }
+  // The stages ended since the clock started, with their times.
+  const std::string& layerStages() const { return layer_; }
 
  private:
   using clock = std::chrono::steady_clock;
   c10::Device device_;
   std::map<std::string, double>* seconds_;
   clock::time_point start_;
+  std::string layer_;
 };
 
 }  // namespace
@@ -314,7 +325,7 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
     if (opts.layerDone) opts.layerDone(layer);
     model.releaseLayer(layer);
     clock.end("finish");
-    reportLayer(opts, layer, layers);
+    reportLayer(opts, layer, layers, clock.layerStages());
   }
 }
 

@@ -1,5 +1,6 @@
 #include "compress/Gptq.h"
 
+#include "compress/ObsBlockKernel.h"
 #include "compress/ObsSweep.h"
 #include "compress/SolverInputs.h"
 
@@ -88,7 +89,27 @@ GptqResult gptqQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
     codes.select(1, column).copy_(q);
     return dequantizeCodes(q, scale, zero);
   };
+  // Act-order visits a group's columns out of order, which the fused block sweep does not follow.
+  ObsBlockRule rule;
+  if (!options.actOrder && obsBlockKernelAvailable(w)) {
+    rule.kind = ObsBlockRule::Kind::Quantize;
+    rule.scales = scales;
+    rule.zeros = zeros;
+    rule.groupSize = groupSize;
+    rule.dynamicGroups = dynamicGroups;
+    rule.symmetric = spec.symmetric;
+    rule.qmin = double(spec.qmin());
+    rule.qmax = double(spec.qmax());
+    rule.codes = codes;
+    rule.pruned = pruned;
+    rule.overflow = at::zeros({1}, w.options().dtype(at::kInt));
+    hooks.fixBlock = [&](const ObsSweepState& sweep, const at::Tensor& hinvBlock, const at::Tensor& errorsT,
+                         const at::Tensor& losses) { return obsBlockKernel(rule, sweep, hinvBlock, errorsT, losses); };
+  }
   const ObsSweepResult swept = obsSweep(w, damped.upper, options.blockSize, hooks);
+  if (rule.overflow.defined() && rule.overflow.item<int>() != 0)
+    throw InputError(who + ": " + spec.label() + " scale exceeds the fp16 range (|w| up to " +
+                     std::to_string(weight.abs().max().item<double>()) + ")");
   w = swept.weight;
 
   if (options.actOrder) {

@@ -94,6 +94,14 @@ ObsSweepResult obsSweep(const at::Tensor& weight, const at::Tensor& hinvUpper, i
     const at::Tensor hinvBlock = hinvUpper.narrow(0, i1, count).narrow(1, i1, count);
     ObsSweepState state(w, hinvUpper, block, errors, i1);
     if (hooks.beginBlock) hooks.beginBlock(state);
+    if (hooks.fixBlock) {
+      const at::Tensor errorsT = at::empty({count, w.size(0)}, w.options());
+      if (hooks.fixBlock(state, hinvBlock, errorsT, losses)) {
+        w.narrow(1, i1, count).copy_(block);
+        propagateBlock(w, errorsT.t(), hinvUpper, i1, count);
+        continue;
+      }
+    }
     for (int64_t i = 0; i < count; ++i) {
       state.fixed_ = i;
       const at::Tensor values = block.select(1, i);

@@ -81,6 +81,13 @@ struct ObsSweepHooks {
   // ([out], W's dtype and device); a group's grid or an N:M mask is chosen here at the group's first column,
   // from state.current(column, groupSize). `values` is a view of the block: it changes once the hook returns.
   std::function<at::Tensor(const ObsSweepState& state, int64_t column, const at::Tensor& values)> fixColumn;
+  // Optional: fixes every column of the block at once, with what fixColumn would give column by column up to
+  // rounding (a fused kernel: compress/ObsBlockKernel.h): the block holds the fixed values afterwards, errorsT
+  // [width, out] each column's error / U_jj, and `losses` [out] gains their squares. Returns false, having changed
+  // nothing, where it cannot; the sweep then calls fixColumn.
+  std::function<bool(const ObsSweepState& state, const at::Tensor& hinvBlock, const at::Tensor& errorsT,
+                     const at::Tensor& losses)>
+      fixBlock;
 };
 
 struct ObsSweepResult {

@@ -1,5 +1,6 @@
 #include "compress/SparseGpt.h"
 
+#include "compress/ObsBlockKernel.h"
 #include "compress/ObsSweep.h"
 #include "compress/SolverInputs.h"
 
@@ -53,6 +54,15 @@ SparseGptResult sparseGptPrune(const at::Tensor& weight, const at::Tensor& hessi
     }
     return values.masked_fill(keep.select(1, column).logical_not(), 0);
   };
+  ObsBlockRule rule;
+  if (obsBlockKernelAvailable(w)) {
+    rule.kind = pattern.isNM() ? ObsBlockRule::Kind::NMMask : ObsBlockRule::Kind::GivenMask;
+    rule.keep = keep;
+    rule.n = pattern.n();
+    rule.m = pattern.m();
+    hooks.fixBlock = [&](const ObsSweepState& sweep, const at::Tensor& hinvBlock, const at::Tensor& errorsT,
+                         const at::Tensor& losses) { return obsBlockKernel(rule, sweep, hinvBlock, errorsT, losses); };
+  }
   const ObsSweepResult swept = obsSweep(w, damped.upper, options.blockSize, hooks);
 
   checkSweptWeight(swept.weight, who, "SparseGPT", report.damp);

@@ -10,3 +10,4 @@ pareto_add_test(test_continuations SOURCES test_continuations.cpp LIBS pareto_co
 add_dependencies(test_continuations pareto-cli)
 target_compile_definitions(test_continuations PRIVATE PARETO_CLI_PATH="$<TARGET_FILE:pareto-cli>")
 pareto_add_test(test_compress_gguf SOURCES test_compress_gguf.cpp LIBS pareto_compress pareto_export pareto_eval)
+pareto_add_test(test_obs_block_kernel SOURCES test_obs_block_kernel.cpp LIBS pareto_compress)

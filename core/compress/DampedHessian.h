@@ -16,8 +16,9 @@ struct Damping {
 
 struct DampedInverse {
   at::Tensor upper;      // upper Cholesky factor U of (H + λI)⁻¹: row i is the OBS update after fixing column i
-  at::Tensor inverse;    // (H + λI)⁻¹ itself
   Damping damping;
+  // diag (H + λI)⁻¹ = the column sums of U ⊙ U (as Uᵀ U is the inverse): the inverse itself is never formed.
+  at::Tensor inverseDiagonal() const;
 };
 
 // Adds λ = damp · mean(diag H) to the diagonal of `hessian` (in place), growing λ tenfold up to maxRetries times

@@ -157,7 +157,7 @@ SpqrResult spqrQuantize(const at::Tensor& weight, const at::Tensor& hessian, con
 
   const DampedInverse damped = dampedInverse(h, options.damp, options.maxDampRetries, who, "SpQR");
   noteDamping(report, damped.damping);
-  const at::Tensor hinvDiagonal = damped.inverse.diagonal().clone();
+  const at::Tensor hinvDiagonal = damped.inverseDiagonal();
   const at::Tensor hinv = damped.upper;
   // U_jj²: the inverse-Hessian diagonal of column j over the columns not yet fixed when the sweep reaches j.
   const at::Tensor sweepDiagonal = hinv.diagonal().square();

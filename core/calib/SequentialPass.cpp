@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <vector>
 
 #include "dist/ProcessGroup.h"
 #include "util/Error.h"
@@ -145,12 +146,15 @@ void solveAcrossRanks(LlamaModel& model, int64_t layer, std::map<LinearGroup, He
 }
 
 // Hands every linear of the block to the callback and installs the new weights in execution order. With more
-// than one solver thread the linears are solved concurrently; on CUDA each task runs on its own pool stream: the
+// than one solver thread the linears are solved concurrently; on CUDA each worker runs on its own stream: the
 // current stream is synchronised before (the Hessians and weights were written on it) and every task synchronises
 // its stream before returning, so the results are complete when they are installed and no memory is shared
-// across streams while work on it is in flight.
+// across streams while work on it is in flight. `streams` holds the workers' streams from one block to the next:
+// the caching allocator keeps freed blocks per stream, so a worker that met a new pool stream at every block
+// would allocate its Hessian-sized buffers from the driver again each time (and the reserved memory grows with
+// every stream used).
 void solveLayer(LlamaModel& model, int64_t layer, const std::map<LinearGroup, HessianAccumulator>& hessians,
-                const ModuleCallback& onModule, int threads) {
+                const ModuleCallback& onModule, int threads, std::vector<c10::Stream>& streams) {
   const auto linears = model.layerLinears(layer);
   std::vector<at::Tensor> updated(linears.size());
   const c10::Device device = model.options().device;
@@ -176,9 +180,11 @@ void solveLayer(LlamaModel& model, int64_t layer, const std::map<LinearGroup, He
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       return linears[a].second->inFeatures() > linears[b].second->inFeatures();
     });
-    auto solve = [&](size_t i) {
+    const size_t count = std::min(linears.size(), static_cast<size_t>(threads));
+    while (cuda && streams.size() < count) streams.push_back(guard.getStreamFromGlobalPool(device));
+    auto solve = [&](size_t i, size_t worker) {
       if (!cuda) return solveOne(i);
-      const c10::Stream stream = guard.getStreamFromGlobalPool(device);
+      const c10::Stream stream = streams[worker];
       const c10::StreamGuard onStream(stream);
       solveOne(i);
       guard.synchronizeStream(stream);
@@ -190,13 +196,12 @@ void solveLayer(LlamaModel& model, int64_t layer, const std::map<LinearGroup, He
     std::mutex errorMutex;
     std::exception_ptr error;
     std::vector<std::future<void>> workers;
-    const size_t count = std::min(linears.size(), static_cast<size_t>(threads));
     for (size_t w = 0; w < count; ++w)
-      workers.push_back(std::async(std::launch::async, [&] {
+      workers.push_back(std::async(std::launch::async, [&, w] {
         const c10::AutoGradMode mode(gradMode);
         for (size_t k = next++; k < linears.size(); k = next++) {
           try {
-            solve(order[k]);
+            solve(order[k], w);
           } catch (...) {
             const std::lock_guard<std::mutex> lock(errorMutex);
             if (!error) error = std::current_exception();
@@ -290,6 +295,7 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
                        const SequentialPassOptions& opts) {
   PassState state = prepareBatches(model, data, opts);
   const int64_t layers = model.numLayers();
+  std::vector<c10::Stream> solverStreams;
   if (opts.restoredLayers < 0 || opts.restoredLayers > layers)
     throw Error("sequential pass: " + std::to_string(opts.restoredLayers) + " restored layers of a model with " +
                 std::to_string(layers));
@@ -317,7 +323,7 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
       if (opts.group != nullptr)
         solveAcrossRanks(model, layer, hessians, onModule, *opts.group);
       else
-        solveLayer(model, layer, hessians, onModule, opts.solverThreads);
+        solveLayer(model, layer, hessians, onModule, opts.solverThreads, solverStreams);
       clock.end("solve");
     }   // the Hessians are freed before the outputs are computed
     advance(model, layer, state);

@@ -5,6 +5,7 @@
 
 #include "CliSupport.h"
 #include "Commands.h"
+#include "MemoryOptions.h"
 #include "ModelOptions.h"
 #include "RunRecording.h"
 #include "jobs/AnalyzeJob.h"
@@ -40,6 +41,7 @@ void addAnalyzeCommand(CLI::App& app) {
   struct Args {
     ModelOptions model;
     HessianStudyOptions study;
+    MemoryOptions memory;
     bool json = false;
   };
   auto args = std::make_shared<Args>();
@@ -50,6 +52,7 @@ void addAnalyzeCommand(CLI::App& app) {
       "split in two seeded, disjoint halves). Reports the fraction of modules where decode calibration is closer "
       "and the median ratio δ(text)/δ(decode).");
   args->model.add(cmd);
+  args->memory.addForGeneration(cmd);
   cmd->add_option("--text", args->study.textFile, "Text file for teacher-forced calibration")->required();
   cmd->add_option("--prompts", args->study.promptsFile, "Prompts file, one prompt per line")->required();
   cmd->add_option("--calib-tokens", args->study.calibTokens, "Tokens reaching each calibration Hessian")
@@ -68,7 +71,10 @@ void addAnalyzeCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", args->json, "Print one JSON object (modules, fraction_decode_smaller, median_ratio, ...)");
   cmd->callback(recordedJob("hessian", [args](JobRecord& run) {
-    AnalyzeJob job(AnalyzeOptions::hessianStudy(args->model.model, args->model.device, args->model.dtype, args->study));
+    AnalyzeOptions options =
+        AnalyzeOptions::hessianStudy(args->model.model, args->model.device, args->model.dtype, args->study);
+    options.budget = args->memory.budget();
+    AnalyzeJob job(std::move(options));
     run.run(job);
     printResult(args->json, job.result(), studyText(*job.report().hessian));
   }));

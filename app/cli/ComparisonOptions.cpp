@@ -13,10 +13,12 @@ void ComparisonOptions::add(CLI::App* cmd) {
   cmd->add_option("--device", device, "cpu, cuda or cuda:N")->capture_default_str();
   cmd->add_option("--dtype", dtype, "Compute dtype of both models: float32, bfloat16 or float16 (CUDA)")
       ->capture_default_str();
+  memory.addForGeneration(cmd);
 }
 
-Comparison ComparisonOptions::load() const {
-  return loadComparison(dense, model, prompts, maxPrompts, device, dtype);
+Comparison ComparisonOptions::load(int64_t batch, int64_t maxNewTokens, const std::string& what) const {
+  return loadComparison(dense, model, prompts, maxPrompts, device, dtype,
+                        {memory.budget(), batch, maxNewTokens, what});
 }
 
 nlohmann::json ComparisonOptions::settings(const LoadedModel& d) const {

@@ -76,8 +76,10 @@ void addDriftSubcommand(CLI::App& analyze) {
                 "prompt reached a step, plateau, steps_to_90, counts)");
   cmd->callback(recordedJob("drift", [args](JobRecord& run) {
     const ComparisonOptions& c = args->compare;
-    AnalyzeJob job(AnalyzeOptions::activationDrift(c.dense, c.model, c.prompts, c.maxPrompts, c.device, c.dtype,
-                                                   args->drift));
+    AnalyzeOptions options =
+        AnalyzeOptions::activationDrift(c.dense, c.model, c.prompts, c.maxPrompts, c.device, c.dtype, args->drift);
+    options.budget = c.memory.budget();
+    AnalyzeJob job(std::move(options));
     run.run(job);
     printResult(args->json, job.result(), driftText(*job.report().drift, *args));
   }));

@@ -95,7 +95,9 @@ void addFidelityCommand(CLI::App& app) {
               {{"dense", absolutePath(args->compare.dense)}, {"prompts", absolutePath(args->compare.prompts)},
                {"max_prompts", args->compare.maxPrompts}, {"max_new_tokens", args->fidelity.maxNewTokens},
                {"dtype", args->compare.dtype}});
-    Comparison l = args->compare.load();
+    const GpuMemoryLimit gpuLimit(makeRuntimeOptions(args->compare.device, args->compare.dtype).device,
+                                  args->compare.memory.budget().gpuBytes);
+    Comparison l = args->compare.load(args->fidelity.batch, args->fidelity.maxNewTokens, "decode fidelity");
     const LoadedModel& dense = l.dense;
     args->fidelity.eosTokenIds = dense.eosTokenIds;
     FidelityResult r = decodeFidelity(*dense.model, *l.compressed.model, l.promptIds,

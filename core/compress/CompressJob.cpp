@@ -255,7 +255,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
                          !recipe.calibration->fromContinuations;
   if (generates) {
     // Generation runs the whole model for every token: it must fit the device (or the host on the CPU) whole.
-    const uint64_t need = wholeModelGenerationBytes(m.config, opts.runtime, passBatch(opts.batch, opts.runtime.device),
+    const uint64_t need = wholeModelGenerationBytes(m.config, opts.runtime.dtype, passBatch(opts.batch, opts.runtime.device),
                                                     recipe.calibration->maxNewTokens + 512);
     const uint64_t budget = opts.runtime.device.is_cuda() ? opts.budget.gpuBytes : opts.budget.hostBytes;
     if (budget != 0 && budget < need)

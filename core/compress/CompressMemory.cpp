@@ -8,13 +8,8 @@
 namespace pareto {
 namespace {
 
-// Allocator rounding and LibTorch's temporaries the terms below do not name.
-constexpr double kHeadroom = 1.15;
-
-uint64_t withHeadroom(uint64_t bytes) { return static_cast<uint64_t>(double(bytes) * kHeadroom); }
-
-// A solver's workspace for a [rows, cols] weight: damped Hessian, Cholesky factor and inverse; the weight, its
-// update and error in fp32.
+// A solver's workspace for a [rows, cols] weight: the damped Hessian, the Cholesky factor and U (and a transient
+// of the same size while U is solved for); the weight, its update and error in fp32.
 uint64_t solverBytes(uint64_t rows, uint64_t cols) { return 3 * cols * cols * 4 + 4 * rows * cols * 4; }
 
 // The solvers of a block's seven linears, largest first.
@@ -96,13 +91,6 @@ CompressMemoryPlan planCompressMemory(const ModelConfig& c, const RuntimeOptions
     }
   }
   return p;
-}
-
-uint64_t wholeModelGenerationBytes(const ModelConfig& c, const RuntimeOptions& runtime, int64_t batch, int64_t positions) {
-  const uint64_t e = c10::elementSize(runtime.dtype);
-  const uint64_t kv = 2 * uint64_t(c.numLayers) * batch * c.numKvHeads * positions * c.headDim * e;
-  const uint64_t logits = uint64_t(batch) * positions * c.vocabSize * 4;
-  return withHeadroom(modelWeightBytes(c, runtime.dtype) + kv + logits);
 }
 
 }  // namespace pareto

@@ -40,9 +40,5 @@ struct CompressMemoryPlan {
 CompressMemoryPlan planCompressMemory(const ModelConfig& config, const RuntimeOptions& runtime,
                                       const MemoryBudget& budget, const std::vector<std::vector<int64_t>>& shapes);
 
-// What generating with the whole model on the device takes (weights, KV cache and working memory of `batch`
-// sequences of `positions`); decode calibration checks it against the GPU budget.
-uint64_t wholeModelGenerationBytes(const ModelConfig& config, const RuntimeOptions& runtime, int64_t batch,
-                                   int64_t positions);
 
 }  // namespace pareto

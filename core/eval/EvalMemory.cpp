@@ -4,12 +4,6 @@
 #include "util/InputFile.h"
 
 namespace pareto {
-namespace {
-
-// Allocator rounding and LibTorch's temporaries the terms below do not name (as compress/CompressMemory.cpp).
-uint64_t withHeadroom(uint64_t bytes) { return static_cast<uint64_t>(double(bytes) * 1.15); }
-
-}  // namespace
 
 std::string EvalMemoryPlan::summary() const {
   return std::string(streamed ? "streamed block by block" : "whole") + " (whole " + formatBytes(wholeBytes) +

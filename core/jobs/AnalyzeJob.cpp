@@ -70,10 +70,22 @@ nlohmann::json driftJson(const ActivationDriftResult& r, const AnalyzeOptions& o
 }  // namespace
 
 Comparison loadComparison(const std::string& denseDir, const std::string& compressedDir, const std::string& prompts,
-                          int64_t maxPrompts, const std::string& device, const std::string& dtype) {
+                          int64_t maxPrompts, const std::string& device, const std::string& dtype,
+                          const GenerationLimits& limits) {
   std::vector<std::string> lines = readPrompts(prompts);
   if (maxPrompts > 0 && static_cast<int64_t>(lines.size()) > maxPrompts) lines.resize(static_cast<size_t>(maxPrompts));
   const RuntimeOptions runtime = makeRuntimeOptions(device, dtype);
+  if (limits.budget.limited()) {
+    const LoadedModel d = loadModel(denseDir, runtime, WeightResidency::Streamed);
+    const LoadedModel m = loadModel(compressedDir, runtime, WeightResidency::Streamed);
+    const std::vector<std::vector<TokenId>> ids = comparablePromptIds(d, m, lines);
+    size_t longest = 0;
+    for (const auto& p : ids) longest = std::max(longest, p.size());
+    const int64_t batch = std::min<int64_t>(static_cast<int64_t>(std::max<size_t>(ids.size(), 1)),
+                                            limits.batch > 0 ? limits.batch : (runtime.device.is_cuda() ? 64 : 8));
+    requireGenerationFits(d.config, runtime.device, runtime.dtype, limits.budget, batch,
+                          static_cast<int64_t>(longest) + limits.maxNewTokens, 2, limits.what);
+  }
   Comparison c{loadModel(denseDir, runtime), loadModel(compressedDir, runtime), {}};
   c.promptIds = comparablePromptIds(c.dense, c.compressed, lines);
   return c;
@@ -128,14 +140,26 @@ void AnalyzeJob::run(const ProgressCallback& progress, const CancelToken& cancel
     report_.device = deviceDescription(m.model->options().device);
     report_.dtype = dtypeLabel(m.model->options().dtype);
   };
+  const RuntimeOptions runtime = makeRuntimeOptions(options_.device, options_.dtype);
   if (options_.analysis == AnalyzeOptions::Analysis::Hessian) {
-    const LoadedModel m = loadModel(options_.modelDir, makeRuntimeOptions(options_.device, options_.dtype));
+    if (options_.budget.limited()) {
+      // Decode calibration and the held-out target generate with the whole model; prompts are allowed 512 tokens.
+      const LoadedModel headers = loadModel(options_.modelDir, runtime, WeightResidency::Streamed);
+      const HessianStudyOptions& h = options_.hessian;
+      requireGenerationFits(headers.config, runtime.device, runtime.dtype, options_.budget,
+                            h.batch > 0 ? h.batch : (runtime.device.is_cuda() ? 64 : 8), h.maxNewTokens + 512, 1,
+                            "the Hessian study's decode calibration");
+    }
+    const GpuMemoryLimit gpuLimit(runtime.device, options_.budget.gpuBytes);
+    const LoadedModel m = loadModel(options_.modelDir, runtime);
     describe(m);
     report_.hessian = runHessianStudy(m, options_.hessian, progress, &cancel);
     return;
   }
+  const GpuMemoryLimit gpuLimit(runtime.device, options_.budget.gpuBytes);
   const Comparison c = loadComparison(options_.denseDir, options_.modelDir, options_.prompts, options_.maxPrompts,
-                                      options_.device, options_.dtype);
+                                      options_.device, options_.dtype,
+                                      {options_.budget, options_.drift.batch, options_.drift.steps, "activation drift"});
   describe(c.dense);
   ActivationDriftOptions d = options_.drift;
   d.eosTokenIds = c.dense.eosTokenIds;

@@ -12,6 +12,7 @@
 #include "analysis/HessianStudy.h"
 #include "jobs/Job.h"
 #include "model/LoadedModel.h"
+#include "model/MemoryBudget.h"
 
 namespace pareto {
 
@@ -20,10 +21,23 @@ struct Comparison {
   LoadedModel dense, compressed;
   std::vector<std::vector<TokenId>> promptIds;   // BOS + prompt, the same ids for both tokenizers
 };
+// What a comparison generates, for checking it against a memory budget before any weight is read: both models
+// generate whole (model/MemoryBudget.h requireGenerationFits), `batch` prompts at a time (0: 64 on CUDA, 8 on the
+// CPU) for up to `maxNewTokens` each. The dense size is counted for both models (an upper bound for the
+// compressed one).
+struct GenerationLimits {
+  MemoryBudget budget;
+  int64_t batch = 0;
+  int64_t maxNewTokens = 0;
+  std::string what;   // "decode fidelity", "activation drift"
+};
+
 // Reads the prompts (the first maxPrompts; 0: all) and loads both models; InputError naming the file or folder
-// (comparablePromptIds: models that cannot be compared, tokenizers that read a prompt differently).
+// (comparablePromptIds: models that cannot be compared, tokenizers that read a prompt differently). With `limits`
+// under a budget, the folders are opened headers-only first and a budget generation cannot keep is refused.
 Comparison loadComparison(const std::string& denseDir, const std::string& compressedDir, const std::string& prompts,
-                          int64_t maxPrompts, const std::string& device, const std::string& dtype);
+                          int64_t maxPrompts, const std::string& device, const std::string& dtype,
+                          const GenerationLimits& limits = {});
 
 struct AnalyzeOptions {
   enum class Analysis { Hessian, Drift };
@@ -36,6 +50,9 @@ struct AnalyzeOptions {
   std::string prompts;           // drift: prompts file
   int64_t maxPrompts = 32;       // drift: the first N prompts (0: all)
   ActivationDriftOptions drift;  // drift (eosTokenIds: the dense model's)
+  // Generation cannot stream the model: a budget below what it needs is refused before the weights are read, and
+  // on CUDA the GPU budget caps the caching allocator for the run.
+  MemoryBudget budget;
 
   static AnalyzeOptions hessianStudy(std::string modelDir, std::string device, std::string dtype,
                                      HessianStudyOptions study);

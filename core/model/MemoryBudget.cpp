@@ -131,4 +131,30 @@ uint64_t modelWeightBytes(const ModelConfig& c, c10::ScalarType dtype) {
          static_cast<uint64_t>(c.hiddenSize) * c10::elementSize(dtype);
 }
 
+uint64_t withHeadroom(uint64_t bytes) { return static_cast<uint64_t>(double(bytes) * 1.15); }
+
+uint64_t wholeModelGenerationBytes(const ModelConfig& c, c10::ScalarType dtype, int64_t batch, int64_t positions,
+                                   int models) {
+  const uint64_t e = c10::elementSize(dtype);
+  const uint64_t kv = 2 * uint64_t(c.numLayers) * batch * c.numKvHeads * positions * c.headDim * e;
+  const uint64_t logits = uint64_t(batch) * positions * c.vocabSize * 4;
+  return withHeadroom(uint64_t(models) * (modelWeightBytes(c, dtype) + kv) + logits);
+}
+
+void requireGenerationFits(const ModelConfig& config, const c10::Device& device, c10::ScalarType dtype,
+                           const MemoryBudget& budget, int64_t batch, int64_t positions, int models,
+                           const std::string& what) {
+  const bool cuda = device.is_cuda();
+  const uint64_t limit = cuda ? budget.gpuBytes : budget.hostBytes;
+  if (limit == 0) return;
+  const uint64_t need = wholeModelGenerationBytes(config, dtype, batch, positions, models);
+  if (need <= limit) return;
+  throw InputError(what + " generates with " + (models == 1 ? std::string("the whole model") : "both whole models") +
+                   " (every layer for every new token, so it cannot stream block by block): " +
+                   std::to_string(batch) + " sequences of up to " + std::to_string(positions) +
+                   " positions need about " + formatBytes(need) + ", more than the " + formatBytes(limit) + " of " +
+                   (cuda ? "--max-gpu-memory" : "--max-host-memory") +
+                   "; raise it, lower --batch or the tokens generated per prompt, or run it where the model fits");
+}
+
 }  // namespace pareto

@@ -55,4 +55,21 @@ uint64_t embeddingBytes(const ModelConfig& config, c10::ScalarType dtype);
 // The whole model: blocks, embedding, head (once when tied), final norm.
 uint64_t modelWeightBytes(const ModelConfig& config, c10::ScalarType dtype);
 
+// Allocator rounding and LibTorch's temporaries that the planners' terms do not name: every plan's total is raised
+// by 15%.
+uint64_t withHeadroom(uint64_t bytes);
+
+// What generating with `models` whole models in `dtype` takes: their weights, each one's KV cache of `batch`
+// sequences of `positions`, and float32 logits. Generation runs every layer for every new token, so unlike a
+// calibration pass or perplexity it cannot stream the model block by block.
+uint64_t wholeModelGenerationBytes(const ModelConfig& config, c10::ScalarType dtype, int64_t batch, int64_t positions,
+                                   int models = 1);
+
+// Throws InputError up front when that is more than the budget of the device the generation runs on
+// (--max-gpu-memory on CUDA, --max-host-memory on the CPU), naming `what` ("decode fidelity"), the size and the
+// budget, and what to change.
+void requireGenerationFits(const ModelConfig& config, const c10::Device& device, c10::ScalarType dtype,
+                           const MemoryBudget& budget, int64_t batch, int64_t positions, int models,
+                           const std::string& what);
+
 }  // namespace pareto

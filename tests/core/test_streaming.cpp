@@ -236,6 +236,38 @@ TEST_F(CompressBudget, BadBudgetsAndGenerationThatDoesNotFitAreRefusedUpFront) {
   EXPECT_FALSE(fs::exists(dir_ + "/y"));
 }
 
+// The commands that generate (fidelity, analyze drift and hessian) hold their models whole: under a budget they are
+// checked before any weight is read and refused with the size generation needs; a budget that holds them runs.
+TEST(GenerationBudget, FidelityAndAnalysesRefuseABudgetGenerationCannotKeepAndRunUnderOneItCan) {
+  PARETO_REQUIRE_SHARED();
+  const std::string tiny = test::sharedPath("models/ref-tiny"), prompts = test::sharedPath("data/prompts-prose.txt");
+  const std::string compare = " --dense " + tiny + " --model " + tiny + " --prompts " + prompts + " --max-prompts 2";
+  const std::pair<std::string, std::string> refused[] = {
+      {"fidelity" + compare + " --max-new-tokens 8 --max-host-memory 2MiB", "decode fidelity generates with both"},
+      {"analyze drift" + compare + " --steps 4 --max-host-memory 2MiB", "activation drift generates with both"},
+      {"analyze hessian --model " + tiny + " --text " + test::sharedPath("data/heldout-prose.txt") + " --prompts " +
+           prompts + " --max-host-memory 2MiB",
+       "decode calibration generates with the whole model"}};
+  for (const auto& [args, message] : refused) {
+    const test::RunResult run = test::runCli(args);
+    EXPECT_NE(run.exitCode, 0) << args;
+    EXPECT_THAT(run.err, HasSubstr(message)) << args;
+    EXPECT_THAT(run.err, HasSubstr("more than the 2 MiB of --max-host-memory")) << args;
+  }
+  const test::RunResult ok = test::runCli("fidelity" + compare + " --max-new-tokens 8 --max-host-memory 2GiB --json");
+  EXPECT_EQ(ok.exitCode, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("top1_agreement"));
+
+  // The size itself: weights and KV cache of each model, the logits once, with the planners' headroom.
+  const ModelConfig c = ModelConfig::fromJson(modelPresetConfig("llama-3.1-8b"), "llama-3.1-8b");
+  const uint64_t one = wholeModelGenerationBytes(c, at::kBFloat16, 4, 640);
+  EXPECT_GT(one, modelWeightBytes(c, at::kBFloat16));
+  EXPECT_GT(wholeModelGenerationBytes(c, at::kBFloat16, 4, 640, 2), 2 * modelWeightBytes(c, at::kBFloat16));
+  EXPECT_NO_THROW(requireGenerationFits(c, at::kCPU, at::kBFloat16, {0, one}, 4, 640, 1, "x"));
+  EXPECT_THROW(requireGenerationFits(c, at::kCPU, at::kBFloat16, {0, one - 1}, 4, 640, 1, "x"), InputError);
+  EXPECT_NO_THROW(requireGenerationFits(c, at::kCPU, at::kBFloat16, {1, 0}, 4, 640, 1, "x"));   // the GPU's budget
+}
+
 // CI's memory check: a Llama-3.2-1B-shaped checkpoint whose float32 weights (4.9 GB) exceed the budget compresses
 // with the peak resident memory under the budget plus what the process held before the job (LibTorch's own).
 TEST_F(CompressBudget, ASynthetic1BCompressesOnTheCpuUnderAHostBudget) {

@@ -102,14 +102,14 @@ int quantRingHalves(int bits, ActivationType type, int compiledBatch) {
     const char* v = std::getenv("PARETO_QUANT_HALVES");
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
-  return enabled && quantUsesTensorCores(bits, type, compiledBatch) && compiledBatch >= kQuantHalvesMinBatch ? 2 : 1;
+  return enabled && quantUsesTensorCores(bits, type, compiledBatch) && compiledBatch >= quantHalvesMinBatch(bits) ? 2 : 1;
 }
 
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {
   const int batch = compiledBatch(p.batch);
   if (quantUsesTensorCores(w.bits, p.type, batch)) {
     // 16-bit rows of x padded by quantStagePadHalves, and the warps' rings after them (+16 bytes of alignment).
-    // The split counts the ring's chunks (halves of layout chunks from kQuantHalvesMinBatch), at least 2 whole
+    // The split counts the ring's chunks (halves of layout chunks from quantHalvesMinBatch), at least 2 whole
     // chunks' worth a warp.
     const size_t pad = size_t(quantStagePadHalves(w.bits));
     const int halves = quantRingHalves(w.bits, p.type, batch);

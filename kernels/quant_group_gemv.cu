@@ -167,7 +167,7 @@ __device__ __forceinline__ uint32_t lop3Mask(uint32_t a, uint32_t mask, uint32_t
 // batch lacks load row g mod B (finite values whose C columns nobody reads), so no lane is predicated; rows the
 // compiled batch has beyond the actual one are staged as zeros.
 //
-// Ring chunks: a layout chunk (8 pieces), or from kQuantHalvesMinBatch half of one (kHalves = 2: 4 pieces, 3
+// Ring chunks: a layout chunk (8 pieces), or from quantHalvesMinBatch half of one (kHalves = 2: 4 pieces, 3
 // stages), which leaves the staged x more of the shared memory (QuantGroupGemv.h). The sum unit is then at most
 // the half (quantRingSumUnit).
 //
@@ -189,7 +189,7 @@ struct QuantMmaFormat : QuantCodeStream {
   static constexpr int kScaleBytes = kHalves == 1 ? kQuantScaleBytes : kQuantHalfScaleBytes;
   static_assert(kHalves == 1 || kHalves == 2, "whole or half layout chunks");
   // The sum unit compiled as its own loop: 128 columns (int4 g128; int8 per channel, whose unit is the chunk),
-  // the half chunk of 8-bit codes (int8 per channel from kQuantHalvesMinBatch).
+  // the half chunk of 8-bit codes (int8 per channel from quantHalvesMinBatch).
   static constexpr int kCommonUnitShift = Bits == 8 && kHalves == 2 ? 6 : 7;
   static constexpr int kPadHalves = quantStagePadHalves(Bits);
   static constexpr uint32_t kExponent = T == ActivationType::Float16 ? 0x64006400u : 0x43004300u;

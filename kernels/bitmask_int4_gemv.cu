@@ -196,26 +196,14 @@ struct BitmaskInt4MmaFormat {
   __device__ static __forceinline__ void computeSlot(const Params& w, const uint8_t* slot, int64_t, int64_t,
                                                      int64_t localChunk, int lane, const uint32_t* xs,
                                                      int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
-    // The two scale layouts as their own loops: with the unit end a runtime test between the pieces, ptxas kept
-    // the second piece's shared loads behind it.
-    if (w.chunksPerScale == 0) computeChunk<B, true>(w, slot, localChunk, lane, xs, sliceCols, acc);
-    else computeChunk<B, false>(w, slot, localChunk, lane, xs, sliceCols, acc);
-  }
-
-  // kTwoUnits: 32 kept values a scale (a unit a piece), else one unit a chunk.
-  template <int B, bool kTwoUnits>
-  __device__ static __forceinline__ void computeChunk(const Params& w, const uint8_t* slot, int64_t localChunk,
-                                                      int lane, const uint32_t* xs, int64_t sliceCols,
-                                                      Accumulator<B>& acc) {
     constexpr int kN = kTiles<B>;
     const int g = lane >> 2, t = lane & 3;
     const int64_t rowWords = (sliceCols + kPadHalves) / 2;
-    // The lane's B rows (batch g and 8 + g) in the staging at column 16t of the chunk; below batch 8 the lanes
-    // of absent batch rows read row g mod B (finite values in C columns nobody reads): no predicated loads.
+    // The lane's B rows (batch g and 8 + g) in the staging at column 16t of the chunk; null: zero registers.
     const uint32_t* xRow[kN];
 #pragma unroll
     for (int n = 0; n < kN; ++n)
-      xRow[n] = xs + (B >= 8 ? 8 * n + g : g & (B - 1)) * rowWords + localChunk * (kChunkCols / 2) + 8 * t;
+      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 8 * t : nullptr;
     // The 16 mask bits of the lane's groups in piece p (word 2p + t/2, bits 16·(t%2) ...), rows g + 8j.
     uint32_t bits[4][2];
 #pragma unroll
@@ -226,7 +214,7 @@ struct BitmaskInt4MmaFormat {
       bits[j][1] = ((t >> 1) ? v.w : v.z) >> shift;
     }
     const uint8_t* scaleSlot = slot + kBitmaskInt4CodeBytes + kBitmaskInt4MaskBytes;
-    constexpr bool twoUnits = kTwoUnits;
+    const bool twoUnits = w.chunksPerScale == 0;
     const uint32_t slotAddress = detail::sharedAddressOf(slot);
     float c[2][2][kN][4];  // [chain: k-block parity][m-tile][batch tile][register], the unit's sums
 #pragma unroll
@@ -273,7 +261,7 @@ struct BitmaskInt4MmaFormat {
       for (int n = 0; n < kN; ++n)
 #pragma unroll
         for (int q = 0; q < 2; ++q)
-          xb[n][q] = *reinterpret_cast<const uint4*>(xRow[n] + p * 32 + 4 * q);
+          xb[n][q] = xRow[n] ? *reinterpret_cast<const uint4*>(xRow[n] + p * 32 + 4 * q) : make_uint4(0, 0, 0, 0);
       uint32_t shifted[4];
       uint4 sel[4][2];
 #pragma unroll
@@ -303,7 +291,7 @@ struct BitmaskInt4MmaFormat {
             detail::mma16816<T>(c[i & 1][m][n], lo[2 * m], lo[2 * m + 1], hi[2 * m], hi[2 * m + 1], b0, b1);
         }
       }
-      if constexpr (twoUnits) applyUnit(p);
+      if (twoUnits) applyUnit(p);
       else if (p == 1) applyUnit(0);
     }
   }

@@ -77,7 +77,7 @@ inline constexpr size_t kQuantRingBytes = size_t(kRingWarpsPerBlock) * kQuantRin
 // scales and zeros) in 3 stages: the same 4 KB a warp in flight while one slot is computed, in 25% less shared
 // memory, which goes to the staged x (16-32 bytes a column at batch 8-16). With whole chunks x left room for only
 // 3 chunks a split at batch 16 (6 at 8), so the long shapes ran 2-3 waves of short splits (bench/NOTES.md v6g).
-// 4-bit codes from batch 8 (−9% at 8, −19% at 16 on the H200); 8-bit codes from 16 (−10%; at 8 halves measured
+// 4-bit codes from batch 8 (−4% at 8, −16% at 16 on the H200); 8-bit codes from 16 (−8%; at 8 halves measured
 // 17% slower: twice the sum units, 64 columns each, for the same bytes, where whole chunks already fit one wave).
 // PARETO_QUANT_HALVES=0 keeps whole chunks at every batch (A/B timing; read once). The kernel compiles halves for
 // batch 8 and 16 only.

@@ -2,6 +2,7 @@
 # Builds bench/gemv_kernels (the kernels-only test and benchmark, see bench/gemv_kernels.cu): the four packed-GEMV
 # kernels, their host code and references, CUDA runtime and cuBLAS only; one nvcc per file, in parallel.
 #   bench/build-gemv-kernels.sh [BUILDDIR]     (default build-kernels; the binary is BUILDDIR/gemv_kernels)
+# GEMV_BUILD_JOBS: at most this many nvcc at once (default: all files together; 2 on a shared build machine).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build-kernels}"
@@ -21,6 +22,9 @@ for src in kernels/quant_group_gemv.cu kernels/bitmask_nm_gemv.cu kernels/bitmas
     nvcc "${flags[@]}" -c "$here/$src" -o "$obj" >"$obj.log" 2>&1 &
   fi
   pids+=($!)
+  if [ -n "${GEMV_BUILD_JOBS:-}" ]; then
+    while [ "$(jobs -rp | wc -l)" -ge "$GEMV_BUILD_JOBS" ]; do wait -n || true; done
+  fi
 done
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done

@@ -96,14 +96,26 @@ bool quantOddExponent() {
   return enabled;
 }
 
+int quantRingHalves(int bits, ActivationType type, int compiledBatch) {
+  // PARETO_QUANT_HALVES=0: whole chunks everywhere (the kernel compiles halves for batch 8 and 16 only).
+  static const bool enabled = [] {
+    const char* v = std::getenv("PARETO_QUANT_HALVES");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled && quantUsesTensorCores(bits, type, compiledBatch) && compiledBatch >= quantHalvesMinBatch(bits) ? 2 : 1;
+}
+
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {
   const int batch = compiledBatch(p.batch);
   if (quantUsesTensorCores(w.bits, p.type, batch)) {
     // 16-bit rows of x padded by quantStagePadHalves, and the warps' rings after them (+16 bytes of alignment).
+    // The split counts the ring's chunks (halves of layout chunks from quantHalvesMinBatch), at least 2 whole
+    // chunks' worth a warp.
     const size_t pad = size_t(quantStagePadHalves(w.bits));
-    return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
-                           int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kRingMaxSharedBytes,
-                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + kQuantRingBytes);
+    const int halves = quantRingHalves(w.bits, p.type, batch);
+    return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits) * halves, quantChunkCols(w.bits) / halves, batch,
+                           int(quantRingSumUnit(w.groupSize, w.bits, halves)), multiprocessors, kRingMaxSharedBytes,
+                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), 2 * halves);
   }
   return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
                          int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kMaxStagedBytes);

@@ -73,6 +73,30 @@ inline constexpr int kQuantCodeBytes = 4096;
 inline constexpr int kQuantScaleBytes = 512;
 inline constexpr int kQuantSlotBytes = kQuantCodeBytes + kQuantScaleBytes + 256;
 inline constexpr size_t kQuantRingBytes = size_t(kRingWarpsPerBlock) * kQuantRingStages * kQuantSlotBytes;
+// From quantHalvesMinBatch the ring's chunk is half a layout chunk (4 pieces: 2 KB of codes, up to 4 sum units of
+// scales and zeros) in 3 stages: the same 4 KB a warp in flight while one slot is computed, in 25% less shared
+// memory, which goes to the staged x (16-32 bytes a column at batch 8-16). With whole chunks x left room for only
+// 3 chunks a split at batch 16 (6 at 8), so the long shapes ran 2-3 waves of short splits (bench/NOTES.md v6g).
+// 4-bit codes from batch 8 (−4% at 8, −16% at 16 on the H200); 8-bit codes from 16 (−8%; at 8 halves measured
+// 17% slower: twice the sum units, 64 columns each, for the same bytes, where whole chunks already fit one wave).
+// PARETO_QUANT_HALVES=0 keeps whole chunks at every batch (A/B timing; read once). The kernel compiles halves for
+// batch 8 and 16 only.
+constexpr int quantHalvesMinBatch(int bits) { return bits == 4 ? 8 : 16; }
+inline constexpr int kQuantHalfRingStages = 3;
+inline constexpr int kQuantHalfCodeBytes = kQuantCodeBytes / 2;
+inline constexpr int kQuantHalfScaleBytes = kQuantScaleBytes / 2;
+inline constexpr int kQuantHalfSlotBytes = kQuantHalfCodeBytes + kQuantHalfScaleBytes + 128;
+// Ring chunks a layout chunk on the tensor-core path: 1 or 2.
+int quantRingHalves(int bits, ActivationType type, int compiledBatch);
+inline size_t quantRingBytes(int halves) {
+  return size_t(kRingWarpsPerBlock) *
+         (halves == 1 ? size_t(kQuantRingStages) * kQuantSlotBytes : size_t(kQuantHalfRingStages) * kQuantHalfSlotBytes);
+}
+// The tensor-core path's sum unit: a group, or the ring's chunk when groups are wider.
+inline int64_t quantRingSumUnit(int64_t groupSize, int bits, int halves) {
+  const int64_t unit = quantSumUnit(groupSize, bits), chunk = quantChunkCols(bits) / halves;
+  return unit < chunk ? unit : chunk;
+}
 // x is staged as 16-bit rows padded by this many values, so that the rows a warp's B-fragment loads touch at
 // once start in different banks (4 bits: 2 rows × 64 bytes a quarter-warp; 8 bits: 4 rows × 32 bytes a half).
 constexpr int quantStagePadHalves(int bits) { return bits == 4 ? 32 : 16; }

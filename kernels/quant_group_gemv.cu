@@ -163,17 +163,34 @@ __device__ __forceinline__ uint32_t lop3Mask(uint32_t a, uint32_t mask, uint32_t
 //
 // B operand (x): the batch is N (lanes g = batch row, 8 a tile; batch 16 takes two tiles), x staged in shared
 // memory as 16-bit rows, 4-bit: each 8 columns stored in the order (0,4, 1,5, 2,6, 3,7) so that one 16-byte
-// load per lane and piece is the B registers of both MMAs. Lanes whose batch row the compiled batch lacks use
-// zero registers; rows the compiled batch has beyond the actual one are staged as zeros.
+// load per lane and piece is the B registers of both MMAs. Below batch 8 the lanes of the batch rows the compiled
+// batch lacks load row g mod B (finite values whose C columns nobody reads), so no lane is predicated; rows the
+// compiled batch has beyond the actual one are staged as zeros.
+//
+// Ring chunks: a layout chunk (8 pieces), or from quantHalvesMinBatch half of one (kHalves = 2: 4 pieces, 3
+// stages), which leaves the staged x more of the shared memory (QuantGroupGemv.h). The sum unit is then at most
+// the half (quantRingSumUnit).
+//
+// The common sum unit (kCommonUnitShift: int4 g128, int8 per channel) is compiled as its own loop, so that the
+// unit ends are known and the pieces between them are one straight run of code (the runtime test after every
+// piece kept ptxas from moving the next piece's shared loads above it).
 //
 // Accumulator C: lane (g, t) of tile (m, n) holds rows 16m + g (c0, c1) and 16m + g + 8 (c2, c3) for batch rows
 // 8n + 2t and 8n + 2t + 1.
-template <int Bits, ActivationType T>
+template <int Bits, ActivationType T, int kHalves>
 struct QuantMmaFormat : QuantCodeStream {
-  static constexpr int kChunkCols = Bits == 4 ? 256 : 128;
-  static constexpr int kPieceCols = kChunkCols / 8;
-  static constexpr int kRingStages = kQuantRingStages;
-  static constexpr int kSlotBytes = kQuantSlotBytes;
+  static constexpr int kLayoutChunkCols = Bits == 4 ? 256 : 128;
+  static constexpr int kChunkCols = kLayoutChunkCols / kHalves;  // the ring's chunk
+  static constexpr int kPieces = 8 / kHalves;
+  static constexpr int kPieceCols = kLayoutChunkCols / 8;
+  static constexpr int kRingStages = kHalves == 1 ? kQuantRingStages : kQuantHalfRingStages;
+  static constexpr int kSlotBytes = kHalves == 1 ? kQuantSlotBytes : kQuantHalfSlotBytes;
+  static constexpr int kCodeBytes = kHalves == 1 ? kQuantCodeBytes : kQuantHalfCodeBytes;
+  static constexpr int kScaleBytes = kHalves == 1 ? kQuantScaleBytes : kQuantHalfScaleBytes;
+  static_assert(kHalves == 1 || kHalves == 2, "whole or half layout chunks");
+  // The sum unit compiled as its own loop: 128 columns (int4 g128; int8 per channel, whose unit is the chunk),
+  // the half chunk of 8-bit codes (int8 per channel from quantHalvesMinBatch).
+  static constexpr int kCommonUnitShift = Bits == 8 && kHalves == 2 ? 6 : 7;
   static constexpr int kPadHalves = quantStagePadHalves(Bits);
   static constexpr uint32_t kExponent = T == ActivationType::Float16 ? 0x64006400u : 0x43004300u;
   static constexpr float kBias = T == ActivationType::Float16 ? 1024.f : 128.f;
@@ -202,17 +219,21 @@ struct QuantMmaFormat : QuantCodeStream {
     return w.chunksPerGroup == 0 ? kChunkCols >> w.unitShift : 1;
   }
 
+  // `chunk` is the ring's: layout chunk chunk / kHalves, its pieces from (chunk mod kHalves) · kPieces.
   __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
                                                    uint32_t slot, uint64_t evictFirst) {
-    const uint4* codes = w.codes + (group * w.chunks + chunk) * 8 * 32 + lane;
+    const int64_t layoutChunk = chunk / kHalves;
+    const int firstPiece = int(chunk % kHalves) * kPieces;
+    const uint4* codes = w.codes + ((group * w.chunks + layoutChunk) * 8 + firstPiece) * 32 + lane;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) detail::copyAsyncEvictFirst(slot + i * 512 + lane * 16, codes + i * 32, evictFirst);
+    for (int i = 0; i < kPieces; ++i)
+      detail::copyAsyncEvictFirst(slot + i * 512 + lane * 16, codes + i * 32, evictFirst);
     const int units = unitsOf(w);
-    const int64_t column = w.chunksPerGroup == 0 ? chunk * units : chunk / w.chunksPerGroup;
+    const int64_t column = w.chunksPerGroup == 0 ? chunk * units : layoutChunk / w.chunksPerGroup;
     const int64_t at = (group * w.scaleColumns + column) * 32;  // first entry of the chunk's scale columns
-    if (lane < 4 * units) detail::copyAsync(slot + kQuantCodeBytes + lane * 16, w.scales + at + lane * 8);
+    if (lane < 4 * units) detail::copyAsync(slot + kCodeBytes + lane * 16, w.scales + at + lane * 8);
     if (!w.symmetric && lane < 2 * units)
-      detail::copyAsync(slot + kQuantCodeBytes + kQuantScaleBytes + lane * 16, w.zeros + at + lane * 16);
+      detail::copyAsync(slot + kCodeBytes + kScaleBytes + lane * 16, w.zeros + at + lane * 16);
   }
 
   template <int B>
@@ -221,13 +242,23 @@ struct QuantMmaFormat : QuantCodeStream {
                                                      int64_t sliceCols, const float* xsum, int64_t sumStride,
                                                      Accumulator<B>& acc) {
     // Not at batch 16: its two batch tiles double the extra MMAs, and it measured 5% slower with them (v6c).
+    // The common unit has its own loop in fp16 only (bf16 and PARETO_QUANT_ODD=0 keep the runtime unit: fewer
+    // instantiations to compile).
     if constexpr (Bits == 4 && T == ActivationType::Float16 && B <= 8) {
       if (w.oddExponent) {
-        computeChunk<B, true>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
+        if (w.unitShift == kCommonUnitShift)
+          computeChunk<B, true, kCommonUnitShift>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
+        else
+          computeChunk<B, true, 0>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
+        return;
+      }
+    } else if constexpr (T == ActivationType::Float16) {
+      if (w.unitShift == kCommonUnitShift) {
+        computeChunk<B, false, kCommonUnitShift>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
         return;
       }
     }
-    computeChunk<B, false>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
+    computeChunk<B, false, 0>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
   }
 
   // kOddExponent (4-bit codes, fp16): the odd columns of each 8-code word are read in place, under the fp16
@@ -236,20 +267,21 @@ struct QuantMmaFormat : QuantCodeStream {
   // made up on the tensor cores: one more MMA a row tile and piece, A = 960 at every k, B = the lane's odd-column
   // x registers, adds 960 · Σ x over the piece's odd columns to every row, after which every column reads
   // 1024 + q as before (960 · x is exact in fp32, like every product here).
-  template <int B, bool kOddExponent>
+  // kUnitShift: log2 of the sum unit when known at compile time, 0: w.unitShift.
+  template <int B, bool kOddExponent, int kUnitShift>
   __device__ static __forceinline__ void computeChunk(const Params& w, const uint8_t* slot, int64_t localChunk,
                                                       int lane, const uint32_t* xs, int64_t sliceCols,
                                                       const float* xsum, int64_t sumStride, Accumulator<B>& acc) {
     constexpr int kN = kTiles<B>;
     const int g = lane >> 2, t = lane & 3;
     const int64_t rowWords = (sliceCols + kPadHalves) / 2;
-    // The lane's B rows (batch g and 8 + g) in the staging, at this chunk's first column; null: zero registers.
+    // The lane's B rows (batch g and 8 + g; g mod B below batch 8) in the staging, at this chunk's first column.
     const uint32_t* xRow[kN];
 #pragma unroll
     for (int n = 0; n < kN; ++n)
-      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) +
-                                    (Bits == 4 ? 4 * t : 2 * t)
-                              : nullptr;
+      xRow[n] = xs + (B >= 8 ? 8 * n + g : g & (B - 1)) * rowWords + localChunk * (kChunkCols / 2) +
+                (Bits == 4 ? 4 * t : 2 * t);
+    const int unitShift = kUnitShift > 0 ? kUnitShift : w.unitShift;
     const uint32_t mask = 0x000F000Fu, exponent = kExponent;
     const uint32_t slotAddress = detail::sharedAddressOf(slot);
     // Two accumulators a tile pair (even and odd MMAs), so that consecutive MMAs do not wait on each other.
@@ -262,16 +294,15 @@ struct QuantMmaFormat : QuantCodeStream {
         for (int n = 0; n < kN; ++n)
 #pragma unroll
           for (int i = 0; i < 4; ++i) c[h][m][n][i] = 0.f;
-    const int units = unitsOf(w);
+    const int units = kUnitShift > 0 ? (kChunkCols >> kUnitShift > 1 ? kChunkCols >> kUnitShift : 1) : unitsOf(w);
 #pragma unroll
-    for (int piece = 0; piece < 8; ++piece) {
+    for (int piece = 0; piece < kPieces; ++piece) {
       uint32_t r[4];
       detail::ldmatrixX4(r, slotAddress + piece * 512 + lane * 16);
       if constexpr (Bits == 4) {
         uint4 xb[kN];
 #pragma unroll
-        for (int n = 0; n < kN; ++n)
-          xb[n] = xRow[n] ? *reinterpret_cast<const uint4*>(xRow[n] + piece * (kPieceCols / 2)) : make_uint4(0, 0, 0, 0);
+        for (int n = 0; n < kN; ++n) xb[n] = *reinterpret_cast<const uint4*>(xRow[n] + piece * (kPieceCols / 2));
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
           const uint32_t lo = r[2 * m], hi = r[2 * m + 1];  // rows 16m + g, 16m + g + 8
@@ -303,8 +334,7 @@ struct QuantMmaFormat : QuantCodeStream {
       } else {
         uint2 xb[kN];
 #pragma unroll
-        for (int n = 0; n < kN; ++n)
-          xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + piece * (kPieceCols / 2)) : make_uint2(0, 0);
+        for (int n = 0; n < kN; ++n) xb[n] = *reinterpret_cast<const uint2*>(xRow[n] + piece * (kPieceCols / 2));
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
           uint32_t lo = r[2 * m], hi = r[2 * m + 1];
@@ -317,10 +347,10 @@ struct QuantMmaFormat : QuantCodeStream {
       }
       // End of a sum unit (a group, or the chunk when groups are wider): scales and zeros of the lane's four
       // rows, the unit's Σx of its two batch rows a tile.
-      if ((((piece + 1) * kPieceCols) & ((1 << w.unitShift) - 1)) == 0) {
-        const int unit = units == 1 ? 0 : (((piece + 1) * kPieceCols) >> w.unitShift) - 1;
-        const __half* scales = reinterpret_cast<const __half*>(slot + kQuantCodeBytes) + unit * 32;
-        const uint8_t* zeros = slot + kQuantCodeBytes + kQuantScaleBytes + unit * 32;
+      if ((((piece + 1) * kPieceCols) & ((1 << unitShift) - 1)) == 0) {
+        const int unit = units == 1 ? 0 : (((piece + 1) * kPieceCols) >> unitShift) - 1;
+        const __half* scales = reinterpret_cast<const __half*>(slot + kCodeBytes) + unit * 32;
+        const uint8_t* zeros = slot + kCodeBytes + kScaleBytes + unit * 32;
         float s[4], o[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
@@ -358,24 +388,34 @@ struct QuantMmaFormat : QuantCodeStream {
 template <int Bits, ActivationType T>
 std::string launch(const GemvProblem& p, const QuantGroupGemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
+  // The split (quantGroupGemvSplit) sized the shared memory and counted the chunks for the same choices:
+  // quantUsesTensorCores and quantRingHalves.
+  const int batch = compiledBatch(p.batch);
+  const bool mma = quantUsesTensorCores(Bits, T, batch);
+  const int halves = quantRingHalves(Bits, T, batch);
+  const int64_t sumUnit = quantRingSumUnit(w.groupSize, Bits, halves);
   QuantParams params{static_cast<const uint4*>(w.codes),
                      reinterpret_cast<const __half*>(w.scales),
                      w.zeros,
                      quantChunks(p.cols, Bits),
                      w.scaleColumns,
-                     __builtin_ctzll(uint64_t(quantSumUnit(w.groupSize, Bits))),
+                     __builtin_ctzll(uint64_t(sumUnit)),
                      w.groupSize < quantChunkCols(Bits) ? 0
                      : w.groupSize == p.cols           ? int(quantChunks(p.cols, Bits))
                                                        : int(w.groupSize / quantChunkCols(Bits)),
                      Bits == 4 ? 8.f : 128.f,
                      w.symmetric,
                      quantOddExponent()};
-  const auto a = detail::makeLaunch(p, s, params.chunks, int(quantSumUnit(w.groupSize, Bits)), partials, counters);
-  // The split (quantGroupGemvSplit) sized the shared memory for the same choice: quantUsesTensorCores.
+  const auto a = detail::makeLaunch(p, s, params.chunks * halves, int(sumUnit), partials, counters);
   cudaError_t e;
   if constexpr (Bits == 4 || T == ActivationType::Float16) {
-    if (quantUsesTensorCores(Bits, T, compiledBatch(p.batch))) {
-      e = detail::launchPackedGemv<QuantMmaFormat<Bits, T>, T>(params, a, s.sharedBytes, stream);
+    if (mma) {
+      // Half chunks only from batch 8 (quantRingHalves): only those batches are compiled for them.
+      if (halves == 2)
+        e = batch <= 8 ? detail::launchPackedGemvAt<QuantMmaFormat<Bits, T, 2>, 8, T>(params, a, s.sharedBytes, stream)
+                       : detail::launchPackedGemvAt<QuantMmaFormat<Bits, T, 2>, 16, T>(params, a, s.sharedBytes, stream);
+      else
+        e = detail::launchPackedGemv<QuantMmaFormat<Bits, T, 1>, T>(params, a, s.sharedBytes, stream);
       return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "quant_group_gemv launch");
     }
   }

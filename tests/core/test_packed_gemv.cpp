@@ -397,8 +397,9 @@ TEST(PackedGemvReference, RejectsWhatTheKernelsCannotTake) {
 
 // The quantized split must reserve the shared memory the kernel uses: on the tensor-core path (4-bit codes,
 // 8-bit codes in fp16) 16-bit rows of x padded by quantStagePadHalves, the unit sums and the warps' weight rings
-// (quant_group_gemv.cu) within the ring kernels' budget, sized for kRingResidentBlocks blocks a multiprocessor;
-// fp32 rows of x on the FFMA path (8-bit codes in bf16).
+// (quant_group_gemv.cu; ring chunks of half a layout chunk from quantHalvesMinBatch) within the ring kernels'
+// budget, sized for kRingResidentBlocks blocks a multiprocessor; fp32 rows of x on the FFMA path (8-bit codes in
+// bf16).
 TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
   namespace k = kernels;
   for (int b : {1, 2, 4, 8, 16}) {
@@ -406,6 +407,9 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
     EXPECT_TRUE(k::quantUsesTensorCores(4, k::ActivationType::BFloat16, b));
     EXPECT_EQ(k::quantUsesTensorCores(8, k::ActivationType::Float16, b), b >= 2);  // FFMA faster at 1 (NOTES v6c)
     EXPECT_FALSE(k::quantUsesTensorCores(8, k::ActivationType::BFloat16, b));
+    EXPECT_EQ(k::quantRingHalves(4, k::ActivationType::Float16, b), b >= 8 ? 2 : 1);   // NOTES v6g
+    EXPECT_EQ(k::quantRingHalves(8, k::ActivationType::Float16, b), b >= 16 ? 2 : 1);  // halves slower at 8
+    EXPECT_EQ(k::quantRingHalves(8, k::ActivationType::BFloat16, b), 1);                 // FFMA: whole chunks
   }
   const int sms = 132;
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
@@ -419,18 +423,21 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
           w.bits = bits, w.groupSize = group, w.scaleColumns = k::quantScaleColumns(cols, group, bits);
           const k::GemvSplit s = k::quantGroupGemvSplit(p, w, sms);
           const int compiled = k::compiledBatch(batch);
-          const size_t sums = sizeof(float) * size_t(compiled) * size_t(s.sliceCols / k::quantSumUnit(group, bits));
           const bool mma = k::quantUsesTensorCores(bits, type, compiled);
-          const size_t staged =
-              mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::quantStagePadHalves(bits)) + 16 + k::kQuantRingBytes
-                  : sizeof(float) * size_t(compiled) * size_t(s.sliceCols);
+          const int halves = k::quantRingHalves(bits, type, compiled);
+          const size_t sums =
+              sizeof(float) * size_t(compiled) * size_t(s.sliceCols / k::quantRingSumUnit(group, bits, halves));
+          const size_t staged = mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::quantStagePadHalves(bits)) + 16 +
+                                          k::quantRingBytes(halves)
+                                    : sizeof(float) * size_t(compiled) * size_t(s.sliceCols);
           const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " int" + std::to_string(bits) +
                                    " batch " + std::to_string(batch);
           EXPECT_EQ(s.sharedBytes, staged + sums) << what;
           EXPECT_LE(s.sharedBytes, mma ? k::kRingMaxSharedBytes : k::kMaxStagedBytes) << what;
-          EXPECT_GE(int64_t(s.splits) * s.chunksPerSplit, k::quantChunks(cols, bits)) << what;
-          EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, k::quantChunks(cols, bits)) << what;  // no empty split
-          EXPECT_EQ(s.sliceCols, s.chunksPerSplit * k::quantChunkCols(bits)) << what;
+          // The split counts the ring's chunks.
+          EXPECT_GE(int64_t(s.splits) * s.chunksPerSplit, k::quantChunks(cols, bits) * halves) << what;
+          EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, k::quantChunks(cols, bits) * halves) << what;
+          EXPECT_EQ(s.sliceCols, s.chunksPerSplit * k::quantChunkCols(bits) / halves) << what;
         }
       }
     }

@@ -51,9 +51,10 @@ struct SequentialPassOptions {
   // is solved by one rank (moduleRanks; the callback runs there only) and its new weight broadcast, and each
   // rank carries its own sequences on to the next block. A cancel seen by any rank stops all at the same block.
   ProcessGroup* group = nullptr;
-  // How many linears of a block are solved at once. On CUDA the solvers' column sweeps are chains of small
-  // kernels whose launches, not the GPU, set their pace; independent modules on their own threads and streams
-  // overlap those chains. On the CPU each ATen op already uses every core, so planners leave it at 1 there.
+  // How many linears of a block are solved at once. On CUDA a module's solve is a chain of small dependent steps
+  // (factorisations checked on the host, one lazy block after another) that leaves most of the GPU idle;
+  // independent modules on their own threads and streams overlap those chains. On the CPU each ATen op already
+  // uses every core, so planners leave it at 1 there.
   int solverThreads = 1;
   // When set, the seconds of each stage of a block (read, observe, solve, advance, finish) are added to it, summed
   // over the blocks the pass computes: where a long pass spends its time.

@@ -108,11 +108,12 @@ class WeightLoader {
       throw InputError(fileMessage(e->file, "tensor " + name + " has integer dtype " + dtypeName(e->dtype) +
                                                 "; a weight must be F32, F16 or BF16"));
     if (headersOnly_) return {};
-    // Copied out of the mapping (readTensor's copy is the one place a file truncated under us is caught), then
-    // converted; .to() returns the copy itself when device and dtype already match.
-    at::Tensor t = readTensor(*e);
+    // Copied out of the mapping (readTensor's copy is the one place a file truncated under us is caught), moved to
+    // the device, then converted there: a copy that also converts would convert on the host into a pageable
+    // temporary. .to() returns the tensor itself when device or dtype already match.
+    at::Tensor t = readTensorFor(*e, opts_.device);
     ckpt_.releasePages(*e);
-    t = t.to(opts_.device, opts_.dtype).contiguous();
+    t = t.to(opts_.device).to(opts_.dtype).contiguous();
     CheckpointTensors::requireFinite(t, e->file, name);
     return t;
   }

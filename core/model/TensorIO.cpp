@@ -47,6 +47,13 @@ at::Tensor readTensor(const TensorEntry& e) {
   return t;
 }
 
+at::Tensor readTensorFor(const TensorEntry& e, const c10::Device& device) {
+  if (!device.is_cuda()) return readTensor(e);
+  at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(scalarType(e.dtype)).pinned_memory(true));
+  if (e.nbytes > 0) readTensorBytes(e, t.data_ptr());
+  return t;
+}
+
 namespace {
 
 class File {

@@ -70,11 +70,13 @@ nlohmann::json driftJson(const ActivationDriftResult& r, const AnalyzeOptions& o
 }  // namespace
 
 Comparison loadComparison(const std::string& denseDir, const std::string& compressedDir, const std::string& prompts,
-                          int64_t maxPrompts, const std::string& device, const std::string& dtype) {
+                          int64_t maxPrompts, const std::string& device, const std::string& dtype,
+                          const ProgressCallback& progress, const CancelToken* cancel) {
   std::vector<std::string> lines = readPrompts(prompts);
   if (maxPrompts > 0 && static_cast<int64_t>(lines.size()) > maxPrompts) lines.resize(static_cast<size_t>(maxPrompts));
   const RuntimeOptions runtime = makeRuntimeOptions(device, dtype);
-  Comparison c{loadModel(denseDir, runtime), loadModel(compressedDir, runtime), {}};
+  Comparison c{loadModel(denseDir, runtime, WeightResidency::Whole, partOfStage(progress, 0, 0.5), cancel),
+               loadModel(compressedDir, runtime, WeightResidency::Whole, partOfStage(progress, 0.5, 1), cancel), {}};
   c.promptIds = comparablePromptIds(c.dense, c.compressed, lines);
   return c;
 }
@@ -129,13 +131,14 @@ void AnalyzeJob::run(const ProgressCallback& progress, const CancelToken& cancel
     report_.dtype = dtypeLabel(m.model->options().dtype);
   };
   if (options_.analysis == AnalyzeOptions::Analysis::Hessian) {
-    const LoadedModel m = loadModel(options_.modelDir, makeRuntimeOptions(options_.device, options_.dtype));
+    const LoadedModel m = loadModel(options_.modelDir, makeRuntimeOptions(options_.device, options_.dtype),
+                                    WeightResidency::Whole, progress, &cancel);
     describe(m);
     report_.hessian = runHessianStudy(m, options_.hessian, progress, &cancel);
     return;
   }
   const Comparison c = loadComparison(options_.denseDir, options_.modelDir, options_.prompts, options_.maxPrompts,
-                                      options_.device, options_.dtype);
+                                      options_.device, options_.dtype, progress, &cancel);
   describe(c.dense);
   ActivationDriftOptions d = options_.drift;
   d.eosTokenIds = c.dense.eosTokenIds;

@@ -23,7 +23,8 @@ struct Comparison {
 // Reads the prompts (the first maxPrompts; 0: all) and loads both models; InputError naming the file or folder
 // (comparablePromptIds: models that cannot be compared, tokenizers that read a prompt differently).
 Comparison loadComparison(const std::string& denseDir, const std::string& compressedDir, const std::string& prompts,
-                          int64_t maxPrompts, const std::string& device, const std::string& dtype);
+                          int64_t maxPrompts, const std::string& device, const std::string& dtype,
+                          const ProgressCallback& progress = {}, const CancelToken* cancel = nullptr);
 
 struct AnalyzeOptions {
   enum class Analysis { Hessian, Drift };

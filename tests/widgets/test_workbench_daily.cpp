@@ -26,6 +26,7 @@
 #include <QTemporaryDir>
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "SharedData.h"
 #include "WidgetTestSupport.h"
@@ -465,6 +466,53 @@ TEST_F(WorkbenchDaily, NoControlOfTheModelAndRecipeDocksIsClipped) {
   QApplication::processEvents();
   EXPECT_TRUE(t.window.findChild<QDockWidget*>("recipeDock")->isVisible());
   checkDocks("after Reset Layout");
+  EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
+}
+
+// Point 6: the layout a session closes with is the one the next session opens with: each dock where it was, as
+// large as it was (after the user moved a splitter and hid a dock), the window as large as it was.
+TEST_F(WorkbenchDaily, ARestartOpensTheLayoutThatWasSaved) {
+  std::map<std::string, QRect> saved;
+  QSize savedWindow;
+  {
+    test::TestWindow t;
+    t.window.resize(1300, 860);
+    t.window.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&t.window));
+    ASSERT_TRUE(t.window.openModel(modelDir("ref-tiny")));
+    auto* modelDock = t.window.findChild<QDockWidget*>("modelDock");
+    auto* runsDock = t.window.findChild<QDockWidget*>("runsDock");
+    ASSERT_NE(modelDock, nullptr);
+    ASSERT_NE(runsDock, nullptr);
+    // Moved away from the first start's sizes, so that a restart that fell back on them would show.
+    t.window.resizeDocks({modelDock}, {modelDock->width() + 60}, Qt::Horizontal);
+    t.window.resizeDocks({runsDock}, {runsDock->height() + 50}, Qt::Vertical);
+    t.window.findChild<QDockWidget*>("recipeDock")->hide();
+    QApplication::processEvents();
+    for (QDockWidget* dock : t.window.findChildren<QDockWidget*>())
+      if (dock->isVisible()) saved[str(dock->objectName())] = dock->geometry();
+    savedWindow = t.window.size();
+    ASSERT_TRUE(t.window.close());   // saves the settings as quitting does
+    EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
+  }
+  ASSERT_GE(saved.size(), 2u);
+  ASSERT_EQ(saved.count("recipeDock"), 0u);
+
+  test::TestWindow t;   // the same QSettings: a restart
+  t.window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&t.window));
+  QApplication::processEvents();
+  EXPECT_EQ(t.window.size(), savedWindow);
+  EXPECT_FALSE(t.window.findChild<QDockWidget*>("recipeDock")->isVisible()) << "a dock hidden stays hidden";
+  for (const auto& [name, geometry] : saved) {
+    auto* dock = t.window.findChild<QDockWidget*>(QString::fromStdString(name));
+    ASSERT_NE(dock, nullptr) << name;
+    EXPECT_TRUE(dock->isVisible()) << name;
+    EXPECT_EQ(dock->geometry(), geometry) << name << ": restored at " << dock->geometry().x() << ","
+                                          << dock->geometry().y() << " " << dock->width() << "x" << dock->height()
+                                          << ", saved at " << geometry.x() << "," << geometry.y() << " "
+                                          << geometry.width() << "x" << geometry.height();
+  }
   EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
 }
 

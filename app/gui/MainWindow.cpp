@@ -71,7 +71,6 @@ const char* kLastParentKey = "mainWindow/lastModelParent";
 const char* kLastRecipeDirKey = "mainWindow/lastRecipeDir";
 const char* kDeviceKey = "device";
 const char* kRecipeKey = "recipe/current";
-const char* kBandwidthGroup = "copyBandwidth";
 
 // The single local folder being dragged, or empty when the drag is anything else.
 QString draggedFolder(const QMimeData* mime) {
@@ -112,22 +111,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QMetaObject::invokeMethod(worker_, [w = worker_] { w->loadHistory(); }, Qt::QueuedConnection);
   // The devices (and their copy bandwidth, for predicted tokens/s) are probed on the worker: CUDA's first call
   // can take seconds.
-  QMetaObject::invokeMethod(worker_, [w = worker_, stored = storedBandwidths()] { w->probeDevices(stored); },
-                            Qt::QueuedConnection);
-}
-
-QMap<QString, StoredBandwidth> MainWindow::storedBandwidths() const {
-  QMap<QString, StoredBandwidth> stored;
-  QSettings settings;
-  settings.beginGroup(kBandwidthGroup);
-  for (const QString& key : settings.childGroups()) {
-    settings.beginGroup(key);
-    const StoredBandwidth b{settings.value("bytesPerSecond").toDouble(), settings.value("measuredAt").toDateTime()};
-    const QString label = settings.value("label").toString();
-    settings.endGroup();
-    if (b.bytesPerSecond > 0 && !label.isEmpty()) stored.insert(label, b);
-  }
-  return stored;
+  QMetaObject::invokeMethod(worker_, [w = worker_] { w->probeDevices(); }, Qt::QueuedConnection);
 }
 
 void MainWindow::remeasureBandwidth() {
@@ -135,7 +119,7 @@ void MainWindow::remeasureBandwidth() {
   if (d == nullptr) return;
   statusBar()->showMessage(tr("Measuring the copy bandwidth of %1…").arg(d->label));
   QMetaObject::invokeMethod(
-      worker_, [w = worker_, stored = storedBandwidths(), label = d->label] { w->probeDevices(stored, {label}); },
+      worker_, [w = worker_, label = d->label] { w->probeDevices({label}); },
       Qt::QueuedConnection);
 }
 
@@ -473,18 +457,6 @@ void MainWindow::createStatusBar() {
 void MainWindow::connectWorker() {
   connect(worker_, &EngineWorker::devicesProbed, this, [this](const QVector<ComputeDevice>& devices) {
     devices_ = devices;
-    {
-      QSettings settings;   // each device's bandwidth as measured, for the next session's predictions
-      settings.beginGroup(kBandwidthGroup);
-      for (const ComputeDevice& d : devices) {
-        if (d.copyBytesPerSecond <= 0) continue;
-        settings.beginGroup(QString::fromLatin1(d.label.toUtf8().toHex()));
-        settings.setValue("label", d.label);
-        settings.setValue("bytesPerSecond", d.copyBytesPerSecond);
-        settings.setValue("measuredAt", d.measuredAt);
-        settings.endGroup();
-      }
-    }
     const QString wanted = QSettings().value(kDeviceKey, "cpu").toString();
     const QSignalBlocker block(deviceCombo_);
     deviceCombo_->clear();

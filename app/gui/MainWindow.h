@@ -186,7 +186,6 @@ class MainWindow : public QMainWindow {
   void applyDefaultDockSizes();
   // Makes the central tab holding this view the current one.
   void showPage(QWidget* page);
-  QMap<QString, StoredBandwidth> storedBandwidths() const;
   void connectBenchmarkWorker();
   void requestMeasurements();
   void predictRuns();

@@ -31,6 +31,7 @@
 #include "SharedData.h"
 #include "WidgetTestSupport.h"
 #include "analysis/ActivationDrift.h"
+#include "jobs/DeviceBandwidth.h"
 #include "store/ExperimentStore.h"
 #include "store/ModelIdentity.h"
 #include "widgets/DriftView.h"
@@ -280,6 +281,12 @@ TEST_F(WorkbenchDaily, PredictionsUseTheStoredBandwidthUntilItIsMeasuredAgain) {
     ASSERT_TRUE(t.window.recipePanel()->setRecipe(kTwoFour, QString(), "test", &error)) << str(error);
     const QString predicted = test::textOf(t.window.recipePanel(), "estimate.tokensPerSecond");
     EXPECT_TRUE(predicted.contains("measured " + measuredAt.toString("yyyy-MM-dd HH:mm"))) << str(predicted);
+    // Kept in the experiment store, where pareto-cli's predictions read it too.
+    const std::optional<StoredCopyBandwidth> stored =
+        storedCopyBandwidth(ExperimentStore::openForReading(dbPath()), "cpu");
+    ASSERT_TRUE(stored.has_value());
+    EXPECT_EQ(stored->bytesPerSecond, first);
+    EXPECT_EQ(qint64(stored->measuredAt), measuredAt.toSecsSinceEpoch());
   }
   test::TestWindow again;
   QSignalSpy ready(&again.window, &MainWindow::devicesReady);

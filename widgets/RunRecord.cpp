@@ -125,6 +125,19 @@ QString formatMetric(const std::string& key, double value) {
   return locale.toString(value, 'f', info->decimals);
 }
 
+std::string denseMetricOf(const std::string& key) {
+  if (key == metric::kPerplexity) return metric::kDensePerplexity;
+  if (key == metric::kDecodeNll) return metric::kDenseDecodeNll;
+  if (key == metric::kLinearBitsPerWeight) return metric::kDenseLinearBitsPerWeight;
+  if (key == metric::kPredictedTokensPerSecond) return metric::kDensePredictedTokensPerSecond;
+  return {};
+}
+
+QString formatDelta(const std::string& key, double delta) {
+  if (std::isnan(delta)) return QStringLiteral("—");
+  return (delta >= 0 ? QStringLiteral("+") : QStringLiteral("−")) + formatMetric(key, std::abs(delta));
+}
+
 namespace {
 
 QString describePrune(const nlohmann::json& p) {

@@ -65,9 +65,13 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   table_->verticalHeader()->setVisible(false);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setSectionResizeMode(RunHistory::RecipeColumn, QHeaderView::Stretch);
-  table_->setToolTip(tr("Runs of this session and the run store. Double-click a run to open it; select several to "
-                        "compare them; Delete removes the selected ones (after asking)."));
+  table_->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
+  table_->setToolTip(tr("Runs of this session and the run store. Double-click a run to open it (its tag or note to "
+                        "edit them); select several to compare them; Delete removes the selected ones (after "
+                        "asking)."));
   connect(table_, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
+    // A double-click on the tag or the note edits it instead.
+    if (index.column() == RunHistory::TagColumn || index.column() == RunHistory::NoteColumn) return;
     emit runActivated(index.data(RunHistory::RunIdRole).toInt());
   });
 

@@ -56,6 +56,8 @@ RunRecord recordFromStore(const RunDetails& run) {
   if (!std::isnan(run.summary.endedAt))
     r.finishedAt = QDateTime::fromMSecsSinceEpoch(qint64(run.summary.endedAt * 1000.0));
   r.metrics = run.summary.metrics;   // under today's names (store/MetricNames.h), whoever recorded the run
+  r.tag = qs(run.summary.tag);
+  r.note = qs(run.summary.note);
   return r;
 }
 

@@ -791,6 +791,15 @@ void MainWindow::connectBenchmarkWorker() {
     benchmarkDone(false, tr("Benchmark failed: %1").arg(message));
     reportError_(tr("Benchmark failed"), message);
   });
+  connect(history_, &RunHistory::labelEdited, this, [this](int id, const QString& tag, const QString& note) {
+    if (id > 0)
+      QMetaObject::invokeMethod(bench_, [w = bench_, id, tag, note] { w->setRunLabel(id, tag, note); },
+                                Qt::QueuedConnection);
+  });
+  connect(bench_, &BenchmarkWorker::labelSaved, this, [this](qint64 id, const QString& error) {
+    if (!error.isEmpty()) reportError_(tr("Tag and note of run %1 not stored").arg(id), error);
+    emit labelSaved(int(id), error);
+  });
   connect(bench_, &BenchmarkWorker::runsDeleted, this, [this](int deleted, const QString& error) {
     if (!error.isEmpty()) reportError_(tr("Runs not deleted from the store"), error);
     emit runsDeleted(deleted, error);
@@ -1121,6 +1130,16 @@ void MainWindow::compareRuns(const QList<int>& runIds) {
   for (int id : runIds)
     if (const RunRecord* r = history_->find(id)) runs.push_back(r);
   compareView_->setRuns(runs);
+  // The drift curves and discrepancy points of the compared runs that measured them, overlaid in one colour per
+  // run; the views go back to one run when a run is opened.
+  QVector<DriftView::OverlayRun> drifts;
+  QVector<DiscrepancyView::OverlayRun> studies;
+  for (const RunRecord* r : runs) {
+    if (r->drift) drifts.push_back({r->name, r->drift});
+    if (r->discrepancy) studies.push_back({r->name, r->discrepancy});
+  }
+  if (drifts.size() >= 2) driftView_->setOverlay(drifts);
+  if (studies.size() >= 2) discrepancyView_->setOverlay(studies);
   showPage(compareView_);
 }
 

@@ -523,6 +523,31 @@ TEST_F(WorkbenchDaily, ARestartOpensTheLayoutThatWasSaved) {
   EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
 }
 
+// Point 9: a tag and a note typed in the Runs dock go to the store (where `pareto-cli runs` reads them), and a
+// label the store has (set by `pareto-cli runs label`) shows in the dock.
+TEST_F(WorkbenchDaily, TagsAndNotesLiveInTheStore) {
+  int64_t labelled = 0, plain = 0;
+  {
+    ExperimentStore store(dbPath());
+    labelled = storeCompressRun(store, "ref-tiny", 12.0, 10.0);
+    plain = storeCompressRun(store, "ref-tiny", 13.0, 10.0);
+    store.setRunLabel(labelled, "baseline", "from the CLI");
+  }
+  test::TestWindow t;
+  waitForHistory(t);
+  EXPECT_EQ(str(t.window.history()->find(int(labelled))->tag), "baseline");
+  EXPECT_EQ(str(t.window.history()->find(int(labelled))->note), "from the CLI");
+  QSignalSpy saved(&t.window, &MainWindow::labelSaved);
+  t.window.history()->setLabel(int(plain), "paper", "window 128\nas the paper");
+  ASSERT_TRUE(test::waitForSignals(saved));
+  EXPECT_EQ(saved.first().at(0).toInt(), int(plain));
+  EXPECT_TRUE(saved.first().at(1).toString().isEmpty()) << str(saved.first().at(1).toString());
+  const RunSummary s = ExperimentStore::openForReading(dbPath()).run(plain).summary;
+  EXPECT_EQ(s.tag, "paper");
+  EXPECT_EQ(s.note, "window 128\nas the paper");
+  EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
+}
+
 // Point 8: calibrating and evaluating on the same text file is allowed, with a warning in the Recipe dock.
 TEST_F(WorkbenchDaily, WarnsWhenCalibrationAndEvaluationTextAreOneFile) {
   test::TestWindow t;

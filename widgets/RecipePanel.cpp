@@ -545,6 +545,7 @@ QGroupBox* RecipePanel::buildOverrides() {
   overridesNote_ = new QLabel;
   overridesNote_->setObjectName("overridesNote");
   overridesNote_->setWordWrap(true);
+  overridesNote_->setToolTip(tr("Why the last edit of the overrides was not taken (the table shows the recipe's)."));
   overridesNote_->setVisible(false);
   v->addWidget(overridesNote_);
   return box;

@@ -15,6 +15,7 @@
 #include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QTableView>
+#include <QToolButton>
 #include <QUrl>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -175,7 +176,8 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   filters->addWidget(statusFilter_);
   filters->addStretch(1);
 
-  auto* buttons = new QHBoxLayout;
+  buttons_ = new QHBoxLayout;
+  auto* buttons = buttons_;
   for (QPushButton* b : {open_, compare_, recipe_, benchmark_, folder_, saveRecipe_, delete_}) buttons->addWidget(b);
   buttons->addStretch(1);
   buttons->addWidget(export_);
@@ -185,6 +187,18 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   layout->addLayout(buttons);
   rebuildFilters();
   updateButtons();
+}
+
+void RunsPanel::addExportMenu(QMenu* menu) {
+  auto* button = new QToolButton;
+  button->setObjectName("exportRun");
+  button->setText(tr("Export"));
+  button->setToolTip(tr("Write the selected run where it deploys: GGUF, compressed-tensors or a dense Hugging Face "
+                        "checkpoint, as `pareto-cli export` does; Open Output Folder shows the last export."));
+  button->setMenu(menu);
+  button->setPopupMode(QToolButton::InstantPopup);
+  // After Save Recipe…, before Delete.
+  buttons_->insertWidget(buttons_->indexOf(delete_), button);
 }
 
 void RunsPanel::rebuildFilters() {

@@ -410,6 +410,7 @@ void MainWindow::createMenus() {
   exporter_ = new RunExporter(worker_, runsPanel_, history_, this);
   exporter_->setErrorReporter([this](const QString& title, const QString& message) { reportError_(title, message); });
   menuBar()->addMenu(exporter_->menu());
+  runsPanel_->addExportMenu(exporter_->menu());
   connect(exporter_, &RunExporter::exportStarted, this, &MainWindow::updateRunnable);
   connect(exporter_, &RunExporter::exportEnded, this, [this](bool, const QString& message) {
     statusBar()->showMessage(message, 30000);

@@ -10,6 +10,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <qcustomplot.h>
 
@@ -87,7 +88,53 @@ DiscrepancyView::DiscrepancyView(QWidget* parent) : QWidget(parent) {
   rebuild();
 }
 
+void DiscrepancyView::setOverlay(const QVector<OverlayRun>& runs) {
+  overlay_.clear();
+  for (const OverlayRun& r : runs)
+    if (r.study && !r.study->modules.empty()) overlay_ << r;
+  if (overlay_.size() < 2) {
+    overlay_.clear();
+  } else {
+    runName_ = overlay_.front().name;
+    study_ = overlay_.front().study;
+  }
+  rebuild();
+}
+
+void DiscrepancyView::plotOverlay() {
+  plot_->clearGraphs();
+  QStringList parts;
+  const QLocale locale;
+  for (int i = 0; i < overlay_.size(); ++i) {
+    const HessianStudyResult& s = *overlay_[i].study;
+    std::vector<double> ratios;
+    for (const ModuleDiscrepancy& m : s.modules) ratios.push_back(m.ratio());
+    std::sort(ratios.begin(), ratios.end(), std::greater<double>());
+    QVector<double> rank, ratio;
+    for (size_t k = 0; k < ratios.size(); ++k) {
+      rank << double(k);
+      ratio << ratios[k];
+    }
+    QCPGraph* g = plot_->addGraph();
+    g->setName(overlay_[i].name);
+    g->setPen(QPen(runColor(i), 1));
+    g->setLineStyle(QCPGraph::lsNone);
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, runColor(i), 6));
+    g->setData(rank, ratio, true);
+    parts << tr("%1: %2%").arg(overlay_[i].name, locale.toString(100.0 * s.summary.fractionDecodeSmaller, 'f', 1));
+  }
+  plot_->yAxis->setLabel(tr("δ(text) / δ(decode)"));
+  plot_->rescaleAxes();
+  plot_->legend->setVisible(true);
+  plotTitle(plot_)->setText(tr("δ(text)/δ(decode) by rank, %1 runs (above 1: decode calibration closer)\ndecode "
+                               "closer in %2")
+                                .arg(overlay_.size())
+                                .arg(parts.join(", ")));
+  runLabel_->setText(tr("overlay of %1 runs; the table lists %2").arg(overlay_.size()).arg(runName_));
+}
+
 void DiscrepancyView::setStudy(const QString& runName, std::shared_ptr<const HessianStudyResult> study) {
+  overlay_.clear();
   runName_ = runName;
   study_ = std::move(study);
   setExportStem(this, runName);
@@ -98,6 +145,7 @@ QString DiscrepancyView::title() const { return plotTitle(plot_)->text(); }
 
 void DiscrepancyView::rebuild() {
   plot_->clearGraphs();
+  plot_->yAxis->setLabel(tr("discrepancy δ"));
   runLabel_->setText(study_ ? runName_ : QString());
   table_->setSortingEnabled(false);
   table_->clear();
@@ -151,6 +199,7 @@ void DiscrepancyView::rebuild() {
   }
   table_->setSortingEnabled(true);
   table_->sortByColumn(RankColumn, Qt::AscendingOrder);
+  if (overlaid()) plotOverlay();
   applyPalette(plot_);
   plot_->replot();
 }

@@ -4,6 +4,7 @@
 // median ratio. A table below lists the same numbers (and exports them as CSV).
 #pragma once
 
+#include <QVector>
 #include <QWidget>
 #include <memory>
 
@@ -22,6 +23,15 @@ class DiscrepancyView : public QWidget {
   explicit DiscrepancyView(QWidget* parent = nullptr);
 
   void setStudy(const QString& runName, std::shared_ptr<const HessianStudyResult> study);
+  // Several runs' studies at once (Runs dock ▸ Compare): each run's modules as points of δ(text)/δ(decode) by
+  // rank, in the run's colour (PlotSupport.h runColor, as in the Drift view); the table keeps the first run.
+  // Fewer than two leave the single-run view.
+  struct OverlayRun {
+    QString name;
+    std::shared_ptr<const HessianStudyResult> study;
+  };
+  void setOverlay(const QVector<OverlayRun>& runs);
+  bool overlaid() const { return overlay_.size() >= 2; }
 
   QCustomPlot* plot() const { return plot_; }
   QString title() const;
@@ -34,6 +44,8 @@ class DiscrepancyView : public QWidget {
 
  private:
   void rebuild();
+  void plotOverlay();
+  QVector<OverlayRun> overlay_;
 
   QString runName_;
   std::shared_ptr<const HessianStudyResult> study_;

@@ -7,6 +7,7 @@
 #include <QLocale>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <qcustomplot.h>
 
@@ -85,8 +86,68 @@ DriftView::DriftView(QWidget* parent) : QWidget(parent) {
   rebuild();
 }
 
+void DriftView::setOverlay(const QVector<OverlayRun>& runs) {
+  overlay_.clear();
+  for (const OverlayRun& r : runs)
+    if (r.drift && r.drift->steps > 0) overlay_ << r;
+  if (overlay_.size() < 2) overlay_.clear();
+  rebuild();
+}
+
+const DriftCurves& DriftView::variantOf(const ActivationDriftResult& drift) const {
+  return variant_->currentData().toString() == "forced" ? drift.forced : drift.free;
+}
+
+void DriftView::rebuildOverlay() {
+  // One colour scale over every run's cells, so that the first run's heatmap reads on the others' scale.
+  double lowest = 0, highest = 0;
+  QStringList names;
+  for (int i = 0; i < overlay_.size(); ++i) {
+    const OverlayRun& run = overlay_[i];
+    const DriftCurves& c = variantOf(*run.drift);
+    QVector<double> x, y;
+    for (size_t t = 0; t < size_t(run.drift->steps); ++t) {
+      double worst = std::nan("");
+      for (const auto& layer : c.drift) {
+        if (t >= layer.size() || std::isnan(layer[t])) continue;
+        worst = std::isnan(worst) ? layer[t] : std::max(worst, layer[t]);
+        highest = std::max(highest, layer[t]);
+      }
+      if (std::isnan(worst)) continue;
+      x << double(t);
+      y << worst;
+    }
+    QCPGraph* g = curves_->addGraph();
+    g->setName(run.name);
+    g->setPen(QPen(runColor(i), 2));
+    g->setData(x, y, true);
+    names << run.name;
+  }
+  const ActivationDriftResult& first = *overlay_.front().drift;
+  const DriftCurves& c = variantOf(first);
+  const int layers = int(c.drift.size()), steps = int(first.steps);
+  colorMap_->data()->setSize(steps, layers);
+  colorMap_->data()->setRange(QCPRange(0, std::max(1, steps - 1)), QCPRange(0, std::max(1, layers - 1)));
+  for (int l = 0; l < layers; ++l)
+    for (int t = 0; t < steps && t < int(c.drift[size_t(l)].size()); ++t) colorMap_->data()->setCell(t, l, c.drift[size_t(l)][size_t(t)]);
+  colorMap_->setDataRange(QCPRange(lowest, std::max(highest, 1e-12)));
+  heatmap_->rescaleAxes();
+  heatmap_->xAxis->setRange(-0.5, steps - 0.5);
+  heatmap_->yAxis->setRange(-0.5, layers - 0.5);
+  const QString variant = variant_->currentData().toString() == "forced" ? tr("teacher-forced") : tr("free decoding");
+  plotTitle(heatmap_)->setText(tr("Activation drift, %1: %2, on the colour scale of all %3 runs")
+                                   .arg(variant, overlay_.front().name)
+                                   .arg(overlay_.size()));
+  curves_->rescaleAxes();
+  curves_->yAxis->setRangeLower(0);
+  curves_->legend->setVisible(true);
+  plotTitle(curves_)->setText(tr("Largest drift over layers at each step, %1 runs").arg(overlay_.size()));
+  summary_->setText(tr("Overlay: %1").arg(names.join(" · ")));
+}
+
 void DriftView::setDrift(const QString& runName, std::shared_ptr<const ActivationDriftResult> drift,
                          const QString& absent) {
+  overlay_.clear();
   runName_ = runName;
   drift_ = std::move(drift);
   absent_ = absent;
@@ -102,7 +163,9 @@ const DriftCurves* DriftView::shownCurves() const {
 void DriftView::rebuild() {
   curves_->clearGraphs();
   const DriftCurves* c = shownCurves();
-  if (c == nullptr || c->drift.empty()) {
+  if (overlaid()) {
+    rebuildOverlay();
+  } else if (c == nullptr || c->drift.empty()) {
     colorMap_->data()->clear();
     plotTitle(heatmap_)->setText(
         !drift_ && !absent_.isEmpty() ? absent_

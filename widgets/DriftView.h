@@ -4,6 +4,7 @@
 // teacher-forced one (both on the dense tokens).
 #pragma once
 
+#include <QVector>
 #include <QWidget>
 #include <memory>
 
@@ -29,6 +30,17 @@ class DriftView : public QWidget {
   void setDrift(const QString& runName, std::shared_ptr<const ActivationDriftResult> drift,
                 const QString& absent = QString());
 
+  // Several runs' drift at once (Runs dock ▸ Compare with two or more runs that measured it): the curves plot
+  // holds one curve per run, the largest drift over layers at each step, in the run's colour (PlotSupport.h
+  // runColor); the heatmap shows the first run on a colour scale that spans every run. Fewer than two runs
+  // leave the single-run view as it was.
+  struct OverlayRun {
+    QString name;
+    std::shared_ptr<const ActivationDriftResult> drift;
+  };
+  void setOverlay(const QVector<OverlayRun>& runs);
+  bool overlaid() const { return overlay_.size() >= 2; }
+
   QCustomPlot* heatmap() const { return heatmap_; }
   QCustomPlot* curves() const { return curves_; }
   QCPColorMap* colorMap() const { return colorMap_; }
@@ -44,7 +56,10 @@ class DriftView : public QWidget {
 
  private:
   void rebuild();
+  void rebuildOverlay();
   const DriftCurves* shownCurves() const;
+  const DriftCurves& variantOf(const ActivationDriftResult& drift) const;
+  QVector<OverlayRun> overlay_;
 
   QString runName_;
   QString absent_;

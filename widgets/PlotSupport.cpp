@@ -25,6 +25,15 @@ QCPTextElement* plotTitle(QCustomPlot* plot) {
   return qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0));
 }
 
+QColor runColor(int index) {
+  // A qualitative palette that stays apart in the light and the dark theme (Tableau 10).
+  static const QColor colors[] = {QColor(0x4e, 0x79, 0xa7), QColor(0xf2, 0x8e, 0x2b), QColor(0xe1, 0x57, 0x59),
+                                  QColor(0x76, 0xb7, 0xb2), QColor(0x59, 0xa1, 0x4f), QColor(0xed, 0xc9, 0x48),
+                                  QColor(0xb0, 0x7a, 0xa1), QColor(0xff, 0x9d, 0xa7), QColor(0x9c, 0x75, 0x5f),
+                                  QColor(0xba, 0xb0, 0xac)};
+  return colors[size_t(index) % (sizeof colors / sizeof colors[0])];
+}
+
 void applyPalette(QCustomPlot* plot) {
   const QPalette pal = plot->palette();
   const QColor text = pal.color(QPalette::WindowText);

@@ -4,6 +4,7 @@
 // QCustomPlot writes PNG and PDF itself; SVG is the plot painted onto Qt SVG's QSvgGenerator (Qt6::Svg).
 #pragma once
 
+#include <QColor>
 #include <QString>
 #include <QStringList>
 #include <QVector>
@@ -22,6 +23,8 @@ QCPTextElement* plotTitle(QCustomPlot* plot);
 
 // Background, axes, grid and text of the plot from its palette; call again when the palette changes.
 void applyPalette(QCustomPlot* plot);
+// The colour of the i-th run of an overlay: the same run has the same colour in every plot that overlays runs.
+QColor runColor(int index);
 
 // The file types plots export to, as a QFileDialog filter.
 QString plotExportFilter();

@@ -10,6 +10,7 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
@@ -17,10 +18,15 @@
 #include <QSaveFile>
 #include <QSlider>
 #include <QSpinBox>
+#include <QTableWidget>
+#include <QToolButton>
 #include <QUndoCommand>
 #include <QUndoStack>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <utility>
 
 #include "compress/Recipe.h"
 #include "util/Error.h"
@@ -103,6 +109,25 @@ QString granularityName(QuantSpec::Granularity g) {
 }
 
 const QString kNoValue = QStringLiteral("—");
+const QString kDenseOverride = QStringLiteral("dense");
+
+// The Advanced section's keys: the recipe section and key each sets, and the value the parser takes when the
+// recipe leaves it out (compress/Recipe.h).
+struct KeptNumber {
+  const char* section;
+  const char* key;
+  double defaultValue;
+  bool integer;
+};
+const std::map<QString, KeptNumber>& keptNumbers() {
+  static const std::map<QString, KeptNumber> numbers = {
+      {RecipePanel::kPruneDamp, {"prune", "damp", 0.01, false}},
+      {RecipePanel::kPruneBlock, {"prune", "block", 128, true}},
+      {RecipePanel::kQuantDamp, {"quantize", "damp", 0.01, false}},
+      {RecipePanel::kQuantBlock, {"quantize", "block", 128, true}},
+      {RecipePanel::kQuantOutlierThreshold, {"quantize", "outlier_threshold", 0, false}}};
+  return numbers;
+}
 
 // How an undo step names the value it changes ("Undo Change Sparsity").
 QString fieldCaption(const QString& key) {
@@ -115,7 +140,10 @@ QString fieldCaption(const QString& key) {
       {RecipePanel::kQuantBits, "Bits"},                        {RecipePanel::kQuantGranularity, "Granularity"},
       {RecipePanel::kQuantGroupSize, "Group Size"},             {RecipePanel::kQuantSymmetric, "Symmetric"},
       {RecipePanel::kQuantActOrder, "Act-Order"},               {RecipePanel::kQuantOutlierRatio, "Outliers"},
-      {RecipePanel::kQuantScaleBits, "Scale Bits"}};
+      {RecipePanel::kQuantScaleBits, "Scale Bits"},              {RecipePanel::kPruneDamp, "SparseGPT Damping"},
+      {RecipePanel::kPruneBlock, "SparseGPT Block"},            {RecipePanel::kQuantDamp, "GPTQ/SpQR Damping"},
+      {RecipePanel::kQuantBlock, "GPTQ/SpQR Block"},            {RecipePanel::kQuantOutlierThreshold, "Outlier Threshold"},
+      {"overrides", "Overrides"}};
   auto it = captions.find(key);
   return it == captions.end() ? key : RecipePanel::tr(it->second);
 }
@@ -190,6 +218,8 @@ RecipePanel::RecipePanel(QWidget* parent) : QWidget(parent) {
   layout->addWidget(buildCalibration());
   layout->addWidget(buildPruning());
   layout->addWidget(buildQuantization());
+  layout->addWidget(buildAdvanced());
+  layout->addWidget(buildOverrides());
   layout->addWidget(buildEstimates());
   layout->addStretch(1);
   shareTooltipsWithCaptions(this);
@@ -396,6 +426,231 @@ QGroupBox* RecipePanel::buildQuantization() {
   return box;
 }
 
+QDoubleSpinBox* RecipePanel::addKeptNumber(const QString& name, double min, double max, int decimals, double step) {
+  auto* spin = new QDoubleSpinBox;
+  spin->setObjectName(name);
+  spin->setRange(min, max);
+  spin->setDecimals(decimals);
+  spin->setSingleStep(step);
+  spin->setKeyboardTracking(false);
+  keptControls_[name] = spin;
+  const KeptNumber n = keptNumbers().at(name);
+  connect(spin, qOverload<double>(&QDoubleSpinBox::valueChanged), this, [this, name, n](double v) {
+    if (applying_) return;
+    // The default (or 0 for the threshold: choose by ratio) leaves the key out, as a recipe written by hand would.
+    if (v == n.defaultValue) keptEdited(name, nullptr);
+    else keptEdited(name, n.integer ? json(int64_t(std::llround(v))) : json(v));
+  });
+  return spin;
+}
+
+QWidget* RecipePanel::buildAdvanced() {
+  auto* section = new QWidget;
+  auto* v = new QVBoxLayout(section);
+  v->setContentsMargins(0, 0, 0, 0);
+  auto* toggle = new QToolButton;
+  toggle->setObjectName("advancedToggle");
+  toggle->setText(tr("Advanced: solver damping, block size, outlier threshold"));
+  toggle->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  toggle->setArrowType(Qt::RightArrow);
+  toggle->setCheckable(true);
+  toggle->setAutoRaise(true);
+  toggle->setToolTip(tr("Settings of the Hessian-based solvers that the recipe usually leaves at their defaults."));
+  advanced_ = new QGroupBox;
+  advanced_->setObjectName("advancedGroup");
+  auto* form = new QFormLayout(advanced_);
+  QDoubleSpinBox* pruneDamp = addKeptNumber(kPruneDamp, 0.0001, 1, 4, 0.005);
+  pruneDamp->setToolTip(tr("SparseGPT: damping added to the Hessian diagonal, as a fraction of its mean (default "
+                           "0.01). Raise it when the solve reports an ill-conditioned Hessian."));
+  form->addRow(tr("SparseGPT damping:"), pruneDamp);
+  QDoubleSpinBox* pruneBlock = addKeptNumber(kPruneBlock, 1, 65536, 0, 32);
+  pruneBlock->setToolTip(tr("SparseGPT: columns per lazy-update block (default 128); masks are chosen a block at "
+                            "a time."));
+  form->addRow(tr("SparseGPT block:"), pruneBlock);
+  QDoubleSpinBox* quantDamp = addKeptNumber(kQuantDamp, 0.0001, 1, 4, 0.005);
+  quantDamp->setToolTip(tr("GPTQ and SpQR: damping added to the Hessian diagonal, as a fraction of its mean "
+                           "(default 0.01)."));
+  form->addRow(tr("GPTQ/SpQR damping:"), quantDamp);
+  QDoubleSpinBox* quantBlock = addKeptNumber(kQuantBlock, 1, 65536, 0, 32);
+  quantBlock->setToolTip(tr("GPTQ and SpQR: columns per lazy-update block (default 128)."));
+  form->addRow(tr("GPTQ/SpQR block:"), quantBlock);
+  QDoubleSpinBox* threshold = addKeptNumber(kQuantOutlierThreshold, 0, 1e6, 4, 0.1);
+  threshold->setSpecialValueText(tr("off (by ratio)"));
+  threshold->setToolTip(tr("SpQR: keep in fp16 every weight whose saliency w²/[H⁻¹]ⱼⱼ exceeds this threshold, "
+                           "instead of the fraction the Outliers slider gives. Off: by the fraction."));
+  form->addRow(tr("SpQR outlier threshold:"), threshold);
+  advanced_->setVisible(false);
+  connect(toggle, &QToolButton::toggled, this, [this, toggle](bool open) {
+    toggle->setArrowType(open ? Qt::DownArrow : Qt::RightArrow);
+    advanced_->setVisible(open);
+  });
+  v->addWidget(toggle);
+  v->addWidget(advanced_);
+  return section;
+}
+
+QGroupBox* RecipePanel::buildOverrides() {
+  auto* box = new QGroupBox(tr("Per-module overrides"));
+  box->setObjectName("overridesGroup");
+  box->setToolTip(tr("Modules whose names match a glob (e.g. model.layers.0.* or *.down_proj) get their own "
+                     "pruning and quantization; later rows win. In each cell: — keeps the recipe's own, dense "
+                     "leaves the modules unpruned (or unquantized), or a JSON block such as "
+                     "{\"method\": \"rtn\", \"bits\": 8, \"granularity\": \"channel\"}."));
+  auto* v = new QVBoxLayout(box);
+  overridesTable_ = new QTableWidget(0, 3);
+  overridesTable_->setObjectName("overridesTable");
+  overridesTable_->setHorizontalHeaderLabels({tr("Modules (glob)"), tr("Pruning"), tr("Quantization")});
+  overridesTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  overridesTable_->verticalHeader()->setVisible(false);
+  overridesTable_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  overridesTable_->setMinimumHeight(90);
+  overridesTable_->setMaximumHeight(160);
+  overridesTable_->setToolTip(box->toolTip());
+  // Handled once the edit has ended: taking it rebuilds the table, which must not happen inside its own signal.
+  connect(overridesTable_, &QTableWidget::itemChanged, this, [this] {
+    if (!applying_) QMetaObject::invokeMethod(this, [this] { overridesEdited(); }, Qt::QueuedConnection);
+  });
+  v->addWidget(overridesTable_);
+  auto* buttons = new QHBoxLayout;
+  auto* add = new QPushButton(tr("Add"));
+  add->setObjectName("addOverride");
+  add->setToolTip(tr("A new row: the modules of layer 0 left unquantized; edit the glob and the cells."));
+  auto* remove = new QPushButton(tr("Remove"));
+  remove->setObjectName("removeOverride");
+  remove->setToolTip(tr("Remove the selected rows."));
+  connect(add, &QPushButton::clicked, this, [this] {
+    applying_ = true;
+    const int row = overridesTable_->rowCount();
+    overridesTable_->insertRow(row);
+    overridesTable_->setItem(row, OverrideMatch, new QTableWidgetItem("model.layers.0.*"));
+    overridesTable_->setItem(row, OverridePrune, new QTableWidgetItem(kNoValue));
+    overridesTable_->setItem(row, OverrideQuantize, new QTableWidgetItem(kDenseOverride));
+    applying_ = false;
+    overridesEdited();
+  });
+  connect(remove, &QPushButton::clicked, this, [this] {
+    QList<int> rows;
+    for (const QModelIndex& i : overridesTable_->selectionModel()->selectedRows()) rows << i.row();
+    if (rows.isEmpty()) return;
+    std::sort(rows.begin(), rows.end(), std::greater<int>());
+    applying_ = true;
+    for (int r : rows) overridesTable_->removeRow(r);
+    applying_ = false;
+    overridesEdited();
+  });
+  buttons->addWidget(add);
+  buttons->addWidget(remove);
+  buttons->addStretch(1);
+  v->addLayout(buttons);
+  overridesNote_ = new QLabel;
+  overridesNote_->setObjectName("overridesNote");
+  overridesNote_->setWordWrap(true);
+  overridesNote_->setToolTip(tr("Why the last edit of the overrides was not taken (the table shows the recipe's)."));
+  overridesNote_->setVisible(false);
+  v->addWidget(overridesNote_);
+  return box;
+}
+
+void RecipePanel::keptEdited(const QString& name, const json& value) {
+  const KeptNumber n = keptNumbers().at(name);
+  json keptAfter = kept_;
+  if (value.is_null()) {
+    if (keptAfter.contains(n.section)) {
+      keptAfter[n.section].erase(n.key);
+      if (keptAfter[n.section].empty()) keptAfter.erase(n.section);
+    }
+  } else {
+    keptAfter[n.section][n.key] = value;
+  }
+  if (keptAfter == kept_) return;
+  undo_->push(new SetRecipeValuesCommand(this, values_, kept_, values_, keptAfter, name, 0,
+                                         tr("Change %1").arg(fieldCaption(name))));
+}
+
+void RecipePanel::overridesEdited() {
+  json list = json::array();
+  QString problem;
+  auto cell = [this](int row, int column) {
+    const QTableWidgetItem* item = overridesTable_->item(row, column);
+    return item != nullptr ? item->text().trimmed() : QString();
+  };
+  for (int row = 0; row < overridesTable_->rowCount() && problem.isEmpty(); ++row) {
+    json o = {{"match", cell(row, OverrideMatch).toStdString()}};
+    for (const auto& [column, key] : {std::pair{OverridePrune, "prune"}, std::pair{OverrideQuantize, "quantize"}}) {
+      const QString text = cell(row, column);
+      if (text.isEmpty() || text == kNoValue) continue;
+      if (text == kDenseOverride) {
+        o[key] = nullptr;
+        continue;
+      }
+      json block = json::parse(text.toStdString(), nullptr, /*allow_exceptions=*/false);
+      if (!block.is_object()) {
+        problem = tr("Row %1, %2: \"%3\" is not —, dense or a JSON object.")
+                      .arg(row + 1)
+                      .arg(overridesTable_->horizontalHeaderItem(column)->text(), text);
+        break;
+      }
+      o[key] = block;
+    }
+    list.push_back(o);
+  }
+  json keptAfter = kept_;
+  if (list.empty()) keptAfter.erase("overrides");
+  else keptAfter["overrides"] = list;
+  if (problem.isEmpty()) {
+    // Checked by core's parser as a whole recipe, so a table the compress job would refuse is never taken.
+    json candidate = recipeJson();
+    candidate.erase("overrides");
+    if (!list.empty()) candidate["overrides"] = list;
+    try {
+      Recipe::fromJson(candidate, "", "overrides");
+    } catch (const InputError& e) {
+      problem = qs(e.what());
+    }
+  }
+  overridesProblem_ = problem;
+  if (!problem.isEmpty()) {
+    overridesNote_->setText(tr("Not taken: %1").arg(problem));
+    overridesNote_->setVisible(true);
+    showOverrides();   // back to the recipe's overrides
+    return;
+  }
+  overridesNote_->setVisible(false);
+  if (keptAfter == kept_) return;
+  undo_->push(new SetRecipeValuesCommand(this, values_, kept_, values_, keptAfter, "overrides", 0,
+                                         tr("Change %1").arg(fieldCaption("overrides"))));
+}
+
+void RecipePanel::showOverrides() {
+  const bool was = applying_;
+  applying_ = true;
+  const json list = kept_.contains("overrides") ? kept_["overrides"] : json::array();
+  overridesTable_->setRowCount(int(list.size()));
+  auto blockText = [](const json& o, const char* key) {
+    if (!o.contains(key)) return kNoValue;
+    if (o.at(key).is_null()) return kDenseOverride;
+    return qs(o.at(key).dump());
+  };
+  for (int row = 0; row < int(list.size()); ++row) {
+    const json& o = list[size_t(row)];
+    overridesTable_->setItem(row, OverrideMatch, new QTableWidgetItem(qs(o.value("match", ""))));
+    overridesTable_->setItem(row, OverridePrune, new QTableWidgetItem(blockText(o, "prune")));
+    overridesTable_->setItem(row, OverrideQuantize, new QTableWidgetItem(blockText(o, "quantize")));
+  }
+  applying_ = was;
+}
+
+void RecipePanel::showAdvanced() {
+  const bool was = applying_;
+  applying_ = true;
+  for (const auto& [name, spin] : keptControls_) {
+    const KeptNumber n = keptNumbers().at(name);
+    const bool set = kept_.contains(n.section) && kept_[n.section].contains(n.key) && kept_[n.section][n.key].is_number();
+    spin->setValue(set ? kept_[n.section][n.key].get<double>() : n.defaultValue);
+  }
+  applying_ = was;
+}
+
 QGroupBox* RecipePanel::buildEstimates() {
   auto* box = new QGroupBox(tr("Estimates (before any run)"));
   box->setObjectName("estimatesGroup");
@@ -471,6 +726,8 @@ void RecipePanel::applyState(const QVariantMap& values, const json& kept) {
   kept_ = kept;
   applying_ = true;
   for (auto& [key, control] : controls_) control.write(values_.value(key));
+  showAdvanced();
+  showOverrides();
   applying_ = false;
   refresh();
 }
@@ -678,6 +935,11 @@ void RecipePanel::updateEnabledStates() {
   enable(kQuantActOrder, quant == "gptq");
   enable(kQuantOutlierRatio, spqr);
   enable(kQuantScaleBits, spqr);
+  enable(kPruneDamp, prune == "sparsegpt");
+  enable(kPruneBlock, prune == "sparsegpt");
+  enable(kQuantDamp, quant == "gptq" || spqr);
+  enable(kQuantBlock, quant == "gptq" || spqr);
+  enable(kQuantOutlierThreshold, spqr);
   outlierNote_->setText(spqr && threshold
                             ? tr("The loaded recipe keeps outliers by saliency threshold %1; moving the ratio "
                                  "replaces it.")

@@ -3,9 +3,10 @@
 // loaded model (bits per weight, size, predicted decode tokens/s; compress/RecipeEstimate.h).
 //
 // Every edit is a QUndoCommand on undoStack(); the commands of one slider drag merge into one step, so a drag
-// from 10% to 60% undoes in one go. Loading a recipe file is one step too. Keys the panel has no control for
-// (prune/quantize damp and block, static_groups, outlier_threshold, skip, overrides) are kept from the loaded
-// recipe and written back unchanged.
+// from 10% to 60% undoes in one go. Loading a recipe file is one step too. The solvers' damping and block size
+// and SpQR's outlier threshold are set in a collapsed Advanced section, and the per-module overrides in a table
+// (glob → pruning, quantization); the keys the panel has no control for (static_groups, skip) are kept from the
+// loaded recipe and written back unchanged.
 #pragma once
 
 #include <QVariantMap>
@@ -28,6 +29,7 @@ class QLabel;
 class QLineEdit;
 class QSlider;
 class QSpinBox;
+class QTableWidget;
 class QUndoStack;
 
 namespace pareto {
@@ -54,6 +56,12 @@ class RecipePanel : public QWidget {
   static constexpr const char* kQuantActOrder = "quantize.act_order";
   static constexpr const char* kQuantOutlierRatio = "quantize.outlier_ratio";   // fraction of weights
   static constexpr const char* kQuantScaleBits = "quantize.scale_bits";
+  // The Advanced section's controls (object names), each the recipe key it sets.
+  static constexpr const char* kPruneDamp = "prune.damp";
+  static constexpr const char* kPruneBlock = "prune.block";
+  static constexpr const char* kQuantDamp = "quantize.damp";
+  static constexpr const char* kQuantBlock = "quantize.block";
+  static constexpr const char* kQuantOutlierThreshold = "quantize.outlier_threshold";   // 0: by outlier_ratio
 
   explicit RecipePanel(QWidget* parent = nullptr);
   ~RecipePanel() override;
@@ -89,6 +97,12 @@ class RecipePanel : public QWidget {
 
   QUndoStack* undoStack() const { return undo_; }
 
+  // The overrides table's columns: the glob over module names, then the pruning and the quantization of the
+  // modules it matches, each as "—" (the recipe's own), "dense" (none) or the block's JSON.
+  enum OverrideColumn { OverrideMatch = 0, OverridePrune = 1, OverrideQuantize = 2 };
+  // Why the last edit of the overrides table was refused ("" when it was taken).
+  QString overridesProblem() const { return overridesProblem_; }
+
  signals:
   void recipeChanged();
 
@@ -107,6 +121,14 @@ class RecipePanel : public QWidget {
   QGroupBox* buildPruning();
   QGroupBox* buildQuantization();
   QGroupBox* buildEstimates();
+  QWidget* buildAdvanced();
+  QGroupBox* buildOverrides();
+  // A spin box for a solver key kept in kept_[section][key] (default shown when the recipe leaves it out).
+  QDoubleSpinBox* addKeptNumber(const QString& name, double min, double max, int decimals, double step);
+  void keptEdited(const QString& name, const nlohmann::json& value);
+  void overridesEdited();
+  void showOverrides();
+  void showAdvanced();
   static QString tokensPerSecondMeaning();
   QComboBox* addCombo(const QString& key, const std::vector<std::pair<QString, QString>>& items);
   QSpinBox* addSpin(const QString& key, int min, int max, int step);
@@ -144,6 +166,11 @@ class RecipePanel : public QWidget {
   QLabel* tokensPerSecond_ = nullptr;
   QLabel* problemsLabel_ = nullptr;
   QGroupBox* calibrationBox_ = nullptr;
+  std::map<QString, QDoubleSpinBox*> keptControls_;   // the Advanced section's, by name
+  QWidget* advanced_ = nullptr;
+  QTableWidget* overridesTable_ = nullptr;
+  QLabel* overridesNote_ = nullptr;
+  QString overridesProblem_;
 };
 
 }  // namespace pareto

@@ -36,19 +36,6 @@ RunCompareView::RunCompareView(QWidget* parent) : QWidget(parent) {
   setRuns({});
 }
 
-namespace {
-
-// The dense model's value a metric is compared with ("" when there is none).
-std::string denseCounterpart(const std::string& key) {
-  if (key == metric::kPerplexity) return metric::kDensePerplexity;
-  if (key == metric::kDecodeNll) return metric::kDenseDecodeNll;
-  if (key == metric::kLinearBitsPerWeight) return metric::kDenseLinearBitsPerWeight;
-  if (key == metric::kPredictedTokensPerSecond) return metric::kDensePredictedTokensPerSecond;
-  return {};
-}
-
-}  // namespace
-
 QStringList RunCompareView::differingRows() const {
   QStringList rows;
   for (int r = 0; r < table_->rowCount(); ++r) {
@@ -81,7 +68,7 @@ void RunCompareView::setRuns(const std::vector<const RunRecord*>& runs) {
       if (std::isnan(v)) continue;
       if (std::isnan(best) || (m.lowerIsBetter ? v < best : v > best)) best = v;
     }
-    const std::string denseKey = denseCounterpart(m.key);
+    const std::string denseKey = denseMetricOf(m.key);
     for (size_t c = 0; c < runs.size(); ++c) {
       const double v = runs[c]->metric(m.key);
       QString text = formatMetric(m.key, v);

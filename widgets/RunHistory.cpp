@@ -99,18 +99,59 @@ void RunHistory::setMeasured(const QMap<QString, double>& byFolder) {
   }
 }
 
+bool RunHistory::isDeltaColumn(int column) {
+  return column == DeltaBitsColumn || column == DeltaPerplexityColumn || column == DeltaDecodeNllColumn ||
+         column == DeltaTokensPerSecondColumn;
+}
+
+void RunHistory::setLabel(int id, const QString& tag, const QString& note) {
+  for (size_t row = 0; row < runs_.size(); ++row) {
+    RunRecord& r = runs_[row];
+    if (r.id != id) continue;
+    if (r.tag == tag && r.note == note) return;
+    r.tag = tag;
+    r.note = note;
+    emit dataChanged(index(int(row), 0), index(int(row), ColumnCount - 1));
+    emit runChanged(id);
+    emit labelEdited(id, tag, note);
+    return;
+  }
+}
+
+Qt::ItemFlags RunHistory::flags(const QModelIndex& index) const {
+  Qt::ItemFlags f = QAbstractTableModel::flags(index);
+  // Only a stored run's label can be kept (an unrecorded run has no row to hold it).
+  if (index.isValid() && (index.column() == TagColumn || index.column() == NoteColumn) &&
+      index.row() < int(runs_.size()) && runs_[size_t(index.row())].id > 0)
+    f |= Qt::ItemIsEditable;
+  return f;
+}
+
+bool RunHistory::setData(const QModelIndex& index, const QVariant& value, int role) {
+  if (role != Qt::EditRole || !(flags(index) & Qt::ItemIsEditable)) return false;
+  const RunRecord& r = runs_[size_t(index.row())];
+  QString text = value.toString();
+  if (index.column() == TagColumn) text = text.simplified();   // a tag is one line
+  setLabel(r.id, index.column() == TagColumn ? text : r.tag, index.column() == NoteColumn ? text : r.note);
+  return true;
+}
+
 std::string RunHistory::columnMetric(int column) {
   switch (column) {
-    case BitsColumn: return metric::kLinearBitsPerWeight;
+    case BitsColumn:
+    case DeltaBitsColumn: return metric::kLinearBitsPerWeight;
     case SizeColumn: return metric::kBytes;
-    case PerplexityColumn: return metric::kPerplexity;
-    case DecodeNllColumn: return metric::kDecodeNll;
+    case PerplexityColumn:
+    case DeltaPerplexityColumn: return metric::kPerplexity;
+    case DecodeNllColumn:
+    case DeltaDecodeNllColumn: return metric::kDecodeNll;
     case Top1Column: return metric::kTop1Agreement;
     case KlColumn: return metric::kKlMean;
     case KlP99Column: return metric::kKlP99;
     case DecodeKlColumn: return metric::kDecodeKlMean;
     case DecodeKlP99Column: return metric::kDecodeKlP99;
-    case TokensPerSecondColumn: return metric::kPredictedTokensPerSecond;
+    case TokensPerSecondColumn:
+    case DeltaTokensPerSecondColumn: return metric::kPredictedTokensPerSecond;
     case MeasuredTokensPerSecondColumn: return kMeasuredTokensPerSecond;
     default: return {};
   }
@@ -128,6 +169,16 @@ QVariant RunHistory::data(const QModelIndex& index, int role) const {
   if (role == KindRole) return run.kind;
   if (role == StatusRole) return run.status;
   const std::string key = columnMetric(index.column());
+  if (!key.empty() && isDeltaColumn(index.column())) {
+    const double dense = run.metric(denseMetricOf(key)), delta = run.metric(key) - dense;
+    if (role == Qt::DisplayRole) return formatDelta(key, delta);
+    if (role == SortRole) return std::isnan(delta) ? std::numeric_limits<double>::infinity() : delta;
+    if (role == Qt::TextAlignmentRole) return int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::ToolTipRole && !std::isnan(delta))
+      return tr("%1 − dense %2 = %3").arg(formatMetric(key, run.metric(key)), formatMetric(key, dense),
+                                           formatDelta(key, delta));
+    return {};
+  }
   if (!key.empty()) {
     const double value = run.metric(key);
     if (role == Qt::DisplayRole) return formatMetric(key, value);
@@ -146,6 +197,15 @@ QVariant RunHistory::data(const QModelIndex& index, int role) const {
         return run.id > 0 ? tr("%1\nrun %2 of the run store (`pareto-cli runs show %2`)\nmodel: %3\noutput: %4")
                                 .arg(run.name).arg(run.id).arg(run.modelDir, run.outDir)
                           : tr("%1\nnot recorded in the run store\nmodel: %2\noutput: %3").arg(run.name, run.modelDir, run.outDir);
+      break;
+    case TagColumn:
+      if (role == Qt::DisplayRole || role == Qt::EditRole || role == SortRole) return run.tag;
+      if (role == Qt::ToolTipRole && run.id > 0) return tr("Double-click to set this run's tag.");
+      break;
+    case NoteColumn:
+      if (role == Qt::DisplayRole) return run.note.section('\n', 0, 0);
+      if (role == Qt::EditRole || role == SortRole) return run.note;
+      if (role == Qt::ToolTipRole) return run.note.isEmpty() && run.id > 0 ? tr("Double-click to write a note.") : run.note;
       break;
     case ModelColumn:
       if (role == Qt::DisplayRole || role == SortRole)
@@ -178,6 +238,14 @@ QVariant RunHistory::data(const QModelIndex& index, int role) const {
 QVariant RunHistory::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal) return {};
   const std::string key = columnMetric(section);
+  if (!key.empty() && isDeltaColumn(section)) {
+    const MetricInfo* info = findMetric(key);
+    if (role == Qt::DisplayRole) return tr("Δ %1").arg(info->caption);
+    if (role == Qt::ToolTipRole)
+      return tr("%1 minus the dense model's, both measured in the same run (%2 is better).")
+          .arg(info->caption, info->lowerIsBetter ? tr("negative") : tr("positive"));
+    return {};
+  }
   if (!key.empty()) {
     const MetricInfo* info = findMetric(key);
     if (role == Qt::DisplayRole) return info->caption;
@@ -190,6 +258,17 @@ QVariant RunHistory::headerData(int section, Qt::Orientation orientation, int ro
       if (role == Qt::ToolTipRole)
         return tr("The run's id in the run store (what `pareto-cli runs show` takes) and a short description of its "
                   "recipe.");
+      break;
+    case TagColumn:
+      if (role == Qt::DisplayRole) return tr("Tag");
+      if (role == Qt::ToolTipRole)
+        return tr("Your tag for the run (double-click to edit); kept in the run store, listed by `pareto-cli runs`.");
+      break;
+    case NoteColumn:
+      if (role == Qt::DisplayRole) return tr("Note");
+      if (role == Qt::ToolTipRole)
+        return tr("Your note on the run (double-click to edit); kept in the run store, shown by `pareto-cli runs "
+                  "show`.");
       break;
     case ModelColumn:
       if (role == Qt::DisplayRole) return tr("Model");

@@ -18,24 +18,32 @@ class RunHistory : public QAbstractTableModel {
   Q_OBJECT
 
  public:
+  // A Δ column is its metric minus the dense model's value measured in the same run (RunRecord.h denseMetricOf);
+  // KL and top-1 agreement need none: they are measured against the dense model.
   enum Column {
     NameColumn,
+    TagColumn,
     ModelColumn,
     KindColumn,
     StatusColumn,
     RecipeColumn,
     BitsColumn,
+    DeltaBitsColumn,
     SizeColumn,
     PerplexityColumn,
+    DeltaPerplexityColumn,
     DecodeNllColumn,
+    DeltaDecodeNllColumn,
     Top1Column,
     KlColumn,
     KlP99Column,
     DecodeKlColumn,
     DecodeKlP99Column,
     TokensPerSecondColumn,
+    DeltaTokensPerSecondColumn,
     MeasuredTokensPerSecondColumn,
     FinishedColumn,
+    NoteColumn,
     ColumnCount
   };
   static constexpr int RunIdRole = Qt::UserRole + 1;   // the run's id, on every cell
@@ -58,8 +66,12 @@ class RunHistory : public QAbstractTableModel {
   void setPrediction(int id, double tokensPerSecond, double denseTokensPerSecond, const QString& source);
   // Sets the measured tokens/s of the runs whose compressed folder is a key of `byFolder` (absolute paths).
   void setMeasured(const QMap<QString, double>& byFolder);
-  // The metric key a column shows ("" for text columns).
+  // The metric key a column shows ("" for text columns); for a Δ column, the metric it is the difference of.
   static std::string columnMetric(int column);
+  static bool isDeltaColumn(int column);
+  // Sets a run's tag and note as the user typed them (the Tag and Note cells are editable for stored runs) and
+  // emits labelEdited, for the window to store them.
+  void setLabel(int id, const QString& tag, const QString& note);
   // "ref-tiny": the folder name of the newest run of a model key (RunRecord::modelKey()), for lists and legends.
   QString modelLabel(const QString& modelKey) const;
   // The model keys of the runs, newest run's model first.
@@ -69,11 +81,14 @@ class RunHistory : public QAbstractTableModel {
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+  Qt::ItemFlags flags(const QModelIndex& index) const override;
+  bool setData(const QModelIndex& index, const QVariant& value, int role) override;
 
  signals:
   void runAdded(int id);
   void runsRemoved(const QList<int>& ids);
   void runChanged(int id);
+  void labelEdited(int id, const QString& tag, const QString& note);
 
  private:
   std::vector<RunRecord> runs_;

@@ -125,30 +125,69 @@ QString formatMetric(const std::string& key, double value) {
   return locale.toString(value, 'f', info->decimals);
 }
 
+std::string denseMetricOf(const std::string& key) {
+  if (key == metric::kPerplexity) return metric::kDensePerplexity;
+  if (key == metric::kDecodeNll) return metric::kDenseDecodeNll;
+  if (key == metric::kLinearBitsPerWeight) return metric::kDenseLinearBitsPerWeight;
+  if (key == metric::kPredictedTokensPerSecond) return metric::kDensePredictedTokensPerSecond;
+  return {};
+}
+
+QString formatDelta(const std::string& key, double delta) {
+  if (std::isnan(delta)) return QStringLiteral("—");
+  return (delta >= 0 ? QStringLiteral("+") : QStringLiteral("−")) + formatMetric(key, std::abs(delta));
+}
+
+namespace {
+
+QString describePrune(const nlohmann::json& p) {
+  QString s = QString::fromStdString(p.value("method", "?"));
+  if (p.contains("pattern") && p["pattern"].is_string()) s += " " + QString::fromStdString(p["pattern"].get<std::string>());
+  if (p.contains("sparsity") && p["sparsity"].is_number())
+    s += QStringLiteral(" %1%").arg(100.0 * p["sparsity"].get<double>(), 0, 'g', 3);
+  return s;
+}
+
+QString describeQuantize(const nlohmann::json& q) {
+  QString s = QString::fromStdString(q.value("method", "?"));
+  if (q.contains("format") && q["format"].is_string()) return s + " " + QString::fromStdString(q["format"].get<std::string>());
+  if (q.contains("bits") && q["bits"].is_number_integer()) s += QStringLiteral(" int%1").arg(q["bits"].get<int>());
+  const std::string granularity = q.value("granularity", q.contains("group_size") ? "group" : "");
+  if (granularity == "group" && q.contains("group_size") && q["group_size"].is_number_integer())
+    s += QStringLiteral(" g%1").arg(q["group_size"].get<int64_t>());
+  else if (!granularity.empty())
+    s += " " + QString::fromStdString(granularity);
+  return s;
+}
+
+// One override as "model.layers.0.* → dense": its pruning and quantization, "dense" for one it removes.
+QString describeOverride(const nlohmann::json& o) {
+  QStringList parts;
+  for (const char* key : {"prune", "quantize"}) {
+    if (!o.contains(key)) continue;
+    const nlohmann::json& block = o.at(key);
+    if (block.is_null()) parts << (std::string(key) == "prune" ? QObject::tr("unpruned") : QObject::tr("unquantized"));
+    else if (block.is_object()) parts << (std::string(key) == "prune" ? describePrune(block) : describeQuantize(block));
+  }
+  return QStringLiteral("%1 → %2").arg(QString::fromStdString(o.value("match", "?")),
+                                       parts.isEmpty() ? QObject::tr("as the recipe") : parts.join(" + "));
+}
+
+}  // namespace
+
 QString describeRecipe(const std::string& recipeJson) {
   nlohmann::json j = nlohmann::json::parse(recipeJson, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return QStringLiteral("?");
   QStringList parts;
-  if (j.contains("prune") && j["prune"].is_object()) {
-    const auto& p = j["prune"];
-    QString s = QString::fromStdString(p.value("method", "?"));
-    if (p.contains("pattern")) s += " " + QString::fromStdString(p["pattern"].get<std::string>());
-    if (p.contains("sparsity") && p["sparsity"].is_number())
-      s += QStringLiteral(" %1%").arg(100.0 * p["sparsity"].get<double>(), 0, 'g', 3);
-    parts << s;
-  }
-  if (j.contains("quantize") && j["quantize"].is_object()) {
-    const auto& q = j["quantize"];
-    QString s = QString::fromStdString(q.value("method", "?"));
-    if (q.contains("bits")) s += QStringLiteral(" int%1").arg(q["bits"].get<int>());
-    const std::string granularity = q.value("granularity", q.contains("group_size") ? "group" : "");
-    if (granularity == "group" && q.contains("group_size"))
-      s += QStringLiteral(" g%1").arg(q["group_size"].get<int64_t>());
-    else if (!granularity.empty())
-      s += " " + QString::fromStdString(granularity);
-    parts << s;
-  }
+  if (j.contains("prune") && j["prune"].is_object()) parts << describePrune(j["prune"]);
+  if (j.contains("quantize") && j["quantize"].is_object()) parts << describeQuantize(j["quantize"]);
   QString text = parts.isEmpty() ? QStringLiteral("dense") : parts.join(" + ");
+  if (j.contains("overrides") && j["overrides"].is_array() && !j["overrides"].empty()) {
+    QStringList overrides;
+    for (const auto& o : j["overrides"])
+      if (o.is_object()) overrides << describeOverride(o);
+    text += QStringLiteral(" · %1").arg(overrides.join(", "));
+  }
   if (j.contains("calibration") && j["calibration"].is_object())
     text += QStringLiteral(" · %1 calibration").arg(QString::fromStdString(j["calibration"].value("source", "?")));
   return text;

@@ -43,6 +43,11 @@ const std::vector<MetricInfo>& runMetricInfo();
 const MetricInfo* findMetric(const std::string& key);
 // The value as shown: "12.34", "87.5%", "30.00 MiB"; "—" for a missing value.
 QString formatMetric(const std::string& key, double value);
+// The dense model's value a metric is compared with, measured in the same run ("" when it has none: KL and
+// top-1 agreement are measured against the dense model already).
+std::string denseMetricOf(const std::string& key);
+// A run's value minus the dense model's, signed: "+0.412", "−3.000"; "—" when either is missing.
+QString formatDelta(const std::string& key, double delta);
 
 struct RunRecord {
   // The run's id in the experiment store, the one `pareto-cli runs show` takes; negative (-1, -2 ...) for a run
@@ -66,6 +71,7 @@ struct RunRecord {
   // Why drift is absent (shown in the Drift view instead of a plot): no held-out prompts, no drift steps, or a
   // run read back from the store (which keeps drift's summary metrics, not its curves).
   QString driftAbsent;
+  QString tag, note;          // the user's (the store keeps them: `pareto-cli runs label`)
 
   bool isFinishedCompress() const { return kind == QLatin1String("compress") && status == QLatin1String("finished"); }
   // What groups runs of one model: its content hash, else (not identified) its folder.

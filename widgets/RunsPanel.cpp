@@ -15,6 +15,7 @@
 #include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QTableView>
+#include <QToolButton>
 #include <QUrl>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -65,9 +66,13 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   table_->verticalHeader()->setVisible(false);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setSectionResizeMode(RunHistory::RecipeColumn, QHeaderView::Stretch);
-  table_->setToolTip(tr("Runs of this session and the run store. Double-click a run to open it; select several to "
-                        "compare them; Delete removes the selected ones (after asking)."));
+  table_->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
+  table_->setToolTip(tr("Runs of this session and the run store. Double-click a run to open it (its tag or note to "
+                        "edit them); select several to compare them; Delete removes the selected ones (after "
+                        "asking)."));
   connect(table_, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
+    // A double-click on the tag or the note edits it instead.
+    if (index.column() == RunHistory::TagColumn || index.column() == RunHistory::NoteColumn) return;
     emit runActivated(index.data(RunHistory::RunIdRole).toInt());
   });
 
@@ -171,7 +176,8 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   filters->addWidget(statusFilter_);
   filters->addStretch(1);
 
-  auto* buttons = new QHBoxLayout;
+  buttons_ = new QHBoxLayout;
+  auto* buttons = buttons_;
   for (QPushButton* b : {open_, compare_, recipe_, benchmark_, folder_, saveRecipe_, delete_}) buttons->addWidget(b);
   buttons->addStretch(1);
   buttons->addWidget(export_);
@@ -181,6 +187,18 @@ RunsPanel::RunsPanel(RunHistory* history, QWidget* parent) : QWidget(parent), hi
   layout->addLayout(buttons);
   rebuildFilters();
   updateButtons();
+}
+
+void RunsPanel::addExportMenu(QMenu* menu) {
+  auto* button = new QToolButton;
+  button->setObjectName("exportRun");
+  button->setText(tr("Export"));
+  button->setToolTip(tr("Write the selected run where it deploys: GGUF, compressed-tensors or a dense Hugging Face "
+                        "checkpoint, as `pareto-cli export` does; Open Output Folder shows the last export."));
+  button->setMenu(menu);
+  button->setPopupMode(QToolButton::InstantPopup);
+  // After Save Recipe…, before Delete.
+  buttons_->insertWidget(buttons_->indexOf(delete_), button);
 }
 
 void RunsPanel::rebuildFilters() {

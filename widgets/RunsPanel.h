@@ -11,6 +11,8 @@
 #include <functional>
 
 class QComboBox;
+class QHBoxLayout;
+class QMenu;
 class QPushButton;
 class QSortFilterProxyModel;
 class QTableView;
@@ -41,6 +43,9 @@ class RunsPanel : public QWidget {
   // Asks the user a yes/no question (a message box unless replaced: tests answer without blocking).
   using Confirmer = std::function<bool(const QString& title, const QString& question)>;
   void setConfirmer(Confirmer confirmer);
+  // Adds an Export button whose menu is `menu` (the window's Export menu: GGUF, compressed-tensors, dense Hugging
+  // Face, Open Output Folder), acting on the selected run, beside Save Recipe….
+  void addExportMenu(QMenu* menu);
   // Confirms, then emits deleteRequested for the selected runs; false when nothing was selected or the user said no.
   bool deleteSelected();
   // Writes a run's recipe (or a benchmark's settings) as the JSON it ran with; false (error set) when it cannot.
@@ -78,6 +83,7 @@ class RunsPanel : public QWidget {
   QPushButton* saveRecipe_ = nullptr;
   FolderOpener openFolder_;
   QPushButton* export_ = nullptr;
+  QHBoxLayout* buttons_ = nullptr;
   Confirmer confirm_;
 };
 

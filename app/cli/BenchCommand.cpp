@@ -4,11 +4,14 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <optional>
 
 #include "CliSupport.h"
 #include "Commands.h"
 #include "RunRecording.h"
 #include "jobs/BenchmarkJob.h"
+#include "jobs/DeviceBandwidth.h"
+#include "model/Device.h"
 
 namespace pareto::cli {
 
@@ -22,10 +25,50 @@ void runBenchmark(const BenchmarkOptions& options, const std::string& output, bo
   printResult(json, result, report.kernels.empty() ? toText(report.decode.front()) : toText(report.kernels.front()));
 }
 
+// bench copy: the device's copy bandwidth, measured and stored for predictions (jobs/DeviceBandwidth.h).
+void addBenchCopyCommand(CLI::App& bench) {
+  struct Args {
+    std::string device = "cpu";
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = bench.add_subcommand(
+      "copy",
+      "Measure the device's copy bandwidth (CPU: a 64 MiB memcpy, best of 4; CUDA: a 2 GiB device-to-device copy, "
+      "median of 10) and store it in the experiment database. Predicted tokens/s without kernel benchmarks (`search`, "
+      "the workbench's Recipe dock and runs) come from the stored figure, dated, until it is measured again: run this "
+      "after the machine changed or when the stored figure was taken under load.");
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N")->capture_default_str();
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->callback([args] {
+    const c10::Device device = parseDevice(args->device);
+    std::unique_ptr<ExperimentStore> store;
+    if (!recordingDisabled()) store = std::make_unique<ExperimentStore>(openStore());
+    std::optional<StoredCopyBandwidth> before;
+    if (store) before = storedCopyBandwidth(*store, deviceDescription(device));
+    const StoredCopyBandwidth now = measureCopyBandwidthInto(store.get(), device);
+    nlohmann::json result = {{"device", now.device},
+                             {"gb_per_second", now.bytesPerSecond / 1e9},
+                             {"measured_at", now.measuredAt},
+                             {"stored", store != nullptr}};
+    std::string text = copyBandwidthSource(now, now.device);
+    if (before) {
+      result["previous_gb_per_second"] = before->bytesPerSecond / 1e9;
+      result["previous_measured_at"] = before->measuredAt;
+      text += "\nwas " + copyBandwidthSource(*before, before->device);
+    }
+    text += store ? "\nstored in " + store->path() + ": predictions on this device use it until it is measured again"
+                  : "\nnot stored (--no-record)";
+    printResult(args->json, result, text);
+  });
+}
+
 void addBenchCommand(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks (see `bench kernels --help`, `bench decode --help`)");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Benchmarks (see `bench kernels --help`, `bench decode --help`, `bench copy --help`)");
   bench->require_subcommand(1);
   addBenchDecodeCommand(*bench);
+  addBenchCopyCommand(*bench);
 
   struct Args {
     std::string shapes = "llama-3.1-8b";

@@ -82,6 +82,8 @@ ExperimentStore openStore() { return ExperimentStore(storePath()); }
 
 ExperimentStore openStoreForReading() { return ExperimentStore::openForReading(storePath()); }
 
+bool recordingDisabled() { return options().noRecord; }
+
 JobRecord::JobRecord(std::string kind) : kind_(std::move(kind)) {}
 JobRecord::~JobRecord() = default;
 

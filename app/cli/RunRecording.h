@@ -37,6 +37,8 @@ ExperimentStore openStore();
 // The same database opened read-only, for the commands that only read (runs list/show/compare/export): works
 // in a read-only folder and never creates, migrates or writes anything.
 ExperimentStore openStoreForReading();
+// Whether --no-record was given: nothing is written to the database.
+bool recordingDisabled();
 
 class JobRecord {
  public:

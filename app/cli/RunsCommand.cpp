@@ -128,6 +128,8 @@ json summaryJson(const RunSummary& r) {
           {"output", r.output},
           {"error", r.error},
           {"process", {{"pid", r.process.pid}, {"host", r.process.host}}},
+          {"tag", r.tag},
+          {"note", r.note},
           {"metrics", metrics}};
 }
 
@@ -157,11 +159,14 @@ std::string listText(const std::vector<RunSummary>& runs, const std::string& db)
   if (runs.empty()) return "no runs recorded in " + db;
   std::ostringstream o;
   o << std::left << std::setw(6) << "id" << std::setw(11) << "kind" << std::setw(12) << "status" << std::setw(21)
-    << "started" << std::setw(10) << "took" << std::setw(22) << "model" << "result\n";
-  for (const auto& r : runs)
+    << "started" << std::setw(10) << "took" << std::setw(22) << "model" << std::setw(13) << "tag" << "result\n";
+  for (const auto& r : runs) {
     o << std::left << std::setw(6) << r.id << std::setw(11) << r.kind << std::setw(12) << runStatusName(r.status)
       << std::setw(21) << localTime(r.startedAt) << std::setw(10) << durationText(duration(r)) << std::setw(22)
-      << shorten(baseName(r.modelPath), 21) << shorten(headline(r), 80) << "\n";
+      << shorten(baseName(r.modelPath), 21) << std::setw(13) << shorten(r.tag.empty() ? "-" : r.tag, 12)
+      << shorten(headline(r), 80) << "\n";
+    if (!r.note.empty()) o << "      note: " << shorten(r.note.substr(0, r.note.find('\n')), 100) << "\n";
+  }
   o << runs.size() << " run" << (runs.size() == 1 ? "" : "s") << " in " << db;
   return o.str();
 }
@@ -184,6 +189,12 @@ std::string showText(const RunDetails& d) {
     o << "\n";
   }
   if (!r.error.empty()) o << "  error     " << r.error << "\n";
+  if (!r.tag.empty()) o << "  tag       " << r.tag << "\n";
+  if (!r.note.empty()) {
+    std::istringstream note(r.note);
+    bool first = true;
+    for (std::string line; std::getline(note, line); first = false) o << (first ? "  note      " : "            ") << line << "\n";
+  }
   o << "  " << (r.kind == "compress" ? "recipe" : "settings") << "\n";
   std::istringstream recipe(d.recipe.dump(2));
   for (std::string line; std::getline(recipe, line);) o << "    " << line << "\n";
@@ -483,6 +494,26 @@ void addRunsCommand(CLI::App& app) {
           for (const auto& d : list) all.push_back(detailsJson(d));
           o << all.dump(2) << "\n";
         });
+    });
+  }
+  {
+    struct Args {
+      int64_t id = 0;
+      std::string tag, note;
+    };
+    auto args = std::make_shared<Args>();
+    CLI::App* cmd = runs->add_subcommand(
+        "label", "Set a run's tag (one word or line to find it by: baseline, paper) and note (free text); the "
+                 "workbench's Runs dock shows and edits the same");
+    cmd->add_option("id", args->id, "Run id (see `runs list`)")->required();
+    CLI::Option* tag = cmd->add_option("--tag", args->tag, "The tag (\"\" clears it)");
+    CLI::Option* note = cmd->add_option("--note", args->note, "The note (\"\" clears it)");
+    cmd->callback([args, tag, note] {
+      if (tag->count() == 0 && note->count() == 0) throw InputError("runs label: give --tag, --note or both");
+      ExperimentStore store = openStore();
+      const RunSummary before = store.run(args->id).summary;
+      store.setRunLabel(args->id, tag->count() ? args->tag : before.tag, note->count() ? args->note : before.note);
+      std::cout << showText(store.run(args->id)) << std::endl;
     });
   }
   {

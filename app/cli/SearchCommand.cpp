@@ -15,7 +15,7 @@
 #include "RunRecording.h"
 #include "compress/RecipeEstimate.h"
 #include "model/Device.h"
-#include "runtime/CopyBandwidth.h"
+#include "jobs/DeviceBandwidth.h"
 #include "jobs/SearchJob.h"
 #include "util/Error.h"
 #include "util/FileSystem.h"
@@ -25,26 +25,21 @@ namespace {
 
 using nlohmann::json;
 
-// The bandwidths tokens/s is predicted from: this device's stored kernel benchmarks (as the workbench reads them),
-// else its measured copy bandwidth.
-DecodeBandwidth decodeBandwidth(const std::string& device) {
+// The bandwidths tokens/s is predicted from, as the workbench takes them (jobs/DeviceBandwidth.h): this device's
+// stored kernel benchmarks (`bench kernels`), else its stored copy bandwidth (`bench copy`), measured and stored
+// now when there is none.
+DecodeBandwidth predictionBandwidth(const std::string& device) {
   const c10::Device d = parseDevice(device);
-  const std::string name = deviceDescription(d);
-  DecodeBandwidth b;
+  std::unique_ptr<ExperimentStore> store;
+  std::string problem;
   try {
-    const ExperimentStore store = openStoreForReading();
-    std::vector<KernelMeasurement> rows;
-    for (const BenchmarkRow& r : store.benchmarks())
-      rows.push_back({r.kernel, r.device, r.shape, r.batch, r.gbps * 1e9, 0});
-    b.kernels = selectKernelMeasurements(rows, name);
-  } catch (const std::exception&) {
-    b.kernels.clear();   // no readable store: the copy bandwidth
+    store = std::make_unique<ExperimentStore>(recordingDisabled() ? openStoreForReading() : openStore());
+  } catch (const std::exception& e) {
+    problem = e.what();   // no usable store: measured now, for this search alone
   }
-  b.bytesPerSecond = measureCopyBandwidth(d);
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(1) << "bytes / measured " << name << " copy bandwidth "
-    << b.bytesPerSecond / 1e9 << " GB/s (no stored kernel benchmarks of this device)";
-  b.source = s.str();
+  const StoredCopyBandwidth copy = copyBandwidthForPredictions(store.get(), d, /*fresh=*/false, &problem);
+  DecodeBandwidth b = decodeBandwidth(copy, copy.device, store.get());
+  if (!problem.empty()) b.source += " (not stored: " + (recordingDisabled() ? "--no-record" : problem) + ")";
   return b;
 }
 
@@ -88,8 +83,9 @@ void addSearchCommand(CLI::App& app) {
       "knapsack that gives the whole front in one sweep). Writes the chosen allocation as an ordinary recipe "
       "(BASE.json's calibration block + one override per module) that `compress` runs as it is, and prints the "
       "predicted front: bits per weight over the block linears, bytes, estimated loss, predicted tokens/s. "
-      "Tokens/s come from this device's stored kernel benchmarks (`bench kernels`), else from its measured copy "
-      "bandwidth. A budget outside what the candidates can reach is refused with the reachable range, before any "
+      "Tokens/s are predictions: from this device's stored kernel benchmarks (`bench kernels`), else from its "
+      "copy bandwidth as stored by `bench copy` or the workbench (measured and stored now when none is), with the "
+      "measurement's date. A budget outside what the candidates can reach is refused with the reachable range, before any "
       "work; a candidate that cannot apply to a module is left out for that module and listed.");
   cmd->add_option("--model", args->model, "Dense Hugging Face model folder")->required();
   cmd->add_option("--recipe", args->recipe,
@@ -130,7 +126,7 @@ void addSearchCommand(CLI::App& app) {
     options.device = args->device;
     options.dtype = args->dtype;
     options.batch = args->batch;
-    options.bandwidth = decodeBandwidth(args->device);
+    options.bandwidth = predictionBandwidth(args->device);
     SearchJob job(options);
     job.run(terminalProgress(), interruptToken());
     const SearchReport& report = job.report();

@@ -330,4 +330,16 @@ void BenchmarkWorker::deleteRuns(const QVector<qint64>& storeIds) {
   emit runsDeleted(deleted, errors.join("\n"));
 }
 
+void BenchmarkWorker::setRunLabel(qint64 storeId, const QString& tag, const QString& note) {
+  QString error;
+  if (ExperimentStore* s = store(&error)) {
+    try {
+      s->setRunLabel(storeId, tag.toStdString(), note.toStdString());
+    } catch (const std::exception& e) {
+      error = qs(e.what());
+    }
+  }
+  emit labelSaved(storeId, error);
+}
+
 }  // namespace pareto

@@ -94,6 +94,8 @@ class BenchmarkWorker : public QObject {
   // Deletes runs of the store (their metrics, module stats, curves and benchmark rows go with them); emits
   // runsDeleted with how many went and the errors, if any.
   void deleteRuns(const QVector<qint64>& storeIds);
+  // Stores a run's tag and note (ExperimentStore::setRunLabel); labelSaved says how it went.
+  void setRunLabel(qint64 storeId, const QString& tag, const QString& note);
 
  signals:
   void started(const pareto::BenchmarkSession& session);
@@ -106,6 +108,7 @@ class BenchmarkWorker : public QObject {
   void measurementsLoaded(const QString& deviceName, const std::vector<pareto::KernelMeasurement>& measurements);
   void predictionsReady(const QVector<pareto::RunPrediction>& predictions);
   void runsDeleted(int deleted, const QString& error);
+  void labelSaved(qint64 storeId, const QString& error);
 
  private:
   ExperimentStore* store(QString* error);

@@ -17,7 +17,7 @@
 #include "jobs/JobProgress.h"
 #include "jobs/SearchJob.h"
 #include "model/Device.h"
-#include "runtime/CopyBandwidth.h"
+#include "jobs/DeviceBandwidth.h"
 #include "store/ExperimentStore.h"
 #include "store/ModelIdentity.h"
 #include "util/Error.h"
@@ -56,6 +56,8 @@ RunRecord recordFromStore(const RunDetails& run) {
   if (!std::isnan(run.summary.endedAt))
     r.finishedAt = QDateTime::fromMSecsSinceEpoch(qint64(run.summary.endedAt * 1000.0));
   r.metrics = run.summary.metrics;   // under today's names (store/MetricNames.h), whoever recorded the run
+  r.tag = qs(run.summary.tag);
+  r.note = qs(run.summary.note);
   return r;
 }
 
@@ -64,10 +66,10 @@ RunRecord recordFromStore(const RunDetails& run) {
 DecodeBandwidth ComputeDevice::bandwidth() const {
   DecodeBandwidth b;
   b.bytesPerSecond = copyBytesPerSecond;
-  b.source = QObject::tr("%1 copy bandwidth %2 GB/s measured %3 (no stored kernel benchmarks)")
-                 .arg(label, QLocale().toString(copyBytesPerSecond / 1e9, 'f', 1),
-                      measuredAt.isValid() ? measuredAt.toString(QStringLiteral("yyyy-MM-dd HH:mm")) : QObject::tr("now"))
-                 .toStdString();
+  StoredCopyBandwidth copy;
+  copy.bytesPerSecond = copyBytesPerSecond;
+  copy.measuredAt = measuredAt.isValid() ? double(measuredAt.toSecsSinceEpoch()) : 0.0;
+  b.source = copyBandwidthSource(copy, label.toStdString()) + " (no stored kernel benchmarks)";
   return b;
 }
 
@@ -124,32 +126,28 @@ void EngineWorker::loadHistory(const QSet<qint64>& known) {
   emit historyLoaded(runs, error);
 }
 
-void EngineWorker::probeDevices(const QMap<QString, StoredBandwidth>& stored, const QSet<QString>& remeasure) {
+void EngineWorker::probeDevices(const QSet<QString>& remeasure) {
   // A fresh measurement at every start would move every prediction with the machine's load of the moment: a
-  // device's bandwidth is measured once, kept, and measured again only when asked.
-  auto copyOf = [&](ComputeDevice& d, const std::function<double()>& measure) {
-    const auto it = stored.find(d.label);
-    if (it != stored.end() && it->bytesPerSecond > 0 && !remeasure.contains(d.label)) {
-      d.copyBytesPerSecond = it->bytesPerSecond;
-      d.measuredAt = it->measuredAt;
-      return;
-    }
+  // device's bandwidth is measured once, kept in the store, and measured again only when asked.
+  auto copyOf = [&](ComputeDevice& d, const c10::Device& device) {
     try {
-      d.copyBytesPerSecond = measure();
-      d.measuredAt = QDateTime::currentDateTime();
+      const StoredCopyBandwidth b = copyBandwidthForPredictions(store(), device, remeasure.contains(d.label));
+      d.copyBytesPerSecond = b.bytesPerSecond;
+      d.measuredAt = b.measuredAt > 0 ? QDateTime::fromSecsSinceEpoch(qint64(b.measuredAt)) : QDateTime();
     } catch (const std::exception&) {
       d.copyBytesPerSecond = 0;   // listed, but no tokens/s is predicted for it
     }
   };
   QVector<ComputeDevice> devices;
   ComputeDevice cpu{"cpu", tr("CPU")};
-  copyOf(cpu, [] { return measureHostCopyBandwidth(); });
+  copyOf(cpu, c10::Device(c10::kCPU));
   devices << cpu;
   const size_t cudaDevices = torch::cuda::is_available() ? torch::cuda::device_count() : 0;
   for (size_t i = 0; i < cudaDevices; ++i) {
     const QString id = QStringLiteral("cuda:%1").arg(i);
-    ComputeDevice d{id, QStringLiteral("%1 (%2)").arg(qs(deviceDescription(c10::Device(c10::kCUDA, c10::DeviceIndex(i)))), id)};
-    copyOf(d, [&id] { return measureCopyBandwidth(parseDevice(str(id))); });
+    const c10::Device device(c10::kCUDA, c10::DeviceIndex(i));
+    ComputeDevice d{id, QStringLiteral("%1 (%2)").arg(qs(deviceDescription(device)), id)};
+    copyOf(d, device);
     devices << d;
   }
   devices_ = devices;

@@ -87,16 +87,10 @@ struct ComputeDevice {
   QString id;      // "cpu", "cuda:0"
   QString label;   // "CPU", "NVIDIA H200 (cuda:0)"
   double copyBytesPerSecond = 0;
-  QDateTime measuredAt;   // when copyBytesPerSecond was measured (kept between sessions; invalid: unknown)
+  QDateTime measuredAt;   // when copyBytesPerSecond was measured (kept in the store; invalid: unknown)
   // Where predicted tokens/s on this device come from without kernel benchmarks: its copy bandwidth, the ceiling
   // of any decode kernel that streams the weights, as measured once (and re-measured on request), dated.
   DecodeBandwidth bandwidth() const;
-};
-
-// A device's copy bandwidth as measured before, by its label.
-struct StoredBandwidth {
-  double bytesPerSecond = 0;
-  QDateTime measuredAt;
 };
 
 class EngineWorker : public QObject {
@@ -107,9 +101,10 @@ class EngineWorker : public QObject {
   ~EngineWorker() override;
 
   // Called on the worker thread (through QMetaObject::invokeMethod with a queued functor).
-  // Lists the devices with their copy bandwidth: the stored one for a device in `stored` (by label), else (or
-  // for a label in `remeasure`) measured now.
-  void probeDevices(const QMap<QString, StoredBandwidth>& stored = {}, const QSet<QString>& remeasure = {});
+  // Lists the devices with their copy bandwidth as the experiment store keeps it (jobs/DeviceBandwidth.h, the
+  // figure `pareto-cli bench copy` and `search` use too): the stored one, else (or for a label in `remeasure`)
+  // measured now and stored.
+  void probeDevices(const QSet<QString>& remeasure = {});
   void run(const RunRequest& request);
   void generate(const GenerationRequest& request);
   // Runs core's ExportJob; its report lines (what pareto-cli prints) arrive with exportFinished, a refusal's

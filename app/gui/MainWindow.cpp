@@ -71,7 +71,6 @@ const char* kLastParentKey = "mainWindow/lastModelParent";
 const char* kLastRecipeDirKey = "mainWindow/lastRecipeDir";
 const char* kDeviceKey = "device";
 const char* kRecipeKey = "recipe/current";
-const char* kBandwidthGroup = "copyBandwidth";
 
 // The single local folder being dragged, or empty when the drag is anything else.
 QString draggedFolder(const QMimeData* mime) {
@@ -112,22 +111,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QMetaObject::invokeMethod(worker_, [w = worker_] { w->loadHistory(); }, Qt::QueuedConnection);
   // The devices (and their copy bandwidth, for predicted tokens/s) are probed on the worker: CUDA's first call
   // can take seconds.
-  QMetaObject::invokeMethod(worker_, [w = worker_, stored = storedBandwidths()] { w->probeDevices(stored); },
-                            Qt::QueuedConnection);
-}
-
-QMap<QString, StoredBandwidth> MainWindow::storedBandwidths() const {
-  QMap<QString, StoredBandwidth> stored;
-  QSettings settings;
-  settings.beginGroup(kBandwidthGroup);
-  for (const QString& key : settings.childGroups()) {
-    settings.beginGroup(key);
-    const StoredBandwidth b{settings.value("bytesPerSecond").toDouble(), settings.value("measuredAt").toDateTime()};
-    const QString label = settings.value("label").toString();
-    settings.endGroup();
-    if (b.bytesPerSecond > 0 && !label.isEmpty()) stored.insert(label, b);
-  }
-  return stored;
+  QMetaObject::invokeMethod(worker_, [w = worker_] { w->probeDevices(); }, Qt::QueuedConnection);
 }
 
 void MainWindow::remeasureBandwidth() {
@@ -135,7 +119,7 @@ void MainWindow::remeasureBandwidth() {
   if (d == nullptr) return;
   statusBar()->showMessage(tr("Measuring the copy bandwidth of %1…").arg(d->label));
   QMetaObject::invokeMethod(
-      worker_, [w = worker_, stored = storedBandwidths(), label = d->label] { w->probeDevices(stored, {label}); },
+      worker_, [w = worker_, label = d->label] { w->probeDevices({label}); },
       Qt::QueuedConnection);
 }
 
@@ -426,6 +410,7 @@ void MainWindow::createMenus() {
   exporter_ = new RunExporter(worker_, runsPanel_, history_, this);
   exporter_->setErrorReporter([this](const QString& title, const QString& message) { reportError_(title, message); });
   menuBar()->addMenu(exporter_->menu());
+  runsPanel_->addExportMenu(exporter_->menu());
   connect(exporter_, &RunExporter::exportStarted, this, &MainWindow::updateRunnable);
   connect(exporter_, &RunExporter::exportEnded, this, [this](bool, const QString& message) {
     statusBar()->showMessage(message, 30000);
@@ -473,18 +458,6 @@ void MainWindow::createStatusBar() {
 void MainWindow::connectWorker() {
   connect(worker_, &EngineWorker::devicesProbed, this, [this](const QVector<ComputeDevice>& devices) {
     devices_ = devices;
-    {
-      QSettings settings;   // each device's bandwidth as measured, for the next session's predictions
-      settings.beginGroup(kBandwidthGroup);
-      for (const ComputeDevice& d : devices) {
-        if (d.copyBytesPerSecond <= 0) continue;
-        settings.beginGroup(QString::fromLatin1(d.label.toUtf8().toHex()));
-        settings.setValue("label", d.label);
-        settings.setValue("bytesPerSecond", d.copyBytesPerSecond);
-        settings.setValue("measuredAt", d.measuredAt);
-        settings.endGroup();
-      }
-    }
     const QString wanted = QSettings().value(kDeviceKey, "cpu").toString();
     const QSignalBlocker block(deviceCombo_);
     deviceCombo_->clear();
@@ -819,6 +792,15 @@ void MainWindow::connectBenchmarkWorker() {
     benchmarkDone(false, tr("Benchmark failed: %1").arg(message));
     reportError_(tr("Benchmark failed"), message);
   });
+  connect(history_, &RunHistory::labelEdited, this, [this](int id, const QString& tag, const QString& note) {
+    if (id > 0)
+      QMetaObject::invokeMethod(bench_, [w = bench_, id, tag, note] { w->setRunLabel(id, tag, note); },
+                                Qt::QueuedConnection);
+  });
+  connect(bench_, &BenchmarkWorker::labelSaved, this, [this](qint64 id, const QString& error) {
+    if (!error.isEmpty()) reportError_(tr("Tag and note of run %1 not stored").arg(id), error);
+    emit labelSaved(int(id), error);
+  });
   connect(bench_, &BenchmarkWorker::runsDeleted, this, [this](int deleted, const QString& error) {
     if (!error.isEmpty()) reportError_(tr("Runs not deleted from the store"), error);
     emit runsDeleted(deleted, error);
@@ -1149,6 +1131,16 @@ void MainWindow::compareRuns(const QList<int>& runIds) {
   for (int id : runIds)
     if (const RunRecord* r = history_->find(id)) runs.push_back(r);
   compareView_->setRuns(runs);
+  // The drift curves and discrepancy points of the compared runs that measured them, overlaid in one colour per
+  // run; the views go back to one run when a run is opened.
+  QVector<DriftView::OverlayRun> drifts;
+  QVector<DiscrepancyView::OverlayRun> studies;
+  for (const RunRecord* r : runs) {
+    if (r->drift) drifts.push_back({r->name, r->drift});
+    if (r->discrepancy) studies.push_back({r->name, r->discrepancy});
+  }
+  if (drifts.size() >= 2) driftView_->setOverlay(drifts);
+  if (studies.size() >= 2) discrepancyView_->setOverlay(studies);
   showPage(compareView_);
 }
 

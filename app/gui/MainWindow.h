@@ -172,6 +172,8 @@ class MainWindow : public QMainWindow {
   // Runs of the current device got their predicted tokens/s from new kernel measurements.
   void predictionsUpdated(int runs);
   void runsDeleted(int deletedFromStore, const QString& error);
+  // A run's tag and note went to the store ("" error) or did not.
+  void labelSaved(int runId, const QString& error);
 
  protected:
   void showEvent(QShowEvent* event) override;
@@ -186,7 +188,6 @@ class MainWindow : public QMainWindow {
   void applyDefaultDockSizes();
   // Makes the central tab holding this view the current one.
   void showPage(QWidget* page);
-  QMap<QString, StoredBandwidth> storedBandwidths() const;
   void connectBenchmarkWorker();
   void requestMeasurements();
   void predictRuns();

@@ -1,6 +1,7 @@
 #include "app/gui/RunExporter.h"
 
 #include <QAction>
+#include <QDesktopServices>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -10,6 +11,7 @@
 #include <QMessageBox>
 #include <QProgressDialog>
 #include <QTableView>
+#include <QUrl>
 
 #include "app/gui/EngineWorker.h"
 #include "widgets/RunHistory.h"
@@ -68,7 +70,14 @@ RunExporter::RunExporter(EngineWorker* worker, RunsPanel* runs, RunHistory* hist
   hf_ = menu_->addAction(tr("&Hugging Face (dense)…"), this, [this] { choose("hf"); });
   hf_->setToolTip(tr("Write the selected run's folder as a dense Hugging Face checkpoint, as `pareto-cli export hf` "
                      "does."));
-  for (QAction* a : {gguf_, compressedTensors_, hf_}) a->setStatusTip(a->toolTip());
+  menu_->addSeparator();
+  openOutput_ = menu_->addAction(tr("&Open Output Folder"), this, [this] {
+    if (!lastOutputFolder_.isEmpty()) QDesktopServices::openUrl(QUrl::fromLocalFile(lastOutputFolder_));
+  });
+  openOutput_->setObjectName("openExportFolder");
+  openOutput_->setToolTip(tr("Show the folder the last export wrote, in the file manager."));
+  openOutput_->setEnabled(false);
+  for (QAction* a : {gguf_, compressedTensors_, hf_, openOutput_}) a->setStatusTip(a->toolTip());
 
   connect(runs_->table()->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunExporter::updateActions);
   connect(history_, &RunHistory::runsRemoved, this, &RunExporter::updateActions);
@@ -169,6 +178,7 @@ bool RunExporter::start(const QString& kind, const QString& out, const QString& 
   request.overwrite = overwrite;
   request.cancel = std::make_shared<CancelToken>();
   cancel_ = request.cancel;
+  out_ = out;
 
   dialog_ = new QProgressDialog(tr("Exporting %1 to %2").arg(QFileInfo(folder).fileName(), out), tr("Cancel"), 0,
                                 1000, window_);
@@ -193,6 +203,12 @@ void RunExporter::cancel() {
 
 void RunExporter::done(bool succeeded, const QString& message) {
   cancel_.reset();
+  if (succeeded) {
+    const QFileInfo written(out_);
+    lastOutputFolder_ = written.isDir() ? written.absoluteFilePath() : written.absolutePath();
+    openOutput_->setEnabled(true);
+    openOutput_->setToolTip(tr("Show %1 in the file manager.").arg(lastOutputFolder_));
+  }
   if (dialog_) {
     dialog_->hide();
     dialog_->deleteLater();

@@ -44,6 +44,11 @@ class RunExporter : public QObject {
   // The dialog of the export in progress (null when idle).
   QProgressDialog* progressDialog() const;
 
+  // The folder that holds the last export that finished (a GGUF file's folder, or the exported folder); "" until
+  // one has. Export ▸ Open Output Folder shows it.
+  QString lastOutputFolder() const { return lastOutputFolder_; }
+  QAction* openOutputFolderAction() const { return openOutput_; }
+
   // Why exports wait ("" : they can run): the engine's thread is busy with a run.
   void setBlocked(const QString& why);
   using ErrorReporter = std::function<void(const QString& title, const QString& message)>;
@@ -67,6 +72,9 @@ class RunExporter : public QObject {
   QAction* gguf_ = nullptr;
   QAction* compressedTensors_ = nullptr;
   QAction* hf_ = nullptr;
+  QAction* openOutput_ = nullptr;
+  QString out_;                // the destination of the export in progress
+  QString lastOutputFolder_;
   QPointer<QProgressDialog> dialog_;
   std::shared_ptr<CancelToken> cancel_;
   QString blocked_;

@@ -390,7 +390,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
                    : recipeCalibration(with, *recipe.calibration, opts.batch, progress, cancel);
       };
       if (!generates) return calibrate(m);
-      LoadedModel whole = loadModel(opts.modelDir, opts.runtime);   // freed once the continuations are generated
+      LoadedModel whole = loadModel(opts.modelDir, opts.runtime, WeightResidency::Whole, {}, cancel);   // freed once the continuations are generated
       return calibrate(whole);
     });
     result.calibrationTokens = data.countedTokens();

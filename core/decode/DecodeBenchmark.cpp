@@ -165,7 +165,7 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
                             });
       } else {
         if (progress) progress({"bench decode", 0.0, "loading " + o.modelDir});
-        LoadedModel loaded = loadModel(o.modelDir, rt);
+        LoadedModel loaded = loadModel(o.modelDir, rt, WeightResidency::Whole, {}, &cancel);
         model = DecodeModel::fromModel(*loaded.model);
         report.notes = model->notes();
       }

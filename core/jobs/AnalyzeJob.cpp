@@ -71,7 +71,8 @@ nlohmann::json driftJson(const ActivationDriftResult& r, const AnalyzeOptions& o
 
 Comparison loadComparison(const std::string& denseDir, const std::string& compressedDir, const std::string& prompts,
                           int64_t maxPrompts, const std::string& device, const std::string& dtype,
-                          const GenerationLimits& limits) {
+                          const GenerationLimits& limits, const ProgressCallback& progress,
+                          const CancelToken* cancel) {
   std::vector<std::string> lines = readPrompts(prompts);
   if (maxPrompts > 0 && static_cast<int64_t>(lines.size()) > maxPrompts) lines.resize(static_cast<size_t>(maxPrompts));
   const RuntimeOptions runtime = makeRuntimeOptions(device, dtype);
@@ -86,7 +87,8 @@ Comparison loadComparison(const std::string& denseDir, const std::string& compre
     requireGenerationFits(d.config, runtime.device, runtime.dtype, limits.budget, batch,
                           static_cast<int64_t>(longest) + limits.maxNewTokens, 2, limits.what);
   }
-  Comparison c{loadModel(denseDir, runtime), loadModel(compressedDir, runtime), {}};
+  Comparison c{loadModel(denseDir, runtime, WeightResidency::Whole, partOfStage(progress, 0, 0.5), cancel),
+               loadModel(compressedDir, runtime, WeightResidency::Whole, partOfStage(progress, 0.5, 1), cancel), {}};
   c.promptIds = comparablePromptIds(c.dense, c.compressed, lines);
   return c;
 }
@@ -151,7 +153,7 @@ void AnalyzeJob::run(const ProgressCallback& progress, const CancelToken& cancel
                             "the Hessian study's decode calibration");
     }
     const GpuMemoryLimit gpuLimit(runtime.device, options_.budget.gpuBytes);
-    const LoadedModel m = loadModel(options_.modelDir, runtime);
+    const LoadedModel m = loadModel(options_.modelDir, runtime, WeightResidency::Whole, progress, &cancel);
     describe(m);
     report_.hessian = runHessianStudy(m, options_.hessian, progress, &cancel);
     return;
@@ -159,7 +161,8 @@ void AnalyzeJob::run(const ProgressCallback& progress, const CancelToken& cancel
   const GpuMemoryLimit gpuLimit(runtime.device, options_.budget.gpuBytes);
   const Comparison c = loadComparison(options_.denseDir, options_.modelDir, options_.prompts, options_.maxPrompts,
                                       options_.device, options_.dtype,
-                                      {options_.budget, options_.drift.batch, options_.drift.steps, "activation drift"});
+                                      {options_.budget, options_.drift.batch, options_.drift.steps, "activation drift"},
+                                      progress, &cancel);
   describe(c.dense);
   ActivationDriftOptions d = options_.drift;
   d.eosTokenIds = c.dense.eosTokenIds;

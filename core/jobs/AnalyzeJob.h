@@ -37,7 +37,8 @@ struct GenerationLimits {
 // under a budget, the folders are opened headers-only first and a budget generation cannot keep is refused.
 Comparison loadComparison(const std::string& denseDir, const std::string& compressedDir, const std::string& prompts,
                           int64_t maxPrompts, const std::string& device, const std::string& dtype,
-                          const GenerationLimits& limits = {});
+                          const GenerationLimits& limits = {}, const ProgressCallback& progress = {},
+                          const CancelToken* cancel = nullptr);
 
 struct AnalyzeOptions {
   enum class Analysis { Hessian, Drift };

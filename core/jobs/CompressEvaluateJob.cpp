@@ -92,9 +92,11 @@ void CompressEvaluateJob::evaluate(const ProgressCallback& progress, const Cance
   if (!text && !prompts) return;
   const RuntimeOptions& runtime = options_.compress.runtime;
   if (progress) progress({"load", 0, "dense and compressed models"});
-  LoadedModel& dense = cache_->models.dense(options_.compress.modelDir, runtime);
+  LoadedModel& dense =
+      cache_->models.dense(options_.compress.modelDir, runtime, partOfStage(progress, 0, 0.5), &cancel);
   const std::string modelKey = cache_->models.denseKey();
-  LoadedModel& compressed = cache_->models.compressed(options_.compress.outDir, runtime);
+  LoadedModel& compressed =
+      cache_->models.compressed(options_.compress.outDir, runtime, partOfStage(progress, 0.5, 1), &cancel);
 
   if (text) {
     const std::vector<TokenId> ids = dense.tokenizer->encode(readTextFile(eval.heldOutText), false);

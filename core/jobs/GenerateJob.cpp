@@ -25,8 +25,11 @@ void GenerateJob::run(const ProgressCallback& progress, const CancelToken& cance
   RuntimeOptions runtime = makeRuntimeOptions(options_.device, options_.dtype);
   runtime.packedWeights = options_.runtime != "eager";
   if (progress) progress({"load", 0, options_.compressedDir.empty() ? "the model" : "dense and compressed models"});
-  loaded_.push_back(&models_->dense(options_.modelDir, runtime));
-  if (!options_.compressedDir.empty()) loaded_.push_back(&models_->compressed(options_.compressedDir, runtime));
+  const double denseShare = options_.compressedDir.empty() ? 1.0 : 0.5;
+  loaded_.push_back(&models_->dense(options_.modelDir, runtime, partOfStage(progress, 0, denseShare), &cancel));
+  if (!options_.compressedDir.empty())
+    loaded_.push_back(
+        &models_->compressed(options_.compressedDir, runtime, partOfStage(progress, denseShare, 1), &cancel));
   const std::vector<TokenId> prompt = loaded_[0]->promptIds(options_.prompt, options_.addBos);
   if (loaded_.size() > 1 && loaded_[1]->promptIds(options_.prompt, options_.addBos) != prompt)
     throw InputError(fileMessage(options_.compressedDir,

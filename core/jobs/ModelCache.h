@@ -12,8 +12,12 @@ namespace pareto {
 
 class ModelCache {
  public:
-  LoadedModel& dense(const std::string& dir, const RuntimeOptions& runtime);
-  LoadedModel& compressed(const std::string& dir, const RuntimeOptions& runtime);
+  // A load reports and can be cancelled as loadModel's; a cancelled or failed load leaves the slot empty (the
+  // model it replaces is freed first either way).
+  LoadedModel& dense(const std::string& dir, const RuntimeOptions& runtime, const ProgressCallback& progress = {},
+                     const CancelToken* cancel = nullptr);
+  LoadedModel& compressed(const std::string& dir, const RuntimeOptions& runtime,
+                          const ProgressCallback& progress = {}, const CancelToken* cancel = nullptr);
   // The key of the dense model last loaded (its absolute folder and runtime), for results cached with it.
   const std::string& denseKey() const { return denseKey_; }
   // Frees the compressed model (a job's evaluation copy; the folder may be removed or replaced next).

@@ -76,10 +76,12 @@ namespace model_detail {
 class WeightLoader {
  public:
   WeightLoader(const Checkpoint& ckpt, const RuntimeOptions& opts, const CompressionManifest* manifest,
-               bool headersOnly = false)
-      : ckpt_(ckpt), opts_(opts), manifest_(manifest), stored_(ckpt, used_), headersOnly_(headersOnly) {}
+               bool headersOnly = false, const CancelToken* cancel = nullptr)
+      : ckpt_(ckpt), opts_(opts), manifest_(manifest), stored_(ckpt, used_), headersOnly_(headersOnly),
+        cancel_(cancel) {}
 
   at::Tensor load(const std::string& name, std::vector<int64_t> expected) {
+    if (cancel_ != nullptr && cancel_->isCancelled()) throw Cancelled();
     const std::string suffix = ".weight";
     if (manifest_ != nullptr && name.size() > suffix.size() &&
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
@@ -121,6 +123,7 @@ class WeightLoader {
   // A linear's weight: packed for the runtime's kernels when asked for and the module's format has one,
   // dense otherwise.
   Linear loadLinear(const std::string& module, int64_t out, int64_t in, bool bias) {
+    if (cancel_ != nullptr && cancel_->isCancelled()) throw Cancelled();
     at::Tensor b = loadOptional(module + ".bias", {out}, bias);
     if (headersOnly_) {
       load(module + ".weight", {out, in});
@@ -221,6 +224,7 @@ class WeightLoader {
   std::set<std::string> used_;
   CheckpointTensors stored_;
   bool headersOnly_ = false;
+  const CancelToken* cancel_ = nullptr;
 
  public:
   std::vector<std::string> notes_;
@@ -240,16 +244,28 @@ at::Tensor rotateHalf(const at::Tensor& x) {
 }  // namespace
 
 LlamaModel::LlamaModel(const ModelConfig& config, const Checkpoint& ckpt, const RuntimeOptions& opts,
-                       const CompressionManifest* manifest)
+                       const CompressionManifest* manifest, const ProgressCallback& progress,
+                       const CancelToken* cancel)
     : config_(config), opts_(opts) {
   const auto& c = config_;
-  WeightLoader w(ckpt, opts_, manifest);
+  WeightLoader w(ckpt, opts_, manifest, /*headersOnly=*/false, cancel);
+  // The embedding and the head count as one block each.
+  const double parts = double(c.numLayers + 2);
+  auto report = [&](double done, const std::string& what) {
+    if (progress) progress({"load", done / parts, ckpt.directory() + ": " + what});
+  };
 
+  report(0, "embedding");
   embedding_ = w.load("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
   layers_.reserve(c.numLayers);
-  for (int64_t i = 0; i < c.numLayers; ++i) layers_.push_back(readLayer(w, i));
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    report(double(i + 1), "layer " + std::to_string(i + 1) + "/" + std::to_string(c.numLayers));
+    layers_.push_back(readLayer(w, i));
+  }
+  report(double(c.numLayers + 1), "output head");
   finalNorm_ = w.load("model.norm.weight", {c.hiddenSize});
   lmHead_ = readHead(w);
+  report(parts, "loaded");
   w.refuseUnused(c.architecture, c.tieWordEmbeddings);
   runtimeNotes_ = std::move(w.notes_);
 

@@ -12,6 +12,7 @@
 #include "model/Device.h"
 #include "model/KVCache.h"
 #include "model/Linear.h"
+#include "util/Progress.h"
 
 namespace pareto {
 
@@ -44,8 +45,11 @@ class LlamaModel {
   // Copies the checkpoint's weights to opts.device in opts.dtype. Throws InputError naming the tensor and file
   // when a tensor is missing, has the wrong shape, or is not one this architecture uses.
   // A compressed folder's manifest says which modules are stored packed; they are unpacked to dense weights.
+  // Reports stage "load" as the blocks are read and checks `cancel` before each tensor (throwing Cancelled), so
+  // a job cancelled while a large model loads stops within one tensor.
   LlamaModel(const ModelConfig& config, const Checkpoint& checkpoint, const RuntimeOptions& opts,
-             const CompressionManifest* manifest = nullptr);
+             const CompressionManifest* manifest = nullptr, const ProgressCallback& progress = {},
+             const CancelToken* cancel = nullptr);
 
   // A streamed model, for models larger than the device (or the host): every tensor is checked from the
   // headers now, but only the norms are read. A block's weights are read from the memory-mapped checkpoint by

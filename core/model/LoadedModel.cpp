@@ -12,7 +12,8 @@
 
 namespace pareto {
 
-LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts, WeightResidency residency) {
+LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts, WeightResidency residency,
+                      const ProgressCallback& progress, const CancelToken* cancel) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(modelDir)) throw InputError(fileMessage(modelDir, "not a model folder (no such directory)"));
   const fs::path dir(modelDir);
@@ -41,7 +42,7 @@ LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts, W
     Checkpoint ckpt = Checkpoint::open(modelDir);
     std::optional<CompressionManifest> manifest = CompressionManifest::readFrom(modelDir);
     m.model = guardMemory("loading " + modelDir, "load it on another device or in a smaller dtype", [&] {
-      return std::make_unique<LlamaModel>(m.config, ckpt, opts, manifest ? &*manifest : nullptr);
+      return std::make_unique<LlamaModel>(m.config, ckpt, opts, manifest ? &*manifest : nullptr, progress, cancel);
     });
   }
 

@@ -8,6 +8,7 @@
 #include "model/Device.h"
 #include "model/LlamaModel.h"
 #include "tokenizer/Tokenizer.h"
+#include "util/Progress.h"
 
 namespace pareto {
 
@@ -28,8 +29,11 @@ struct LoadedModel {
 // device or the host.
 enum class WeightResidency { Whole, Streamed };
 
-// Throws InputError naming the folder/file for a missing, unreadable or inconsistent model folder.
+// Throws InputError naming the folder/file for a missing, unreadable or inconsistent model folder. A whole
+// model reports stage "load" block by block and checks `cancel` before each tensor: a cancel throws Cancelled
+// within one tensor, and everything read so far is freed with the checkpoint's mapping.
 LoadedModel loadModel(const std::string& modelDir, const RuntimeOptions& opts,
-                      WeightResidency residency = WeightResidency::Whole);
+                      WeightResidency residency = WeightResidency::Whole, const ProgressCallback& progress = {},
+                      const CancelToken* cancel = nullptr);
 
 }  // namespace pareto

@@ -98,7 +98,7 @@ void measureSensitivity(SensitivityTable& table, const SearchBase& base, const s
     if (progress) progress({stage, fraction, msg});
   };
   report("load", 0, modelDir);
-  LoadedModel m = loadModel(modelDir, runtime);
+  LoadedModel m = loadModel(modelDir, runtime, WeightResidency::Whole, progress, cancel);
   if (CompressionManifest::readFrom(modelDir))
     throw InputError(fileMessage(modelDir, "is already a compressed folder; the search starts from the dense "
                                            "source model"));

@@ -111,6 +111,11 @@ ALTER TABLE runs ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN pid_namespace TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN heartbeat_at REAL;
 )sql",
+    // 4: the user's tag and note of a run.
+    R"sql(
+ALTER TABLE runs ADD COLUMN tag TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kMigrationCount = static_cast<int>(sizeof kMigrations / sizeof kMigrations[0]);
 static_assert(kMigrationCount == ExperimentStore::kSchemaVersion, "one migration per schema version");
@@ -149,10 +154,11 @@ std::string runColumns(int version) {
       "r.id, r.kind, r.status, r.started_at, r.ended_at, r.model_id, m.path, m.content_hash, m.architecture, "
       "m.size_bytes, r.device, ";
   c += version >= 2 ? "r.output, r.error, r.pid, r.host, r.process_start, " : "'', r.error, NULL, '', '', ";
-  c += version >= 3 ? "r.boot_id, r.pid_namespace, r.heartbeat_at" : "'', '', NULL";
+  c += version >= 3 ? "r.boot_id, r.pid_namespace, r.heartbeat_at, " : "'', '', NULL, ";
+  c += version >= 4 ? "r.tag, r.note" : "'', ''";
   return c;
 }
-constexpr int kRunColumnCount = 19;
+constexpr int kRunColumnCount = 21;
 
 RunStatus statusNow(RunStatus stored, const ProcessIdentity& process, double heartbeatAt) {
   if (stored != RunStatus::Running) return stored;
@@ -188,6 +194,8 @@ RunSummary readRunRow(const Statement& s) {
   r.process.bootId = s.getText(16);
   r.process.pidNamespace = s.getText(17);
   r.heartbeatAt = s.getDouble(18);
+  r.tag = s.getText(19);
+  r.note = s.getText(20);
   r.status = statusNow(r.status, r.process, r.heartbeatAt);
   return r;
 }
@@ -598,12 +606,13 @@ void ExperimentStore::addBenchmarks(std::optional<int64_t> runId, const std::vec
 std::vector<BenchmarkRow> ExperimentStore::benchmarks(const std::string& device, const std::string& kernel) const {
   return impl_->read([&] {
     Statement s(impl_->db(),
-                "SELECT device, kernel, shape, batch, time_us, gbps FROM benchmarks WHERE (?1 = '' OR device = ?1) "
+                "SELECT device, kernel, shape, batch, time_us, gbps, recorded_at FROM benchmarks WHERE (?1 = '' OR "
+                "device = ?1) "
                 "AND (?2 = '' OR kernel = ?2) ORDER BY recorded_at DESC, id DESC");
     s.bind(1, device).bind(2, kernel);
     std::vector<BenchmarkRow> rows;
     while (s.step())
-      rows.push_back({s.getText(0), s.getText(1), s.getText(2), s.getInt(3), s.getDouble(4), s.getDouble(5)});
+      rows.push_back({s.getText(0), s.getText(1), s.getText(2), s.getInt(3), s.getDouble(4), s.getDouble(5), s.getDouble(6)});
     return rows;
   });
 }
@@ -685,10 +694,11 @@ RunDetails ExperimentStore::run(int64_t runId) const {
     }
     {
       Statement s(db,
-                  "SELECT device, kernel, shape, batch, time_us, gbps FROM benchmarks WHERE run_id = ?1 ORDER BY id");
+                  "SELECT device, kernel, shape, batch, time_us, gbps, recorded_at FROM benchmarks WHERE run_id = ?1 "
+                  "ORDER BY id");
       s.bind(1, runId);
       while (s.step())
-        d.benchmarks.push_back({s.getText(0), s.getText(1), s.getText(2), s.getInt(3), s.getDouble(4), s.getDouble(5)});
+        d.benchmarks.push_back({s.getText(0), s.getText(1), s.getText(2), s.getInt(3), s.getDouble(4), s.getDouble(5), s.getDouble(6)});
     }
     tx.commit();
     return d;
@@ -703,6 +713,19 @@ void ExperimentStore::deleteRun(int64_t runId) {
   // Metrics, module stats, curves and benchmarks go with it (ON DELETE CASCADE).
   Statement s(db, "DELETE FROM runs WHERE id = ?1");
   s.bind(1, runId);
+  s.run();
+  tx.commit();
+}
+
+void ExperimentStore::setRunLabel(int64_t runId, const std::string& tag, const std::string& note) {
+  impl_->requireWritable();
+  if (tag.find_first_of("\r\n") != std::string::npos)
+    throw InputError(fileMessage(impl_->path, "run " + std::to_string(runId) + ": a tag is one line"));
+  Database& db = impl_->db();
+  Transaction tx(db);
+  impl_->requireRun(runId);
+  Statement s(db, "UPDATE runs SET tag = ?2, note = ?3 WHERE id = ?1");
+  s.bind(1, runId).bind(2, tag).bind(3, note);
   s.run();
   tx.commit();
 }

@@ -5,7 +5,8 @@
 // any point leaves either all of a write or none of it.
 //
 // Tables: models, runs, metrics, module_stats, curves, benchmarks, and schema_version (one row per applied
-// migration; migrations only go forward). SQLite stays inside the .cpp files.
+// migration; migrations only go forward). A run's tag and note are the user's: set at any time, also on a
+// finished run, whose results stay as they were recorded. SQLite stays inside the .cpp files.
 //
 // An ExperimentStore is one connection: use it from one thread at a time. Another thread (the GUI's worker)
 // opens its own on the same file; connections coordinate exactly as processes do.
@@ -61,6 +62,7 @@ struct BenchmarkRow {
   int64_t batch = 1;
   double timeUs = 0;    // per call
   double gbps = std::numeric_limits<double>::quiet_NaN();   // achieved bandwidth; NaN when not meaningful
+  double recordedAt = 0;   // seconds since the Unix epoch, as the store wrote the row (ignored when adding one)
 };
 
 // Everything a finished run stores besides its row; written together with the "finished" status.
@@ -93,6 +95,7 @@ struct RunSummary {
   std::string device, output, error;
   ProcessIdentity process;                                    // who recorded it
   double heartbeatAt = std::numeric_limits<double>::quiet_NaN();  // last sign of life of a running run (NaN: none)
+  std::string tag, note;   // the user's, set after the run (setRunLabel); "" when none
   std::map<std::string, double> metrics;
 };
 
@@ -115,7 +118,7 @@ std::string defaultStorePath();
 
 class ExperimentStore {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
   static constexpr int kBusyTimeoutMs = 15000;
   // The write that ends a run keeps retrying a lock held by another process this long (the busy timeout
   // alone gives up after kBusyTimeoutMs and would leave the run "running" with its results lost).
@@ -176,6 +179,9 @@ class ExperimentStore {
   bool hasRun(int64_t runId) const;
   // The run and everything recorded with it. Throws InputError when it does not exist.
   void deleteRun(int64_t runId);
+  // The user's tag (a short word to filter by: "baseline", "paper") and note (free text) of a run, replacing
+  // those it had ("" clears). Throws InputError when the run does not exist or the tag holds a line break.
+  void setRunLabel(int64_t runId, const std::string& tag, const std::string& note);
 
  private:
   ExperimentStore() = default;

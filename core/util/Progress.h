@@ -16,6 +16,17 @@ struct ProgressUpdate {
 
 using ProgressCallback = std::function<void(const ProgressUpdate&)>;
 
+// Reports `progress`'s updates with their fractions mapped into [from, to]: one stage made of several parts
+// (the dense and then the compressed model's load). Empty when `progress` is.
+inline ProgressCallback partOfStage(const ProgressCallback& progress, double from, double to) {
+  if (!progress) return {};
+  return [progress, from, to](const ProgressUpdate& u) {
+    ProgressUpdate scaled = u;
+    scaled.fraction = from + (to - from) * u.fraction;
+    progress(scaled);
+  };
+}
+
 class CancelToken {
  public:
   void cancel() { cancelled_.store(true, std::memory_order_relaxed); }

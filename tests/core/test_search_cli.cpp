@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <cstdio>
 
 #include "ChildProcess.h"
 #include "CliRun.h"
@@ -63,6 +64,31 @@ TEST_F(SearchCli, SearchedRecipeCompressesToThePredictedBitsWithinTheBudget) {
   const double stored = json::parse(c.out).at("linear_bits_per_weight").get<double>();
   EXPECT_NEAR(stored, predicted, 1e-9);
   EXPECT_LE(stored, 5.0);
+}
+
+// Predicted tokens/s come from the copy bandwidth `bench copy` stored (the workbench's figure too), named with its
+// date, not from a new measurement at each search; `bench copy` again replaces it and shows the one it replaced.
+TEST_F(SearchCli, PredictionsUseTheStoredCopyBandwidthWithItsDate) {
+  const std::string db = " --db " + dir_ + "/runs.db";
+  RunResult copy = runCli("bench copy --device cpu --json" + db);
+  ASSERT_EQ(copy.exitCode, 0) << copy.err;
+  const json stored = json::parse(copy.out);
+  EXPECT_EQ(stored.at("device"), "cpu");
+  EXPECT_TRUE(stored.at("stored").get<bool>());
+  EXPECT_FALSE(stored.contains("previous_gb_per_second"));
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.1f", stored.at("gb_per_second").get<double>());
+
+  RunResult s = runCli("search --quiet --json --model " + model_ + " --recipe " + base_ + " --budget-bpw 5 --out " +
+                       dir_ + "/searched.json" + db);
+  ASSERT_EQ(s.exitCode, 0) << s.err;
+  const std::string source = json::parse(s.out).at("speed_source").get<std::string>();
+  EXPECT_THAT(source, HasSubstr(std::string("cpu copy bandwidth ") + rate + " GB/s measured 20")) << source;
+
+  RunResult text = runCli("bench copy --device cpu" + db);
+  ASSERT_EQ(text.exitCode, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr(std::string("\nwas cpu copy bandwidth ") + rate + " GB/s measured 20"));
+  EXPECT_THAT(text.out, HasSubstr("predictions on this device use it until it is measured again"));
 }
 
 TEST_F(SearchCli, BudgetOutsideTheReachableRangeIsRefusedBeforeAnyWork) {

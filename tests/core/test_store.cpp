@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -99,7 +100,7 @@ TEST_F(Store, EmptyFileGetsEveryMigrationWalAndForeignKeys) {
   RawDb raw(path);
   EXPECT_EQ(raw.text("PRAGMA journal_mode"), "wal");
   EXPECT_EQ(raw.number("SELECT count(*) FROM schema_version"), ExperimentStore::kSchemaVersion);
-  EXPECT_EQ(raw.number("SELECT max(version) FROM schema_version"), 3);
+  EXPECT_EQ(raw.number("SELECT max(version) FROM schema_version"), 4);
   for (const char* table : {"models", "runs", "metrics", "module_stats", "curves", "benchmarks"})
     EXPECT_EQ(raw.number(std::string("SELECT count(*) FROM sqlite_master WHERE name='") + table + "'"), 1) << table;
   EXPECT_EQ(raw.number("SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ('pid', 'host', 'output')"), 3);
@@ -125,7 +126,7 @@ TEST_F(Store, Version1FileMigratesAndKeepsItsRuns) {
     raw.exec("INSERT INTO curves (run_id, name, x, y) VALUES (1, 'loss', 0, 3.0), (1, 'loss', 1, 2.5)");
   }
   ExperimentStore store(db());
-  EXPECT_EQ(store.schemaVersion(), 3);
+  EXPECT_EQ(store.schemaVersion(), ExperimentStore::kSchemaVersion);
   std::vector<RunSummary> runs = store.listRuns();
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].status, RunStatus::Finished);
@@ -295,6 +296,60 @@ TEST_F(Store, BenchmarkHook) {
   EXPECT_EQ(store.benchmarks("cpu").size(), 1u);
   EXPECT_TRUE(std::isnan(store.benchmarks("cpu")[0].gbps));
   EXPECT_THROW(store.addBenchmarks(std::nullopt, {{"cpu", "", "8x8", 1, 1.0, NAN}}), InputError);
+  // Each row comes back with the time the store wrote it, newest first.
+  const double now = double(std::time(nullptr));
+  for (const BenchmarkRow& r : store.benchmarks()) EXPECT_NEAR(r.recordedAt, now, 60) << r.kernel;
+  for (const BenchmarkRow& r : store.run(id).benchmarks) EXPECT_NEAR(r.recordedAt, now, 60) << r.kernel;
+}
+
+// A run's tag and note: set (and replaced, and cleared) after the run, also on a finished one, without touching
+// its results; read by listRuns and run(); refused for a run that does not exist and for a tag of two lines.
+TEST_F(Store, TagAndNoteOfARun) {
+  ExperimentStore store(db());
+  RunRecorder rec(store, start("perplexity"));
+  rec.results().metrics.push_back({"ppl", 12.5});
+  rec.finish();
+  EXPECT_EQ(store.run(rec.id()).summary.tag, "");
+  store.setRunLabel(rec.id(), "baseline", "first try;\nwindow 128 as in the paper");
+  RunDetails d = store.run(rec.id());
+  EXPECT_EQ(d.summary.tag, "baseline");
+  EXPECT_EQ(d.summary.note, "first try;\nwindow 128 as in the paper");
+  EXPECT_EQ(d.summary.status, RunStatus::Finished);
+  EXPECT_DOUBLE_EQ(d.summary.metrics.at("ppl"), 12.5);
+  ASSERT_EQ(store.listRuns().size(), 1u);
+  EXPECT_EQ(store.listRuns()[0].tag, "baseline");
+  store.setRunLabel(rec.id(), "paper", "");
+  EXPECT_EQ(store.listRuns()[0].tag, "paper");
+  EXPECT_EQ(store.listRuns()[0].note, "");
+  EXPECT_THAT(test::inputErrorOf([&] { store.setRunLabel(rec.id() + 1, "x", ""); }), HasSubstr("no run"));
+  EXPECT_THAT(test::inputErrorOf([&] { store.setRunLabel(rec.id(), "two\nlines", ""); }), HasSubstr("one line"));
+  EXPECT_THROW(ExperimentStore::openForReading(db()).setRunLabel(rec.id(), "x", ""), InputError);
+}
+
+// A store written before tags and notes existed (schema 3): read as it is by a reader (no tags), migrated by a
+// writer with its runs kept, and then labelled.
+TEST_F(Store, Version3FileGetsTagsAndNotesAndKeepsItsRuns) {
+  int64_t id = 0;
+  {
+    ExperimentStore v3(db(), 3);
+    RunRecorder rec(v3, start("perplexity"));
+    rec.results().metrics.push_back({"ppl", 9.0});
+    rec.finish();
+    id = rec.id();
+  }
+  EXPECT_EQ(RawDb(db()).number("SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ('tag', 'note')"), 0);
+  {
+    const ExperimentStore reader = ExperimentStore::openForReading(db());
+    EXPECT_EQ(reader.schemaVersion(), 3);
+    ASSERT_EQ(reader.listRuns().size(), 1u);
+    EXPECT_EQ(reader.listRuns()[0].tag, "");
+    EXPECT_DOUBLE_EQ(reader.listRuns()[0].metrics.at("ppl"), 9.0);
+  }
+  ExperimentStore store(db());
+  EXPECT_EQ(store.schemaVersion(), 4);
+  store.setRunLabel(id, "old", "recorded before tags");
+  EXPECT_EQ(store.run(id).summary.note, "recorded before tags");
+  EXPECT_DOUBLE_EQ(store.run(id).summary.metrics.at("ppl"), 9.0);
 }
 
 // One set of metric names (store/MetricNames.h): compress runs the workbench recorded under its old names read

@@ -325,6 +325,44 @@ TEST_F(StoreCli, AFinalWriteThatCannotGetTheLockFailsTheCommand) {
   EXPECT_NE(runs[0]["status"], "finished");
 }
 
+// A run's tag and note (issue 25, point 9): set by `runs label` (or the workbench), shown by `runs list` and
+// `runs show`, in their JSON too; a store written before tags existed gets them on the first write.
+TEST_F(StoreCli, RunsLabelSetsATagAndANoteThatRunsShows) {
+  int64_t id = 0;
+  {
+    ExperimentStore old(db_, 3);   // written by a Pareto without tags
+    RunStart s;
+    s.kind = "perplexity";
+    s.device = "cpu";
+    id = old.beginRun(s);
+    old.finishRun(id, {{{"ppl", 11.5}}, {}, {}, {}, std::nullopt});
+  }
+  RunResult listed = cli("runs list --db " + db_);
+  ASSERT_EQ(listed.exitCode, 0) << listed.err;
+  RunResult label = cli("runs label " + std::to_string(id) + " --tag baseline --note 'window 128, as the paper' --db " + db_);
+  ASSERT_EQ(label.exitCode, 0) << label.err;
+  EXPECT_THAT(label.out, HasSubstr("tag       baseline"));
+  RunResult list = cli("runs list --db " + db_);
+  EXPECT_THAT(list.out, HasSubstr("baseline"));
+  EXPECT_THAT(list.out, HasSubstr("note: window 128, as the paper"));
+  RunResult json1 = cli("runs list --json --db " + db_);
+  const json run = json::parse(json1.out)["runs"][0];
+  EXPECT_EQ(run["tag"], "baseline");
+  EXPECT_EQ(run["note"], "window 128, as the paper");
+  // Only the note changes; the tag stays.
+  ASSERT_EQ(cli("runs label " + std::to_string(id) + " --note '' --db " + db_).exitCode, 0);
+  const json shown = json::parse(cli("runs show " + std::to_string(id) + " --json --db " + db_).out);
+  EXPECT_EQ(shown["tag"], "baseline");
+  EXPECT_EQ(shown["note"], "");
+  EXPECT_DOUBLE_EQ(shown["metrics"]["ppl"].get<double>(), 11.5);
+  RunResult none = cli("runs label " + std::to_string(id) + " --db " + db_);
+  EXPECT_EQ(none.exitCode, 2);
+  EXPECT_THAT(none.err, HasSubstr("give --tag, --note or both"));
+  RunResult missing = cli("runs label 999 --tag x --db " + db_);
+  EXPECT_EQ(missing.exitCode, 2);
+  EXPECT_THAT(missing.err, HasSubstr("no run 999"));
+}
+
 TEST_F(StoreCli, BenchKernelsRecordsItsRows) {
   const std::string shape = dir_ + "/tiny-shape.json";
   {

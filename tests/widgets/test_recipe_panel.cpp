@@ -3,8 +3,14 @@
 // writes; one slider drag is one undo step.
 #include <gtest/gtest.h>
 
+#include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QGroupBox>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QToolButton>
 #include <QDir>
 #include <QLabel>
 #include <QLineEdit>
@@ -28,6 +34,7 @@
 #include "util/Error.h"
 #include "util/Json.h"
 #include "widgets/RecipePanel.h"
+#include "widgets/RunRecord.h"
 
 namespace pareto {
 namespace {
@@ -319,6 +326,121 @@ TEST(RecipePanel, KeysWithoutControlsAreKept) {
   choose(panel, RecipePanel::kPruneMethod, "none");
   choose(panel, RecipePanel::kQuantMethod, "rtn");
   EXPECT_FALSE(panel.recipeJson().contains("prune"));
+}
+
+// Point 8 of issue 25: the per-module overrides are a table (glob → pruning, quantization) that shows a loaded
+// recipe's overrides and edits them, one undo step per edit; what core's parser refuses is not taken and says
+// why; the run's label names them.
+TEST(RecipePanel, OverridesAreShownAndEditedInTheTable) {
+  RecipePanel panel;
+  const json doc = {{"quantize", {{"method", "rtn"}, {"bits", 4}, {"granularity", "group"}, {"group_size", 64}}},
+                    {"overrides", {{{"match", "model.layers.0.*"}, {"quantize", nullptr}},
+                                   {{"match", "*.down_proj"}, {"quantize", {{"method", "rtn"}, {"bits", 8}, {"granularity", "channel"}}}}}}};
+  QString error;
+  ASSERT_TRUE(panel.setRecipe(doc, QString(), "doc", &error)) << str(error);
+  auto* table = control<QTableWidget>(panel, "overridesTable");
+  ASSERT_EQ(table->rowCount(), 2);
+  EXPECT_EQ(str(table->item(0, RecipePanel::OverrideMatch)->text()), "model.layers.0.*");
+  EXPECT_EQ(str(table->item(0, RecipePanel::OverridePrune)->text()), "—");
+  EXPECT_EQ(str(table->item(0, RecipePanel::OverrideQuantize)->text()), "dense");
+  EXPECT_EQ(json::parse(str(table->item(1, RecipePanel::OverrideQuantize)->text())), doc["overrides"][1]["quantize"]);
+  EXPECT_EQ(panel.recipeJson()["overrides"], doc["overrides"]);
+
+  // Editing a cell is one undo step.
+  QUndoStack* undo = panel.undoStack();
+  const int steps = undo->count();
+  table->item(1, RecipePanel::OverrideMatch)->setText("*.mlp.*");
+  QApplication::processEvents();
+  EXPECT_EQ(panel.recipeJson()["overrides"][1]["match"], "*.mlp.*");
+  EXPECT_EQ(undo->count(), steps + 1);
+  // Add: a row that keeps layer 0 unquantized; Remove takes the selected rows.
+  control<QPushButton>(panel, "addOverride")->click();
+  EXPECT_EQ(panel.recipeJson()["overrides"].size(), 3u);
+  table->selectRow(0);
+  control<QPushButton>(panel, "removeOverride")->click();
+  ASSERT_EQ(panel.recipeJson()["overrides"].size(), 2u);
+  EXPECT_EQ(panel.recipeJson()["overrides"][0]["match"], "*.mlp.*");
+  undo->undo();
+  undo->undo();
+  undo->undo();
+  EXPECT_EQ(panel.recipeJson()["overrides"], doc["overrides"]);
+  EXPECT_EQ(table->rowCount(), 2);
+
+  // What the parser refuses is not taken, and the note says why.
+  table->item(1, RecipePanel::OverrideQuantize)->setText(R"({"method": "rtn", "bits": 12})");
+  QApplication::processEvents();
+  EXPECT_EQ(panel.recipeJson()["overrides"], doc["overrides"]);
+  EXPECT_TRUE(panel.overridesProblem().contains("bits")) << str(panel.overridesProblem());
+  EXPECT_EQ(json::parse(str(table->item(1, RecipePanel::OverrideQuantize)->text())), doc["overrides"][1]["quantize"]);
+  table->item(1, RecipePanel::OverridePrune)->setText("half");
+  QApplication::processEvents();
+  EXPECT_TRUE(panel.overridesProblem().contains("Row 2")) << str(panel.overridesProblem());
+  EXPECT_EQ(panel.recipeJson()["overrides"], doc["overrides"]);
+  // A pruning block in an override is taken as the parser reads it (the recipe's own method otherwise).
+  table->item(0, RecipePanel::OverridePrune)->setText(R"({"method": "magnitude", "pattern": "4:8"})");
+  QApplication::processEvents();
+  EXPECT_TRUE(panel.overridesProblem().isEmpty()) << str(panel.overridesProblem());
+  EXPECT_EQ(panel.recipeJson()["overrides"][0]["prune"]["pattern"], "4:8");
+  EXPECT_NO_THROW(Recipe::fromJson(panel.recipeJson(), "", "panel"));
+
+  // The run's label names the overrides.
+  const QString label = describeRecipe(panel.recipeJson().dump());
+  EXPECT_TRUE(label.contains("model.layers.0.* → magnitude 4:8 + unquantized")) << str(label);
+  EXPECT_TRUE(label.contains("*.down_proj → rtn int8 channel")) << str(label);
+}
+
+// Point 8: SparseGPT's damping and block, GPTQ/SpQR's, and SpQR's outlier threshold, in a collapsed Advanced
+// section: shown from a loaded recipe, written into the recipe when changed (one undo step each), enabled only
+// for the methods they apply to; a threshold replaces the outlier ratio.
+TEST(RecipePanel, AdvancedSolverSettings) {
+  RecipePanel panel;
+  auto* toggle = control<QToolButton>(panel, "advancedToggle");
+  auto* group = control<QGroupBox>(panel, "advancedGroup");
+  EXPECT_FALSE(group->isVisibleTo(&panel));   // collapsed at first
+  toggle->click();
+  EXPECT_TRUE(group->isVisibleTo(&panel));
+
+  const json doc = {{"calibration", {{"source", "text"}, {"text", test::sharedPath("data/wikitext2-test.txt")}}},
+                    {"prune", {{"method", "sparsegpt"}, {"pattern", "2:4"}, {"damp", 0.05}}}};
+  QString error;
+  ASSERT_TRUE(panel.setRecipe(doc, QString(), "doc", &error)) << str(error);
+  auto* pruneDamp = control<QDoubleSpinBox>(panel, RecipePanel::kPruneDamp);
+  auto* pruneBlock = control<QDoubleSpinBox>(panel, RecipePanel::kPruneBlock);
+  auto* quantDamp = control<QDoubleSpinBox>(panel, RecipePanel::kQuantDamp);
+  auto* threshold = control<QDoubleSpinBox>(panel, RecipePanel::kQuantOutlierThreshold);
+  EXPECT_DOUBLE_EQ(pruneDamp->value(), 0.05);
+  EXPECT_DOUBLE_EQ(pruneBlock->value(), 128);   // the parser's default, not written
+  EXPECT_TRUE(pruneDamp->isEnabled());
+  EXPECT_FALSE(quantDamp->isEnabled());
+  EXPECT_FALSE(threshold->isEnabled());
+  EXPECT_FALSE(panel.recipeJson()["prune"].contains("block"));
+
+  const int steps = panel.undoStack()->count();
+  pruneBlock->setValue(64);
+  EXPECT_EQ(panel.recipeJson()["prune"]["block"], 64);
+  pruneDamp->setValue(0.01);   // the default: left out again
+  EXPECT_FALSE(panel.recipeJson()["prune"].contains("damp"));
+  EXPECT_EQ(panel.undoStack()->count(), steps + 2);
+  panel.undoStack()->undo();
+  EXPECT_DOUBLE_EQ(panel.recipeJson()["prune"]["damp"].get<double>(), 0.05);
+  EXPECT_DOUBLE_EQ(pruneDamp->value(), 0.05);
+
+  choose(panel, RecipePanel::kQuantMethod, "spqr");
+  EXPECT_TRUE(quantDamp->isEnabled());
+  EXPECT_TRUE(threshold->isEnabled());
+  EXPECT_TRUE(panel.recipeJson()["quantize"].contains("outlier_ratio"));
+  threshold->setValue(0.5);
+  json q = panel.recipeJson()["quantize"];
+  EXPECT_DOUBLE_EQ(q["outlier_threshold"].get<double>(), 0.5);
+  EXPECT_FALSE(q.contains("outlier_ratio"));
+  EXPECT_NO_THROW(Recipe::fromJson(panel.recipeJson(), "", "panel"));
+  threshold->setValue(0);   // off: by the ratio again
+  q = panel.recipeJson()["quantize"];
+  EXPECT_FALSE(q.contains("outlier_threshold"));
+  EXPECT_TRUE(q.contains("outlier_ratio"));
+  quantDamp->setValue(0.1);
+  EXPECT_DOUBLE_EQ(panel.recipeJson()["quantize"]["damp"].get<double>(), 0.1);
+  EXPECT_NO_THROW(Recipe::fromJson(panel.recipeJson(), "", "panel"));
 }
 
 TEST(RecipePanel, OneSliderDragIsOneUndoStep) {

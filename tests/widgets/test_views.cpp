@@ -347,6 +347,101 @@ TEST(DriftView, NamesLayersWithoutDriftAndSaysWhyItIsEmpty) {
   EXPECT_TRUE(view.curvesTitle().startsWith("No drift")) << str(view.curvesTitle());
 }
 
+// Point 9 of issue 25: several runs' drift in one plot, one curve per run in its own colour, the heatmap on a colour
+// scale that spans every run; opening one run goes back to the single view.
+TEST(DriftView, OverlaysSeveralRunsOnOneColourScale) {
+  DriftView view;
+  auto small = syntheticDrift(3, 8), large = syntheticDrift(5, 8);
+  view.setOverlay({{"#1 small", small}});
+  EXPECT_FALSE(view.overlaid()) << "one run is no overlay";
+  view.setOverlay({{"#1 small", small}, {"#2 large", large}, {"#3 none", nullptr}});
+  ASSERT_TRUE(view.overlaid());
+  ASSERT_EQ(view.curves()->graphCount(), 2);
+  EXPECT_EQ(str(view.curves()->graph(0)->name()), "#1 small");
+  EXPECT_EQ(view.curves()->graph(0)->pen().color(), runColor(0));
+  EXPECT_EQ(view.curves()->graph(1)->pen().color(), runColor(1));
+  EXPECT_NE(runColor(0), runColor(1));
+  // Each curve is the largest drift over layers at each step: the last layer's here.
+  double largest = 0;
+  for (const auto& layer : large->free.drift)
+    for (double d : layer) largest = std::max(largest, d);
+  const auto last = view.curves()->graph(1)->data()->at(7);
+  EXPECT_DOUBLE_EQ(last->value, large->free.drift.back()[7]);
+  // The heatmap shows the first run on the scale of all.
+  EXPECT_DOUBLE_EQ(view.colorMap()->dataRange().upper, largest);
+  EXPECT_TRUE(view.heatmapTitle().contains("#1 small")) << str(view.heatmapTitle());
+  EXPECT_TRUE(view.heatmapTitle().contains("2 runs")) << str(view.heatmapTitle());
+  view.setDrift("#1 small", small);
+  EXPECT_FALSE(view.overlaid());
+  EXPECT_EQ(view.curves()->graphCount(), 3 + 1);   // a curve per layer and the markers
+}
+
+TEST(DiscrepancyView, OverlaysSeveralRunsInTheirColours) {
+  auto study = [](std::vector<std::pair<double, double>> deltas) {
+    auto s = std::make_shared<HessianStudyResult>();
+    std::vector<double> text, decode;
+    for (size_t i = 0; i < deltas.size(); ++i) {
+      ModuleDiscrepancy m;
+      m.name = "model.layers." + std::to_string(i) + ".mlp.up_proj";
+      m.text.delta = deltas[i].first;
+      m.decode.delta = deltas[i].second;
+      s->modules.push_back(m);
+      text.push_back(m.text.delta);
+      decode.push_back(m.decode.delta);
+    }
+    s->summary = summarizeDiscrepancies(text, decode);
+    return s;
+  };
+  DiscrepancyView view;
+  view.setOverlay({{"#5 text", study({{0.4, 0.2}, {0.3, 0.6}})}, {"#6 decode", study({{0.9, 0.3}, {0.5, 0.4}, {0.2, 0.4}})}});
+  ASSERT_TRUE(view.overlaid());
+  ASSERT_EQ(view.plot()->graphCount(), 2);
+  EXPECT_EQ(view.plot()->graph(1)->scatterStyle().pen().color(), runColor(1));
+  EXPECT_EQ(view.plot()->graph(1)->data()->size(), 3);
+  EXPECT_DOUBLE_EQ(view.plot()->graph(1)->data()->at(0)->value, 3.0);   // the largest ratio first
+  EXPECT_TRUE(view.title().contains("#6 decode: 66.7%")) << str(view.title());
+  EXPECT_EQ(view.table()->topLevelItemCount(), 2);   // the first run's modules
+}
+
+// Point 9: Δ to dense beside each metric that has a dense value, and the user's tag and note, editable for a stored
+// run (an unrecorded one has nowhere to keep them).
+TEST(RunHistory, DeltaToDenseAndAnEditableTagAndNote) {
+  RunHistory history;
+  const int a = history.add(stored(7, run(12.5, 2.1, 4.5, 300)));
+  const int u = history.add(run(11.0, 2.0, 16.0, 100));   // not recorded
+  ASSERT_LT(u, 0);
+  auto cell = [&](int id, int column, int role = Qt::DisplayRole) {
+    for (int row = 0; row < history.rowCount(); ++row)
+      if (history.index(row, 0).data(RunHistory::RunIdRole).toInt() == id) return history.index(row, column).data(role);
+    return QVariant();
+  };
+  EXPECT_EQ(str(cell(a, RunHistory::DeltaPerplexityColumn).toString()), "+2.500");
+  EXPECT_DOUBLE_EQ(cell(a, RunHistory::DeltaPerplexityColumn, RunHistory::SortRole).toDouble(), 2.5);
+  EXPECT_EQ(str(cell(a, RunHistory::DeltaBitsColumn).toString()), "−11.500");
+  EXPECT_EQ(str(cell(a, RunHistory::DeltaTokensPerSecondColumn).toString()), "+200");
+  EXPECT_EQ(str(cell(a, RunHistory::DeltaDecodeNllColumn).toString()), "+1.1000");
+  EXPECT_TRUE(str(history.headerData(RunHistory::DeltaPerplexityColumn, Qt::Horizontal, Qt::DisplayRole).toString())
+                  .rfind("Δ ", 0) == 0);
+
+  QSignalSpy edited(&history, &RunHistory::labelEdited);
+  int rowA = 0, rowU = 0;
+  for (int row = 0; row < history.rowCount(); ++row)
+    (history.index(row, 0).data(RunHistory::RunIdRole).toInt() == a ? rowA : rowU) = row;
+  EXPECT_TRUE(history.flags(history.index(rowA, RunHistory::TagColumn)) & Qt::ItemIsEditable);
+  EXPECT_FALSE(history.flags(history.index(rowU, RunHistory::TagColumn)) & Qt::ItemIsEditable);
+  EXPECT_FALSE(history.flags(history.index(rowA, RunHistory::PerplexityColumn)) & Qt::ItemIsEditable);
+  EXPECT_TRUE(history.setData(history.index(rowA, RunHistory::TagColumn), "  base\nline ", Qt::EditRole));
+  EXPECT_TRUE(history.setData(history.index(rowA, RunHistory::NoteColumn), "first line\nsecond", Qt::EditRole));
+  EXPECT_FALSE(history.setData(history.index(rowU, RunHistory::NoteColumn), "lost", Qt::EditRole));
+  EXPECT_EQ(str(history.find(a)->tag), "base line");
+  EXPECT_EQ(str(cell(a, RunHistory::NoteColumn).toString()), "first line");
+  EXPECT_EQ(str(cell(a, RunHistory::NoteColumn, Qt::ToolTipRole).toString()), "first line\nsecond");
+  ASSERT_EQ(edited.size(), 2);
+  EXPECT_EQ(edited.last().at(0).toInt(), a);
+  EXPECT_EQ(str(edited.last().at(1).toString()), "base line");
+  EXPECT_EQ(str(edited.last().at(2).toString()), "first line\nsecond");
+}
+
 TEST(DiscrepancyView, SortsModulesAndTitlesTheSummary) {
   auto study = std::make_shared<HessianStudyResult>();
   const std::vector<std::tuple<const char*, double, double>> modules = {

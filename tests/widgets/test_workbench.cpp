@@ -20,6 +20,7 @@
 #include <QProgressDialog>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QToolButton>
 #include <QThread>
 #include <QTreeWidget>
 #include <QRegularExpression>
@@ -332,6 +333,11 @@ TEST_F(Workbench, ExportMenuWritesTheSelectedRunAsTheCliDoes) {
     ASSERT_NE(exporter->action(kind), nullptr) << kind;
     EXPECT_FALSE(exporter->action(kind)->isEnabled()) << kind;   // no run selected
   }
+  // The same menu from the Runs dock's Export button.
+  auto* dockExport = t.window.runsPanel()->findChild<QToolButton*>("exportRun");
+  ASSERT_NE(dockExport, nullptr);
+  EXPECT_EQ(dockExport->menu(), exporter->menu());
+  EXPECT_FALSE(exporter->openOutputFolderAction()->isEnabled());   // nothing exported yet
   QSignalSpy ran(&t.window, &MainWindow::runEnded);
   ASSERT_TRUE(t.window.startRun()) << str(t.errors.join("\n"));
   ASSERT_TRUE(test::waitForSignals(ran));
@@ -353,6 +359,8 @@ TEST_F(Workbench, ExportMenuWritesTheSelectedRunAsTheCliDoes) {
   EXPECT_TRUE(ended.first().at(1).toString().startsWith("wrote " + gguf)) << str(ended.first().at(1).toString());
   EXPECT_FALSE(exporter->isExporting());
   EXPECT_TRUE(t.window.runAction()->isEnabled());
+  EXPECT_TRUE(exporter->openOutputFolderAction()->isEnabled());
+  EXPECT_EQ(str(exporter->lastOutputFolder()), str(QFileInfo(runs_).absoluteFilePath()));
   QProcess cli;
   const QString cliGguf = runs_ + "/cli-q8_0.gguf";
   cli.start(QStringLiteral(PARETO_CLI_PATH),

@@ -26,10 +26,12 @@
 #include <QTemporaryDir>
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "SharedData.h"
 #include "WidgetTestSupport.h"
 #include "analysis/ActivationDrift.h"
+#include "jobs/DeviceBandwidth.h"
 #include "store/ExperimentStore.h"
 #include "store/ModelIdentity.h"
 #include "widgets/DriftView.h"
@@ -279,6 +281,12 @@ TEST_F(WorkbenchDaily, PredictionsUseTheStoredBandwidthUntilItIsMeasuredAgain) {
     ASSERT_TRUE(t.window.recipePanel()->setRecipe(kTwoFour, QString(), "test", &error)) << str(error);
     const QString predicted = test::textOf(t.window.recipePanel(), "estimate.tokensPerSecond");
     EXPECT_TRUE(predicted.contains("measured " + measuredAt.toString("yyyy-MM-dd HH:mm"))) << str(predicted);
+    // Kept in the experiment store, where pareto-cli's predictions read it too.
+    const std::optional<StoredCopyBandwidth> stored =
+        storedCopyBandwidth(ExperimentStore::openForReading(dbPath()), "cpu");
+    ASSERT_TRUE(stored.has_value());
+    EXPECT_EQ(stored->bytesPerSecond, first);
+    EXPECT_EQ(qint64(stored->measuredAt), measuredAt.toSecsSinceEpoch());
   }
   test::TestWindow again;
   QSignalSpy ready(&again.window, &MainWindow::devicesReady);
@@ -465,6 +473,78 @@ TEST_F(WorkbenchDaily, NoControlOfTheModelAndRecipeDocksIsClipped) {
   QApplication::processEvents();
   EXPECT_TRUE(t.window.findChild<QDockWidget*>("recipeDock")->isVisible());
   checkDocks("after Reset Layout");
+  EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
+}
+
+// Point 6: the layout a session closes with is the one the next session opens with: each dock where it was, as
+// large as it was (after the user moved a splitter and hid a dock), the window as large as it was.
+TEST_F(WorkbenchDaily, ARestartOpensTheLayoutThatWasSaved) {
+  std::map<std::string, QRect> saved;
+  QSize savedWindow;
+  {
+    test::TestWindow t;
+    t.window.resize(1300, 860);
+    t.window.show();
+    ASSERT_TRUE(QTest::qWaitForWindowExposed(&t.window));
+    ASSERT_TRUE(t.window.openModel(modelDir("ref-tiny")));
+    auto* modelDock = t.window.findChild<QDockWidget*>("modelDock");
+    auto* runsDock = t.window.findChild<QDockWidget*>("runsDock");
+    ASSERT_NE(modelDock, nullptr);
+    ASSERT_NE(runsDock, nullptr);
+    // Moved away from the first start's sizes, so that a restart that fell back on them would show.
+    t.window.resizeDocks({modelDock}, {modelDock->width() + 60}, Qt::Horizontal);
+    t.window.resizeDocks({runsDock}, {runsDock->height() + 50}, Qt::Vertical);
+    t.window.findChild<QDockWidget*>("recipeDock")->hide();
+    QApplication::processEvents();
+    for (QDockWidget* dock : t.window.findChildren<QDockWidget*>())
+      if (dock->isVisible()) saved[str(dock->objectName())] = dock->geometry();
+    savedWindow = t.window.size();
+    ASSERT_TRUE(t.window.close());   // saves the settings as quitting does
+    EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
+  }
+  ASSERT_GE(saved.size(), 2u);
+  ASSERT_EQ(saved.count("recipeDock"), 0u);
+
+  test::TestWindow t;   // the same QSettings: a restart
+  t.window.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&t.window));
+  QApplication::processEvents();
+  EXPECT_EQ(t.window.size(), savedWindow);
+  EXPECT_FALSE(t.window.findChild<QDockWidget*>("recipeDock")->isVisible()) << "a dock hidden stays hidden";
+  for (const auto& [name, geometry] : saved) {
+    auto* dock = t.window.findChild<QDockWidget*>(QString::fromStdString(name));
+    ASSERT_NE(dock, nullptr) << name;
+    EXPECT_TRUE(dock->isVisible()) << name;
+    EXPECT_EQ(dock->geometry(), geometry) << name << ": restored at " << dock->geometry().x() << ","
+                                          << dock->geometry().y() << " " << dock->width() << "x" << dock->height()
+                                          << ", saved at " << geometry.x() << "," << geometry.y() << " "
+                                          << geometry.width() << "x" << geometry.height();
+  }
+  EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
+}
+
+// Point 9: a tag and a note typed in the Runs dock go to the store (where `pareto-cli runs` reads them), and a
+// label the store has (set by `pareto-cli runs label`) shows in the dock.
+TEST_F(WorkbenchDaily, TagsAndNotesLiveInTheStore) {
+  int64_t labelled = 0, plain = 0;
+  {
+    ExperimentStore store(dbPath());
+    labelled = storeCompressRun(store, "ref-tiny", 12.0, 10.0);
+    plain = storeCompressRun(store, "ref-tiny", 13.0, 10.0);
+    store.setRunLabel(labelled, "baseline", "from the CLI");
+  }
+  test::TestWindow t;
+  waitForHistory(t);
+  EXPECT_EQ(str(t.window.history()->find(int(labelled))->tag), "baseline");
+  EXPECT_EQ(str(t.window.history()->find(int(labelled))->note), "from the CLI");
+  QSignalSpy saved(&t.window, &MainWindow::labelSaved);
+  t.window.history()->setLabel(int(plain), "paper", "window 128\nas the paper");
+  ASSERT_TRUE(test::waitForSignals(saved));
+  EXPECT_EQ(saved.first().at(0).toInt(), int(plain));
+  EXPECT_TRUE(saved.first().at(1).toString().isEmpty()) << str(saved.first().at(1).toString());
+  const RunSummary s = ExperimentStore::openForReading(dbPath()).run(plain).summary;
+  EXPECT_EQ(s.tag, "paper");
+  EXPECT_EQ(s.note, "window 128\nas the paper");
   EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
 }
 

@@ -201,7 +201,7 @@ nlohmann::json SearchView::pointRecipe(size_t index) const {
   char text[200];
   std::snprintf(text, sizeof text, "workbench search front point: estimated loss %.6g, %.4f bits per weight over "
                 "the block linears, predicted %.1f tokens/s", p.loss, p.bitsPerWeight, p.tokensPerSecond);
-  return searchRecipe(report_->base, report_->table, p, text);
+  return searchRecipe(report_->base, report_->table, p, std::string(text) + " (" + report_->table.estimate() + ")");
 }
 
 void SearchView::choosePoint(size_t index) {

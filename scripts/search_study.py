@@ -10,7 +10,7 @@ candidate's estimated losses over the modules (the same sensitivities the search
 Spearman rank correlation of estimated loss and measured KL over every recipe.
 
   scripts/search_study.py --cli build/app/cli/pareto-cli --shared ../shared --model ../shared/models/ref-small \
-      --out search-out [--budgets 3.5,4.125,6,9]
+      --out search-out [--budgets 3.5,4.125,6,9] [--search-args "--no-refine"]
 Writes <out>/results.json and <out>/table.md; finished steps are kept and not redone.
 """
 import argparse
@@ -66,6 +66,10 @@ def main():
     ap.add_argument("--budgets", default="3.5,4.125,6,9")
     ap.add_argument("--windows", default="10", help="perplexity/KL windows of 512 per held-out file")
     ap.add_argument("--prompts", default="16", help="fidelity prompts (odd prose lines)")
+    ap.add_argument("--uniform", choices=["evaluate", "estimate"], default="evaluate",
+                    help="estimate: only the uniform rows' estimated loss (their measured metrics from an earlier "
+                         "run; they do not depend on the search)")
+    ap.add_argument("--search-args", default="", help="extra `search` options, e.g. \"--no-refine\"")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     shared = os.path.abspath(a.shared)
@@ -94,13 +98,25 @@ def main():
                 f"{a.out}/{name}.compress.json")
         return folder, c["linear_bits_per_weight"]
 
+    # The uniform rows first: they do not depend on the search, so they are ready while it runs.
+    uniform = []
+    for name, cand in UNIFORM.items():
+        if a.uniform == "estimate":
+            uniform.append(dict(recipe=name, candidate=cand))
+            continue
+        folder, bits = compress(name, f"{HERE}/../resources/recipes/{name}.json")
+        uniform.append(dict(recipe=name, candidate=cand, bits=bits, **evaluate(name, folder)))
+        print(json.dumps(uniform[-1]), flush=True)
     rows = []
     table = None
+    estimate = None
     for b in [float(x) for x in a.budgets.split(",")]:
         name = f"searched-{b:g}"
         s = run(a.cli, ["search", "--model", a.model, "--recipe", base, "--budget-bpw", str(b), "--out",
-                        f"{a.out}/{name}.recipe.json"], f"{a.out}/{name}.search.json")
+                        f"{a.out}/{name}.recipe.json", "--table", f"{a.out}/sensitivity-table.json"]
+                + a.search_args.split(), f"{a.out}/{name}.search.json")
         table = table or s["modules"]
+        estimate = estimate or s.get("estimate")
         folder, bits = compress(name, f"{a.out}/{name}.recipe.json")
         counts = {}
         for m in s["modules"]:
@@ -108,19 +124,26 @@ def main():
         rows.append(dict(recipe=name, budget=b, bits=bits, predicted_bits=s["chosen"]["linear_bits_per_weight"],
                          estimated_loss=s["chosen"]["estimated_loss"], allocation=counts, **evaluate(name, folder)))
         print(json.dumps(rows[-1]), flush=True)
-    for name, cand in UNIFORM.items():
+    # A uniform recipe's estimated loss: its candidate's column of the search's table.
+    for r in uniform:
         loss = 0.0
         for m in table:
-            cell = next(c for c in m["candidates"] if c["candidate"] == cand)
+            cell = next(c for c in m["candidates"] if c["candidate"] == r["candidate"])
             loss += cell["estimated_loss"] if cell["applies"] else float("nan")
-        folder, bits = compress(name, f"{HERE}/../resources/recipes/{name}.json")
-        rows.append(dict(recipe=name, bits=bits, estimated_loss=loss, **evaluate(name, folder)))
-        print(json.dumps(rows[-1]), flush=True)
+        r["estimated_loss"] = loss
+        if a.uniform == "estimate":
+            print(json.dumps(r), flush=True)
+            continue
+        rows.append(r)
     dense = run(a.cli, ["perplexity", "--model", a.model, "--text", f"{shared}/data/heldout-prose.txt",
                         "--max-windows", a.windows], f"{a.out}/dense.ppl-prose.json")["ppl"]
+    if len(rows) < 3:
+        json.dump({"rows": rows, "uniform_estimates": {r["recipe"]: r["estimated_loss"] for r in uniform},
+                   "estimate": estimate}, open(f"{a.out}/results.json", "w"), indent=1)
+        return
     rho_prose = spearman([r["estimated_loss"] for r in rows], [r["kl_prose"] for r in rows])
     rho_python = spearman([r["estimated_loss"] for r in rows], [r["kl_python"] for r in rows])
-    json.dump({"rows": rows, "dense_ppl_prose": dense, "spearman_kl_prose": rho_prose,
+    json.dump({"rows": rows, "uniform_estimates": {r["recipe"]: r["estimated_loss"] for r in uniform}, "estimate": estimate, "dense_ppl_prose": dense, "spearman_kl_prose": rho_prose,
                "spearman_kl_python": rho_python}, open(f"{a.out}/results.json", "w"), indent=1)
     out = ["| recipe | bits/weight | est. loss | ppl prose | ppl python | KL prose | KL python | decode NLL | top-1 | "
            "shared prefix |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -129,6 +152,7 @@ def main():
                    f"{r['ppl_python']:.2f} | {r['kl_prose']:.4f} | {r['kl_python']:.4f} | {r['decode_nll']:.3f} | "
                    f"{r['top1']:.3f} | {r['shared_prefix']:.1f} |")
     out.append("")
+    out.append(f"Estimated loss: {estimate}")
     out.append(f"Spearman(estimated loss, KL prose) = {rho_prose:.3f}, (estimated loss, KL python) = {rho_python:.3f} "
                f"over {len(rows)} recipes; dense ppl prose {dense:.2f}")
     for r in rows:

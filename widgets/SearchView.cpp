@@ -1,5 +1,6 @@
 #include "widgets/SearchView.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QEvent>
@@ -55,6 +56,13 @@ SearchView::SearchView(RunHistory* history, QWidget* parent) : QWidget(parent), 
   value_->setDecimals(3);
   value_->setRange(0.001, 1e15);
   value_->setValue(4.125);
+  refine_ = new QCheckBox(tr("refine by KL"));
+  refine_->setObjectName("searchRefine");
+  refine_->setChecked(true);
+  refine_->setToolTip(tr("Scale each module's output error tr(ΔW H̄ ΔWᵀ) by the KL to dense of replacing that module "
+                         "alone by a reference candidate, so that modules compare in one unit (predicted KL, nats). "
+                         "Unchecked: the output error alone, which overrates q/k/gate/up and underrates o/down. "
+                         "Costs one partial forward per module and calibration window (docs/search.md)."));
   search_ = new QPushButton(tr("Search"));
   search_->setObjectName("searchRun");
   connect(search_, &QPushButton::clicked, this,
@@ -80,7 +88,6 @@ SearchView::SearchView(RunHistory* history, QWidget* parent) : QWidget(parent), 
   front_->setToolTip(tr("Each point: one candidate per module, the least summed estimated loss for its cost "
                         "(an exact multiple-choice knapsack). Click a point to load its recipe into the Recipe "
                         "dock. Squares: measured runs of this model, their KL to dense on the right axis."));
-  front_->yAxis->setLabel(tr("Σ estimated loss tr(ΔW H̄ ΔWᵀ)"));
   front_->yAxis->setScaleType(QCPAxis::stLogarithmic);
   front_->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
   front_->yAxis2->setVisible(true);
@@ -111,8 +118,8 @@ SearchView::SearchView(RunHistory* history, QWidget* parent) : QWidget(parent), 
   heatmap_ = new QCustomPlot;
   heatmap_->setObjectName("searchHeatmap");
   heatmap_->setToolTip(tr("log10 of each candidate's estimated loss on each module (the mean over calibration "
-                          "tokens of ‖ΔW x‖²); blank: the candidate cannot apply there; circles: the allocation "
-                          "chosen for the budget."));
+                          "tokens of ‖ΔW x‖², times the module's KL scale when refined); blank: the candidate cannot "
+                          "apply there; circles: the allocation chosen for the budget."));
   colorMap_ = new QCPColorMap(heatmap_->xAxis, heatmap_->yAxis);
   auto* scale = new QCPColorScale(heatmap_);
   scale->setType(QCPAxis::atRight);
@@ -136,6 +143,7 @@ SearchView::SearchView(RunHistory* history, QWidget* parent) : QWidget(parent), 
   controls->addWidget(budgetCaption);
   controls->addWidget(value_);
   controls->addWidget(kind_);
+  controls->addWidget(refine_);
   controls->addWidget(search_);
   controls->addWidget(cancel_);
   auto* second = new QHBoxLayout;
@@ -183,6 +191,8 @@ void SearchView::setProgress(double fraction, const QString& message) {
 
 void SearchView::setMessage(const QString& text) { status_->setText(text); }
 
+bool SearchView::refineRequested() const { return refine_->isChecked(); }
+
 QString SearchView::title() const { return plotTitle(front_)->text(); }
 
 nlohmann::json SearchView::pointRecipe(size_t index) const {
@@ -191,7 +201,7 @@ nlohmann::json SearchView::pointRecipe(size_t index) const {
   char text[200];
   std::snprintf(text, sizeof text, "workbench search front point: estimated loss %.6g, %.4f bits per weight over "
                 "the block linears, predicted %.1f tokens/s", p.loss, p.bitsPerWeight, p.tokensPerSecond);
-  return searchRecipe(report_->base, report_->table, p, text);
+  return searchRecipe(report_->base, report_->table, p, std::string(text) + " (" + report_->table.estimate() + ")");
 }
 
 void SearchView::choosePoint(size_t index) {
@@ -204,6 +214,8 @@ void SearchView::choosePoint(size_t index) {
 void SearchView::rebuild() {
   const bool bySpeed = axis_->currentIndex() == 1;
   front_->xAxis->setLabel(bySpeed ? tr("predicted tokens/s") : tr("bits per weight (block linears)"));
+  const bool refined = report_ && report_->table.refinement.done;
+  front_->yAxis->setLabel(refined ? tr("Σ estimated loss: predicted KL (nats)") : tr("Σ estimated loss tr(ΔW H̄ ΔWᵀ)"));
   frontGraph_->data()->clear();
   chosenGraph_->data()->clear();
   runsGraph_->data()->clear();
@@ -274,8 +286,9 @@ void SearchView::rebuild() {
     heatmap_->yAxis->setTicker(yt);
     heatmap_->xAxis->setRange(-0.5, candidates - 0.5);
     heatmap_->yAxis->setRange(-0.5, modules - 0.5);
-    plotTitle(heatmap_)->setText(tr("Estimated loss per module × candidate (%1 calibration tokens)")
-                                   .arg(r.table.calibrationTokens));
+    plotTitle(heatmap_)->setText(tr("Estimated loss per module × candidate (%1 calibration tokens); %2")
+                                   .arg(r.table.calibrationTokens)
+                                   .arg(qs(r.table.estimate())));
   }
   applyPalette(front_);
   applyPalette(heatmap_);

@@ -3,8 +3,10 @@
 //   - the predicted front: Σ estimated loss (log scale) against bits per weight over the block linears or
 //     predicted tokens/s, the point chosen for the budget marked, and the measured runs of the same model drawn
 //     on it (their KL to dense on the right axis, at their bits or predicted tokens/s);
-//   - a module × candidate heatmap of each candidate's estimated loss tr(ΔW H̄ ΔWᵀ) (log10; blank: the candidate
-//     cannot apply to the module), the chosen allocation marked in it.
+//   - a module × candidate heatmap of each candidate's estimated loss (log10; blank: the candidate cannot apply to
+//     the module), the chosen allocation marked in it.
+// The estimate is the KL-refined one (predicted KL, search/SensitivityRefinement.h) when the "refine by KL" box is
+// checked, else each module's output error tr(ΔW H̄ ΔWᵀ); the axis and the heatmap's title say which.
 // Clicking a point of the front asks for its recipe (core's searchRecipe) to be loaded into the Recipe dock.
 // The view only collects the request and shows the report; the window runs the job.
 #pragma once
@@ -15,6 +17,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+class QCheckBox;
 class QComboBox;
 class QCustomPlot;
 class QCPColorMap;
@@ -56,6 +59,9 @@ class SearchView : public QWidget {
   QComboBox* budgetKind() const { return kind_; }
   QDoubleSpinBox* budgetValue() const { return value_; }
   QPushButton* searchButton() const { return search_; }
+  QCheckBox* refineBox() const { return refine_; }
+  // Whether the next search refines the estimate by measured KL (the request's SearchOptions::refine).
+  bool refineRequested() const;
   bool writeCsv(const QString& path, QString* error) const;
 
  signals:
@@ -78,6 +84,7 @@ class SearchView : public QWidget {
   QComboBox* kind_ = nullptr;
   QDoubleSpinBox* value_ = nullptr;
   QComboBox* axis_ = nullptr;
+  QCheckBox* refine_ = nullptr;
   QPushButton* search_ = nullptr;
   QPushButton* cancel_ = nullptr;
   QProgressBar* progress_ = nullptr;

@@ -70,7 +70,9 @@ void addSearchCommand(CLI::App& app) {
     double bpw = NAN, bytes = NAN, tokS = NAN;
     size_t frontier = 0;
     int64_t batch = 0;
-    bool json = false;
+    bool json = false, noRefine = false;
+    int64_t refineWindows = -1, refineModules = -1;
+    std::string refineReference, table;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -78,7 +80,9 @@ void addSearchCommand(CLI::App& app) {
       "Search the trade-off: for every block linear and every candidate (BASE.json's \"candidates\", by default "
       "dense, rtn int8 per channel, gptq int4 g64/g128, gptq int3 g128, SpQR 3-bit, SparseGPT 2:4, 2:4 + gptq int4 "
       "and the GGUF grids q8_0, q4_k, q4_0), the estimated loss tr(ΔW H ΔWᵀ) of the candidate's solution against "
-      "the calibration Hessian of the dense model (H: the mean of x xᵀ over calibration tokens); then one "
+      "the calibration Hessian of the dense model (H: the mean of x xᵀ over calibration tokens), scaled per module "
+      "by the KL to dense of replacing that module alone by a reference candidate (see --no-refine), so that the "
+      "estimate is a predicted KL in nats comparable across modules; then one "
       "candidate per module minimising the summed estimated loss under the budget (an exact multiple-choice "
       "knapsack that gives the whole front in one sweep). Writes the chosen allocation as an ordinary recipe "
       "(BASE.json's calibration block + one override per module) that `compress` runs as it is, and prints the "
@@ -106,6 +110,26 @@ void addSearchCommand(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype, "Compute dtype (float32, bfloat16, float16)")->capture_default_str();
   cmd->add_option("--batch", args->batch, "Calibration sequences per forward (0: pick for the device)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-refine", args->noRefine,
+                "Rank by each module's output error tr(ΔW H ΔWᵀ) alone. By default (and with BASE.json's \"refine\") "
+                "each module's errors are scaled by the KL to dense of replacing that module alone by a reference "
+                "candidate, so that modules are compared in one unit (predicted KL, nats): the output error ranks "
+                "q/k/gate/up, whose errors the next operation damps, above o/down, which write into the residual "
+                "stream. Costs one forward from the module's layer on per module and window");
+  cmd->add_option("--refine-windows", args->refineWindows,
+                  "Calibration windows the refinement's KL is measured on (default 4, or BASE.json's refine.windows)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--refine-modules", args->refineModules,
+                  "Measure only the K modules of largest output error; the rest take their kind's median scale "
+                  "(default 0: every module)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--refine-reference", args->refineReference,
+                  "The candidate each module is replaced by alone (default: of those applying to every module, the "
+                  "one of median size; with the default candidates gptq-int4-g64)");
+  cmd->add_option("--table", args->table,
+                  "Sensitivity table file: read when it was measured for this model, base recipe (calibration, "
+                  "skip, candidates, refinement) and dtype, so that searches under other budgets skip the "
+                  "sensitivity pass; otherwise measured and written there");
   cmd->add_flag("--json", args->json,
                 "Print one JSON object (budget, chosen, front, modules with each candidate's estimated loss and "
                 "bytes, skipped pairs)");
@@ -127,6 +151,15 @@ void addSearchCommand(CLI::App& app) {
     options.dtype = args->dtype;
     options.batch = args->batch;
     options.bandwidth = predictionBandwidth(args->device);
+    if (args->noRefine) {
+      if (args->refineWindows >= 0 || args->refineModules >= 0 || !args->refineReference.empty())
+        throw InputError("--no-refine: the --refine-* options set the refinement it turns off; give one or the other");
+      options.refine = false;
+    }
+    if (args->refineWindows >= 0) options.refineWindows = args->refineWindows;
+    if (args->refineModules >= 0) options.refineModules = args->refineModules;
+    if (!args->refineReference.empty()) options.refineReference = args->refineReference;
+    options.tableFile = args->table;
     SearchJob job(options);
     job.run(terminalProgress(), interruptToken());
     const SearchReport& report = job.report();
@@ -139,7 +172,7 @@ void addSearchCommand(CLI::App& app) {
       std::ostringstream s;
       s << std::setprecision(6) << "pareto-cli search " << what << ": " << base.candidates.size()
         << " candidates on " << std::filesystem::path(args->model).filename().string() << ", estimated loss "
-        << p.loss << ", " << p.bitsPerWeight << " bits per weight over the block linears (" << p.bytes
+        << p.loss << " (" << table.estimate() << "), " << p.bitsPerWeight << " bits per weight over the block linears (" << p.bytes
         << " bytes), predicted " << std::setprecision(4) << p.tokensPerSecond << " tokens/s";
       return s.str();
     };
@@ -173,6 +206,15 @@ void addSearchCommand(CLI::App& app) {
                                {"value", budget.value}}},
                    {"chosen", pointJson(chosen)},
                    {"calibration_tokens", table.calibrationTokens},
+                   {"estimate", table.estimate()},
+                   {"table", args->table.empty() ? json() : json{{"path", absolutePath(args->table)},
+                                                                 {"reused", job.tableReused()}}},
+                   {"refine", table.refinement.done
+                                  ? json{{"reference", table.refinement.reference},
+                                         {"windows", table.refinement.windows},
+                                         {"tokens", table.refinement.tokens},
+                                         {"measured_modules", table.refinement.measuredModules}}
+                                  : json(false)},
                    {"speed_source", front.speedSource},
                    {"front_points", front.points.size()},
                    {"grid_unit", front.gridUnit},
@@ -199,18 +241,25 @@ void addSearchCommand(CLI::App& app) {
           j["format"] = cell.format;
           j["bytes"] = cell.bytes;
           j["estimated_loss"] = cell.loss;
+          j["output_error"] = cell.outputError;
         } else {
           j["problem"] = cell.problem;
         }
         cells.push_back(j);
       }
-      modules.push_back({{"module", m.name}, {"chosen", table.candidates[size_t(chosen.choice[i])]}, {"candidates", cells}});
+      json mj = {{"module", m.name}, {"chosen", table.candidates[size_t(chosen.choice[i])]}, {"scale", m.scale}};
+      if (!std::isnan(m.referenceKl)) mj["reference_kl"] = m.referenceKl;
+      mj["candidates"] = cells;
+      modules.push_back(mj);
     }
     result["modules"] = modules;
 
     std::ostringstream text;
     text << "searched " << table.modules.size() << " modules × " << base.candidates.size() << " candidates ("
-         << table.calibrationTokens << " calibration tokens); the front has " << front.points.size() << " points\n";
+         << table.calibrationTokens << " calibration tokens); the front has " << front.points.size() << " points\n"
+         << "estimated loss: " << table.estimate() << "\n";
+    if (!args->table.empty())
+      text << (job.tableReused() ? "sensitivity table read from " : "sensitivity table written to ") << args->table << "\n";
     if (!skipped.empty()) {
       // One line per candidate: how many modules it cannot apply to and the first reason (--json lists all).
       text << "left out where the candidate cannot apply (" << skipped.size() << " module × candidate pairs):\n";

@@ -231,6 +231,7 @@ void EngineWorker::search(const SearchRequest& request) {
     options.budget = {BudgetKind(request.budgetKind), request.budget};
     options.device = str(request.device);
     options.bandwidth = request.bandwidth;
+    options.refine = request.refine;
     SearchJob job(options);
     job.run([this](const ProgressUpdate& u) {
               emit searchProgress(u.fraction, u.message.empty() ? qs(u.stage) : tr("%1: %2").arg(qs(u.stage), qs(u.message)));

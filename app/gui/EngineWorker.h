@@ -49,6 +49,7 @@ struct SearchRequest {
   int budgetKind = 0;   // search/Search.h BudgetKind's order: bits per weight, bytes, tokens/s
   double budget = 0;
   QString device;
+  bool refine = true;   // SearchOptions::refine: the estimate refined by measured KL
   DecodeBandwidth bandwidth;
   std::shared_ptr<CancelToken> cancel;   // the window keeps a copy to cancel with
 };

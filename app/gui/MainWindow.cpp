@@ -1049,6 +1049,7 @@ bool MainWindow::startSearch(const QString& baseRecipe, int budgetKind, double b
   request.budgetKind = budgetKind;
   request.budget = budget;
   request.device = currentDevice();
+  request.refine = searchView_->refineRequested();
   request.bandwidth = currentBandwidth();
   request.cancel = std::make_shared<CancelToken>();
   searchCancel_ = request.cancel;

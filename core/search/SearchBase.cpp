@@ -1,5 +1,6 @@
 #include "search/SearchBase.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -13,6 +14,33 @@ using nlohmann::json;
 
 const char* calibrationFileKey(const CalibrationSpec& c) {
   return c.source == "text" ? "text" : c.fromContinuations ? "continuations" : "prompts";
+}
+
+RefineOptions readRefine(const json& r, const std::vector<SearchCandidate>& candidates, const std::string& sourceName) {
+  auto fail = [&](const std::string& what) { throw InputError(fileMessage(sourceName, what)); };
+  RefineOptions o;
+  if (r.is_boolean()) {
+    o.enabled = r.get<bool>();
+    return o;
+  }
+  if (!r.is_object()) fail("refine: must be false, true or {\"windows\", \"modules\", \"reference\"}");
+  for (const auto& [key, value] : r.items()) {
+    if (key == "windows" || key == "modules") {
+      if (!value.is_number_integer() || value.get<int64_t>() < (key == "windows" ? 1 : 0))
+        fail("refine." + key + ": must be an integer of at least " + (key == "windows" ? "1" : "0 (0: every module)"));
+      (key == "windows" ? o.windows : o.modules) = value.get<int64_t>();
+    } else if (key == "reference") {
+      if (!value.is_string()) fail("refine.reference: must be a candidate's name");
+      o.reference = value.get<std::string>();
+      const auto it = std::find_if(candidates.begin(), candidates.end(),
+                                   [&](const SearchCandidate& c) { return c.name == o.reference; });
+      if (it == candidates.end()) fail("refine.reference: \"" + o.reference + "\" names no candidate");
+      if (it->dense()) fail("refine.reference: \"" + o.reference + "\" is dense; name a candidate that changes weights");
+    } else {
+      fail("refine." + key + ": unknown key (allowed here: modules, reference, windows)");
+    }
+  }
+  return o;
 }
 
 }  // namespace
@@ -52,8 +80,9 @@ SearchBase searchBaseFromJson(const json& j, const std::string& baseDir, const s
     if (key == "prune" || key == "quantize" || key == "overrides")
       fail(key + ": the search chooses pruning and quantization per module; list the choices under "
                  "\"candidates\" (each {\"name\", \"prune\", \"quantize\"})");
-    if (key != "calibration" && key != "skip" && key != "candidates" && key != "name" && key != "description")
-      fail(key + ": unknown key (allowed here: calibration, candidates, description, name, skip)");
+    if (key != "calibration" && key != "skip" && key != "candidates" && key != "name" && key != "description" &&
+        key != "refine")
+      fail(key + ": unknown key (allowed here: calibration, candidates, description, name, refine, skip)");
   }
   if (!j.contains("calibration") || j.at("calibration").is_null())
     fail("a \"calibration\" block is needed: every candidate's estimated loss is measured against the Hessians "
@@ -103,6 +132,7 @@ SearchBase searchBaseFromJson(const json& j, const std::string& baseDir, const s
     base.candidates.push_back(std::move(cand));
   }
   if (base.candidates.size() < 2) fail("candidates: give at least two, so that there is something to choose");
+  if (j.contains("refine")) base.refine = readRefine(j.at("refine"), base.candidates, sourceName);
   return base;
 }
 

@@ -6,6 +6,10 @@
 //    "candidates": [{"name": "dense"}, {"name": "gptq-int4-g128", "quantize": {"method": "gptq", "bits": 4, ...}},
 //                   {"name": "2:4", "prune": {"method": "sparsegpt", "pattern": "2:4"}}]}
 //
+// "refine" (optional) sets how the estimated losses are made comparable across modules (search/Sensitivity.h):
+//   "refine": {"windows": 4, "modules": 0, "reference": "gptq-int4-g64"}   or   "refine": false
+// Without it the refinement runs with these defaults.
+//
 // A candidate is read as a recipe of its own blocks (compress/Recipe.h), strictly: an unknown key or a bad value
 // is refused with the file and its key path ("base.json: candidates[2]: quantize.bits: ..."). A candidate with
 // neither block is dense. Without "candidates" the default list of defaultCandidates() applies. The base's own
@@ -31,6 +35,14 @@ struct SearchCandidate {
   bool dense() const { return !recipe; }
 };
 
+// The KL refinement of the sensitivity table (search/SensitivityRefinement.h).
+struct RefineOptions {
+  bool enabled = true;
+  int64_t windows = 4;       // calibration sequences the KL to dense is measured on (the first ones)
+  int64_t modules = 0;       // the K modules of largest reference output error measured; 0: every module
+  std::string reference;     // the candidate each module is replaced by; "": the rule of referenceCandidate()
+};
+
 struct SearchBase {
   std::string path;
   CalibrationSpec calibration;
@@ -39,6 +51,7 @@ struct SearchBase {
   std::vector<std::string> skip;
   std::vector<SearchCandidate> candidates;
   bool defaultCandidates = false;   // no "candidates" list: defaultCandidateBlocks() apply
+  RefineOptions refine;
 };
 
 // The default list as the issue names it: dense, int8 per channel, int4 in groups of 64 and of 128, GPTQ int3
@@ -46,7 +59,7 @@ struct SearchBase {
 nlohmann::json defaultCandidateBlocks();
 
 // Reads `path`. Throws InputError naming the file and key path: no calibration block (the sensitivities need
-// Hessians), a bad or duplicate candidate, "prune"/"quantize"/"overrides" at the top level, fewer than two
+// Hessians), a bad or duplicate candidate, a bad "refine" block (a reference naming no candidate or dense), "prune"/"quantize"/"overrides" at the top level, fewer than two
 // candidates.
 SearchBase readSearchBase(const std::string& path);
 SearchBase searchBaseFromJson(const nlohmann::json& j, const std::string& baseDir, const std::string& sourceName);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <sstream>
 
 #include "calib/SequentialPass.h"
 #include "compress/ModulePlan.h"
@@ -14,6 +15,7 @@
 #include "formats/CompressionManifest.h"
 #include "model/LoadedModel.h"
 #include "model/ModelSummary.h"
+#include "search/SensitivityRefinement.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -27,6 +29,16 @@ double estimatedLoss(const at::Tensor& solved, const at::Tensor& dense, const at
 }
 
 }  // namespace
+
+std::string SensitivityTable::estimate() const {
+  if (!refinement.done) return "output error tr(ΔW H̄ ΔWᵀ) of each module";
+  std::ostringstream s;
+  s << "predicted KL (nats): output error tr(ΔW H̄ ΔWᵀ) × KL to dense of " << refinement.reference
+    << " alone / its output error, on " << refinement.windows << " calibration windows (" << refinement.tokens
+    << " tokens), " << refinement.measuredModules << " of " << modules.size() << " modules measured";
+  if (refinement.measuredModules < modules.size()) s << " (the rest: their kind's median scale)";
+  return s.str();
+}
 
 std::vector<std::string> SensitivityTable::skipped() const {
   std::vector<std::string> out;
@@ -72,11 +84,12 @@ SensitivityTable planSensitivity(const SearchBase& base, const ModelSummary& mod
       cell.kernel = "dense";
       cell.bytes = denseEstimate.modules.at(i).bytes;
       cell.loss = cand.dense() ? 0.0 : std::numeric_limits<double>::quiet_NaN();
+      cell.outputError = cell.loss;
       if (!cand.dense()) {
         try {
           const ModulePlan plan = planModule(*cand.recipe, m.name, m.rows, m.cols);
           cell.note = plan.note;
-          if (!plan.touched()) cell.loss = 0;   // the base's skip list leaves it dense
+          if (!plan.touched()) cell.loss = cell.outputError = 0;   // the base's skip list leaves it dense
           cell.format = e.format;
           cell.kernel = e.kernel;
           cell.bytes = e.bytes;
@@ -94,14 +107,22 @@ SensitivityTable planSensitivity(const SearchBase& base, const ModelSummary& mod
 void measureSensitivity(SensitivityTable& table, const SearchBase& base, const std::string& modelDir,
                         const RuntimeOptions& runtime, int64_t batch, const ProgressCallback& progress,
                         const CancelToken* cancel) {
-  auto report = [&](const std::string& stage, double fraction, const std::string& msg) {
-    if (progress) progress({stage, fraction, msg});
-  };
-  report("load", 0, modelDir);
+  if (progress) progress({"load", 0, modelDir});
   LoadedModel m = loadModel(modelDir, runtime, WeightResidency::Whole, progress, cancel);
   if (CompressionManifest::readFrom(modelDir))
     throw InputError(fileMessage(modelDir, "is already a compressed folder; the search starts from the dense "
                                            "source model"));
+  measureSensitivity(table, base, m, batch, progress, cancel);
+}
+
+void measureSensitivity(SensitivityTable& table, const SearchBase& base, LoadedModel& m, int64_t batch,
+                        const ProgressCallback& progress, const CancelToken* cancel) {
+  auto report = [&](const std::string& stage, double fraction, const std::string& msg) {
+    if (progress) progress({stage, fraction, msg});
+  };
+  // Chosen from the plan (bytes, applicability) before the pass, so that only its solutions are kept.
+  const size_t reference = base.refine.enabled ? referenceCandidate(table, base) : 0;
+  std::map<std::string, at::Tensor> solutions;   // the reference's solved weights, on the CPU in the model dtype
   report("calibration", 0, base.calibration.file);
   const CalibrationSet data = recipeCalibration(m, base.calibration, batch, progress, cancel);
   table.calibrationTokens = data.countedTokens();
@@ -125,13 +146,15 @@ void measureSensitivity(SensitivityTable& table, const SearchBase& base, const s
       for (size_t c = 0; c < base.candidates.size(); ++c) {
         if (cancel != nullptr && cancel->isCancelled()) throw Cancelled();
         SensitivityCell& cell = mod.cells[c];
-        if (!cell.applies || !std::isnan(cell.loss)) continue;
+        if (!cell.applies || !std::isnan(cell.outputError)) continue;
         report("sensitivity", (double(done) + double(c) / double(base.candidates.size())) / double(table.modules.size()),
                name + " × " + base.candidates[c].name);
         try {
           const ModulePlan plan = planModule(*base.candidates[c].recipe, name, mod.rows, mod.cols);
           const ModuleOutcome outcome = solveModule(plan, weight, &h);
-          cell.loss = estimatedLoss(outcome.weight, weight, meanHessian);
+          cell.outputError = cell.loss = estimatedLoss(outcome.weight, weight, meanHessian);
+          if (base.refine.enabled && c == reference)
+            solutions[name] = outcome.weight.to(at::kCPU, weight.scalar_type());
         } catch (const InputError& err) {
           cell.applies = false;
           cell.problem = err.what();
@@ -144,8 +167,10 @@ void measureSensitivity(SensitivityTable& table, const SearchBase& base, const s
   pass.batch = batch;
   pass.cancel = cancel;
   observeHessians(*m.model, {&data}, observer, pass);
-  table.measured = true;
   report("sensitivity", 1.0, std::to_string(table.modules.size()) + " modules");
+  if (base.refine.enabled)
+    refineSensitivity(table, *m.model, data, base.refine, reference, solutions, progress, cancel);
+  table.measured = true;
 }
 
 }  // namespace pareto

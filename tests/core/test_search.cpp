@@ -1,20 +1,27 @@
 // core/search: the knapsack against brute force, the base recipe's checks, sensitivities that order the grids
 // as their bits do, and the searched recipe read back as compress reads it.
+#include <ATen/ATen.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 
 #include "SharedData.h"
 #include "compress/ModulePlan.h"
 #include "compress/Recipe.h"
+#include "model/LoadedModel.h"
+#include "model/LlamaModel.h"
 #include "model/ModelSummary.h"
 #include "search/Allocation.h"
 #include "search/Search.h"
 #include "search/SearchBase.h"
 #include "search/Sensitivity.h"
+#include "search/SensitivityFile.h"
+#include "search/SensitivityRefinement.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -157,6 +164,27 @@ TEST(SearchBaseRecipe, RefusalsNameTheFileAndKeyPath) {
   EXPECT_THAT(message({{"calibration", kCalibration}, {"candidates", {{{"name", "a"}}}}}), HasSubstr("at least two"));
   EXPECT_THAT(message({{"calibration", kCalibration}, {"candidates", {{{"name", "a"}, {"pune", nullptr}}, {{"name", "b"}}}}}),
               HasSubstr("candidates[0].pune: unknown key"));
+  EXPECT_THAT(message({{"calibration", kCalibration}, {"refine", {{"reference", "nope"}}}}),
+              HasSubstr("base.json: refine.reference: \"nope\" names no candidate"));
+  EXPECT_THAT(message({{"calibration", kCalibration}, {"refine", {{"reference", "dense"}}}}), HasSubstr("is dense"));
+  EXPECT_THAT(message({{"calibration", kCalibration}, {"refine", {{"windows", 0}}}}),
+              HasSubstr("refine.windows: must be an integer of at least 1"));
+  EXPECT_THAT(message({{"calibration", kCalibration}, {"refine", {{"window", 2}}}}), HasSubstr("refine.window: unknown key"));
+  EXPECT_THAT(message({{"calibration", kCalibration}, {"refine", "yes"}}), HasSubstr("refine: must be false"));
+}
+
+TEST(SearchBaseRecipe, TheRefinementIsOnByDefaultAndReadsItsSettings) {
+  EXPECT_TRUE(searchBaseFromJson({{"calibration", kCalibration}}, "", "b.json").refine.enabled);
+  EXPECT_FALSE(searchBaseFromJson({{"calibration", kCalibration}, {"refine", false}}, "", "b.json").refine.enabled);
+  const RefineOptions r =
+      searchBaseFromJson({{"calibration", kCalibration},
+                          {"refine", {{"windows", 2}, {"modules", 5}, {"reference", "gptq-int3-g128"}}}},
+                         "", "b.json")
+          .refine;
+  EXPECT_TRUE(r.enabled);
+  EXPECT_EQ(r.windows, 2);
+  EXPECT_EQ(r.modules, 5);
+  EXPECT_EQ(r.reference, "gptq-int3-g128");
 }
 
 // A two-module table with losses set by hand: the front, budgets and the recipe written from it.
@@ -263,6 +291,130 @@ TEST(SearchSensitivity, FewerBitsEstimateMoreLossOnEveryModuleOfRefTiny) {
     EXPECT_LT(m.cells[1].loss, m.cells[2].loss) << m.name;
     EXPECT_LT(m.cells[2].loss, m.cells[3].loss) << m.name;
   }
+}
+
+TEST(SearchTableFile, ReadsBackOnlyForTheSameKey) {
+  SensitivityTable t = handTable();
+  t.modules[0].scale = 0.25;
+  t.modules[0].cells[1].outputError = 4.0;
+  t.modules[1].cells[2] = {false, "model.layers.0.mlp.down_proj: refused", "", "", "", 0, 0, 0};
+  t.refinement = {true, "int4", 2, 256, 2};
+  t.calibrationTokens = 512;
+  const SearchBase base = searchBaseFromJson({{"calibration", kCalibration}}, "/base", "base.json");
+  const json key = sensitivityKey(base, "/models/m", "float32");
+  const std::string path = test::scratchDir("search-table") + "/table.json";
+  std::filesystem::remove(path);
+  EXPECT_FALSE(readSensitivityTable(path, key).has_value());   // none yet
+  writeSensitivityTable(path, t, key);
+  const std::optional<SensitivityTable> back = readSensitivityTable(path, key);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(back->measured);
+  EXPECT_EQ(back->candidates, t.candidates);
+  EXPECT_EQ(back->estimate(), t.estimate());
+  ASSERT_EQ(back->modules.size(), 2u);
+  EXPECT_EQ(back->modules[0].scale, 0.25);
+  EXPECT_TRUE(std::isnan(back->modules[0].referenceKl));
+  EXPECT_EQ(back->modules[0].cells[1].outputError, 4.0);
+  EXPECT_EQ(back->modules[0].cells[2].loss, t.modules[0].cells[2].loss);
+  EXPECT_FALSE(back->modules[1].cells[2].applies);
+  EXPECT_EQ(back->modules[1].cells[2].problem, "model.layers.0.mlp.down_proj: refused");
+  // Another dtype, model or refinement: not this table.
+  EXPECT_FALSE(readSensitivityTable(path, sensitivityKey(base, "/models/m", "bfloat16")).has_value());
+  EXPECT_FALSE(readSensitivityTable(path, sensitivityKey(base, "/models/other", "float32")).has_value());
+  SearchBase plain = base;
+  plain.refine.enabled = false;
+  EXPECT_FALSE(readSensitivityTable(path, sensitivityKey(plain, "/models/m", "float32")).has_value());
+  std::ofstream(path) << "{\"runs\": []}";
+  EXPECT_THROW(readSensitivityTable(path, key), InputError);
+}
+
+// The KL refinement on ref-tiny: small calibration, RTN candidates (fast, and exactly equivariant to scaling a
+// weight, which the last test relies on).
+SearchBase refineBase(int64_t modules) {
+  return searchBaseFromJson(
+      {{"calibration", {{"source", "text"}, {"text", test::sharedPath("data/wikitext2-test.txt")},
+                        {"tokens", 1024}, {"window", 128}}},
+       {"candidates", {{{"name", "dense"}},
+                       {{"name", "int8"}, {"quantize", {{"method", "rtn"}, {"bits", 8}, {"granularity", "channel"}}}},
+                       {{"name", "int4"}, {"quantize", {{"method", "rtn"}, {"bits", 4}, {"group_size", 64}}}}}},
+       {"refine", {{"windows", 2}, {"modules", modules}}}},
+      "", "base.json");
+}
+
+SensitivityTable refinedTable(const SearchBase& base, LoadedModel& m) {
+  SensitivityTable t = planSensitivity(base, summarizeModel(m.directory));
+  measureSensitivity(t, base, m, 0, {}, nullptr);
+  return t;
+}
+
+TEST(SearchRefinement, ScalesArePositiveDeterministicAndLeaveTheModelDense) {
+  PARETO_REQUIRE_SHARED();
+  LoadedModel m = loadModel(test::sharedPath("models/ref-tiny"), RuntimeOptions{});
+  const SearchBase base = refineBase(0);
+  const at::Tensor before = m.model->layerLinears(1).at(3).second->weight().clone();
+  const SensitivityTable t = refinedTable(base, m);
+  EXPECT_TRUE(at::equal(m.model->layerLinears(1).at(3).second->weight(), before));
+  EXPECT_TRUE(t.refinement.done);
+  EXPECT_EQ(t.refinement.reference, "int4");   // the smaller of the two middle ones
+  EXPECT_EQ(t.refinement.measuredModules, t.modules.size());
+  EXPECT_EQ(t.refinement.windows, 2);
+  EXPECT_THAT(t.estimate(), HasSubstr("predicted KL"));
+  for (const SensitivityModule& mod : t.modules) {
+    EXPECT_TRUE(std::isfinite(mod.scale) && mod.scale > 0) << mod.name << " " << mod.scale;
+    EXPECT_GT(mod.referenceKl, 0) << mod.name;
+    // The reference's refined loss is its measured KL alone.
+    EXPECT_NEAR(mod.cells[2].loss, mod.referenceKl, 1e-12 * mod.referenceKl) << mod.name;
+    EXPECT_NEAR(mod.cells[1].loss, mod.cells[1].outputError * mod.scale, 1e-12 * mod.cells[1].loss);
+  }
+  const SensitivityTable again = refinedTable(base, m);
+  for (size_t i = 0; i < t.modules.size(); ++i)
+    for (size_t c = 0; c < t.candidates.size(); ++c) EXPECT_EQ(t.modules[i].cells[c].loss, again.modules[i].cells[c].loss);
+}
+
+TEST(SearchRefinement, UnmeasuredModulesTakeTheirKindsMedianScale) {
+  PARETO_REQUIRE_SHARED();
+  LoadedModel m = loadModel(test::sharedPath("models/ref-tiny"), RuntimeOptions{});
+  const SensitivityTable t = refinedTable(refineBase(3), m);
+  EXPECT_EQ(t.refinement.measuredModules, 3u);
+  size_t measured = 0;
+  for (const SensitivityModule& mod : t.modules) {
+    measured += std::isnan(mod.referenceKl) ? 0 : 1;
+    EXPECT_TRUE(std::isfinite(mod.scale) && mod.scale > 0) << mod.name;
+  }
+  EXPECT_EQ(measured, 3u);
+  EXPECT_THAT(t.estimate(), HasSubstr("3 of " + std::to_string(t.modules.size()) + " modules measured"));
+}
+
+// Dividing v_proj by 4 and multiplying o_proj by 4 leaves the model's function as it was, but v_proj's output
+// error shrinks 16-fold while the KL its quantization causes stays: its scale must grow about 16-fold, o_proj's
+// stay (its output error and its KL are both unchanged).
+TEST(SearchRefinement, AModuleWhoseOutputErrorUnderstatesItsHarmGetsALargerScale) {
+  PARETO_REQUIRE_SHARED();
+  LoadedModel m = loadModel(test::sharedPath("models/ref-tiny"), RuntimeOptions{});
+  const SearchBase base = refineBase(0);
+  auto scaleOf = [](const SensitivityTable& t, const std::string& name) {
+    for (const SensitivityModule& mod : t.modules)
+      if (mod.name == name) return mod.scale;
+    ADD_FAILURE() << name;
+    return 0.0;
+  };
+  const SensitivityTable plain = refinedTable(base, m);
+  Linear* v = nullptr;
+  Linear* o = nullptr;
+  for (const auto& [group, linear] : m.model->layerLinears(0)) {
+    if (linear->name() == "model.layers.0.self_attn.v_proj") v = linear;
+    if (linear->name() == "model.layers.0.self_attn.o_proj") o = linear;
+  }
+  ASSERT_TRUE(v != nullptr && o != nullptr);
+  v->setWeight(v->weight() / 4.0);
+  o->setWeight(o->weight() * 4.0);
+  const SensitivityTable moved = refinedTable(base, m);
+  const double vRatio = scaleOf(moved, v->name()) / scaleOf(plain, v->name());
+  const double oRatio = scaleOf(moved, o->name()) / scaleOf(plain, o->name());
+  EXPECT_GT(vRatio, 8.0);
+  EXPECT_LT(vRatio, 32.0);
+  EXPECT_GT(oRatio, 0.5);
+  EXPECT_LT(oRatio, 2.0);
 }
 
 }  // namespace

@@ -91,6 +91,41 @@ TEST_F(SearchCli, PredictionsUseTheStoredCopyBandwidthWithItsDate) {
   EXPECT_THAT(text.out, HasSubstr("predictions on this device use it until it is measured again"));
 }
 
+// The refined estimate is said and recorded; --table reuses the measured table for another budget, and a table of
+// another estimate (--no-refine) is measured again.
+TEST_F(SearchCli, TheEstimateIsRecordedAndATableIsReusedOnlyForTheSameInputs) {
+  const std::string table = dir_ + "/table.json";
+  std::filesystem::remove(table);
+  auto search = [&](const std::string& extra) {
+    RunResult s = runCli("search --no-record --quiet --json --model " + model_ + " --recipe " + base_ +
+                         " --out " + dir_ + "/t.json --table " + table + " --refine-windows 2 " + extra);
+    EXPECT_EQ(s.exitCode, 0) << s.err;
+    return s.exitCode == 0 ? json::parse(s.out) : json::object();
+  };
+  const json first = search("--budget-bpw 5");
+  ASSERT_TRUE(first.contains("refine"));
+  EXPECT_THAT(first.at("estimate").get<std::string>(), HasSubstr("predicted KL"));
+  EXPECT_EQ(first.at("refine").at("windows"), 2);
+  EXPECT_FALSE(first.at("table").at("reused").get<bool>());
+  for (const auto& m : first.at("modules")) EXPECT_GT(m.at("scale").get<double>(), 0) << m.at("module");
+  std::ifstream written(dir_ + "/t.json");
+  EXPECT_THAT(json::parse(written).at("description").get<std::string>(), HasSubstr("predicted KL"));
+  const json second = search("--budget-bpw 6");
+  EXPECT_TRUE(second.at("table").at("reused").get<bool>());
+  EXPECT_EQ(second.at("modules")[3].at("candidates")[2], first.at("modules")[3].at("candidates")[2]);
+  RunResult plain = runCli("search --no-record --quiet --json --no-refine --model " + model_ + " --recipe " + base_ +
+                           " --out " + dir_ + "/t.json --table " + table + " --budget-bpw 5");
+  ASSERT_EQ(plain.exitCode, 0) << plain.err;
+  const json p = json::parse(plain.out);
+  EXPECT_FALSE(p.at("table").at("reused").get<bool>());
+  EXPECT_EQ(p.at("refine"), false);
+  EXPECT_THAT(p.at("estimate").get<std::string>(), HasSubstr("output error"));
+  RunResult both = runCli("search --no-record --no-refine --refine-windows 2 --model " + model_ + " --recipe " +
+                          base_ + " --out " + dir_ + "/t.json --budget-bpw 5");
+  EXPECT_EQ(both.exitCode, 2);
+  EXPECT_THAT(both.err, HasSubstr("--no-refine"));
+}
+
 TEST_F(SearchCli, BudgetOutsideTheReachableRangeIsRefusedBeforeAnyWork) {
   const std::string out = dir_ + "/never.json";
   RunResult low = runCli("search --no-record --model " + model_ + " --recipe " + base_ + " --budget-bpw 1 --out " + out);

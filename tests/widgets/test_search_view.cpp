@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <QApplication>
+#include <QCheckBox>
 #include <QDoubleSpinBox>
 #include <QComboBox>
 #include <QPushButton>
@@ -83,6 +84,16 @@ TEST(SearchView, DrawsTheFrontTheHeatmapAndLoadsAClickedPoint) {
   const std::shared_ptr<SearchReport> report = handReport();
   view.setSearch(report);
   ASSERT_TRUE(view.hasData());
+  // Which estimate the front shows: the output error of an unrefined table, predicted KL of a refined one.
+  EXPECT_TRUE(view.refineRequested());   // on by default
+  EXPECT_TRUE(view.frontPlot()->yAxis->label().contains("tr(")) << str(view.frontPlot()->yAxis->label());
+  {
+    auto refined = std::make_shared<SearchReport>(*report);
+    refined->table.refinement = {true, "int8", 2, 256, 2};
+    view.setSearch(refined);
+    EXPECT_TRUE(view.frontPlot()->yAxis->label().contains("predicted KL")) << str(view.frontPlot()->yAxis->label());
+    view.setSearch(report);
+  }
   // Front: (int8, int8) 16200 bytes, (int4, int8) 16200 − 4200 = 12000... every point but all-dense is drawn.
   const size_t points = report->front.points.size();
   EXPECT_EQ(view.frontPlot()->graph(0)->dataCount(), int(points) - 1);
@@ -148,6 +159,7 @@ TEST_F(WorkbenchSearch, RunsOnTheWorkerAndLoadsAFrontPointIntoTheRecipeDock) {
                                               {{"name", "gptq4"}, {"quantize", {{"method", "gptq"}, {"bits", 4}, {"group_size", 64}}}}}}}
                              .dump();
   QSignalSpy ended(&t.window, &MainWindow::searchEnded);
+  t.window.searchView()->refineBox()->setChecked(false);   // the request carries the box: the plain estimate
   ASSERT_TRUE(t.window.startSearch(QString::fromStdString(base), 0, 6.0)) << str(t.errors.join("\n"));
   EXPECT_TRUE(t.window.isSearching());
   ASSERT_TRUE(test::waitForSignals(ended));
@@ -160,6 +172,7 @@ TEST_F(WorkbenchSearch, RunsOnTheWorkerAndLoadsAFrontPointIntoTheRecipeDock) {
   const json loaded = t.window.recipePanel()->recipeJson();
   ASSERT_TRUE(loaded.contains("overrides")) << loaded.dump();
   EXPECT_EQ(loaded.at("overrides").size(), 28u);   // ref-tiny: 4 layers × 7 linears
+  EXPECT_TRUE(view->frontPlot()->yAxis->label().contains("tr(")) << str(view->frontPlot()->yAxis->label());
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ struct RunRecord {
   std::shared_ptr<const ActivationDriftResult> drift;          // null when not measured
   std::shared_ptr<const HessianStudyResult> discrepancy;       // null when not measured
   // Why drift is absent (shown in the Drift view instead of a plot): no held-out prompts, no drift steps, or a
-  // run read back from the store (which keeps drift's summary metrics, not its curves).
+  // run recorded before the store kept drift's curves (jobs/StoredAnalyses.h).
   QString driftAbsent;
   QString tag, note;          // the user's (the store keeps them: `pareto-cli runs label`)
 

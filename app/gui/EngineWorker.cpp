@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "jobs/CompressEvaluateJob.h"
+#include "jobs/StoredAnalyses.h"
 #include "jobs/ExportJob.h"
 #include "jobs/GenerateJob.h"
 #include "jobs/JobProgress.h"
@@ -48,8 +49,11 @@ RunRecord recordFromStore(const RunDetails& run) {
   r.error = qs(run.summary.error);
   r.modelDir = qs(run.summary.modelPath);
   r.modelHash = qs(run.summary.modelHash);
-  r.driftAbsent = QObject::tr("This run was read from the run store, which keeps drift's summary metrics (largest "
-                              "plateau, steps to 90%), not its curves.");
+  r.drift = storedDrift(run);
+  if (!r.drift)
+    r.driftAbsent = QObject::tr("This run stored no drift curves: it measured no drift, or it was recorded before the "
+                                "run store kept them (its summary metrics, largest plateau and steps to 90%, remain).");
+  r.discrepancy = storedDiscrepancy(run);
   r.outDir = qs(run.summary.output);
   r.recipeJson = run.recipe.dump();
   r.device = qs(run.summary.device);

@@ -70,20 +70,27 @@ void accumulateDrift(const at::Tensor& dense, const at::Tensor& compressed, cons
 
 DriftCurves finishCurves(const std::vector<std::vector<double>>& sums, std::vector<int64_t> counts) {
   DriftCurves c;
-  const size_t reached = static_cast<size_t>(
-      std::find(counts.begin(), counts.end(), int64_t{0}) - counts.begin());   // counts never grow with t
   for (const auto& row : sums) {
     std::vector<double> mean(row.size(), std::numeric_limits<double>::quiet_NaN());
     for (size_t t = 0; t < row.size(); ++t)
       if (counts[t] > 0) mean[t] = row[t] / double(counts[t]);
-    c.summary.push_back(summarizeDriftCurve(std::vector<double>(mean.begin(), mean.begin() + reached)));
     c.drift.push_back(std::move(mean));
   }
   c.counts = std::move(counts);
+  summarizeDriftCurves(c);
   return c;
 }
 
 }  // namespace
+
+void summarizeDriftCurves(DriftCurves& c) {
+  const size_t reached = static_cast<size_t>(
+      std::find(c.counts.begin(), c.counts.end(), int64_t{0}) - c.counts.begin());   // counts never grow with t
+  c.summary.clear();
+  for (const auto& row : c.drift)
+    c.summary.push_back(summarizeDriftCurve(
+        std::vector<double>(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(std::min(reached, row.size())))));
+}
 
 DriftCurveSummary summarizeDriftCurve(const std::vector<double>& curve) {
   DriftCurveSummary s;

@@ -47,6 +47,9 @@ struct DriftCurves {
   std::vector<DriftCurveSummary> summary;   // per layer row, over the steps with counts > 0
 };
 
+// Fills c.summary from c.drift and c.counts: each layer row over the leading steps some prompt reached.
+void summarizeDriftCurves(DriftCurves& c);
+
 struct ActivationDriftResult {
   int64_t layers = 0;   // rows: numLayers + 1 (the last is the final norm input)
   int64_t steps = 0;

@@ -7,6 +7,7 @@
 #include "calib/CalibrationSet.h"
 #include "eval/Continuations.h"
 #include "jobs/RunRecords.h"
+#include "jobs/StoredAnalyses.h"
 #include "model/ModelSummary.h"
 #include "store/MetricNames.h"
 #include "util/Error.h"
@@ -203,10 +204,12 @@ nlohmann::json CompressEvaluateJob::result() const {
     }
     r[metric::kDriftPlateauMax] = plateau;
     if (settling >= 0) r[metric::kDriftStepsTo90Max] = double(settling);
+    r["drift"] = storedDriftJson(*report_.drift);
   }
   if (report_.study) {
     r[metric::kDiscrepancyFraction] = report_.study->summary.fractionDecodeSmaller;
     r[metric::kDiscrepancyMedianRatio] = report_.study->summary.medianRatio;
+    r["discrepancy"] = storedDiscrepancyJson(*report_.study);
   }
   return r;
 }

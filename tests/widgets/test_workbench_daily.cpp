@@ -32,8 +32,10 @@
 #include "WidgetTestSupport.h"
 #include "analysis/ActivationDrift.h"
 #include "jobs/DeviceBandwidth.h"
+#include "jobs/StoredAnalyses.h"
 #include "store/ExperimentStore.h"
 #include "store/ModelIdentity.h"
+#include "store/ResultJson.h"
 #include "widgets/DriftView.h"
 #include "widgets/EvaluationPanel.h"
 #include "widgets/GenerationPanel.h"
@@ -545,6 +547,54 @@ TEST_F(WorkbenchDaily, TagsAndNotesLiveInTheStore) {
   const RunSummary s = ExperimentStore::openForReading(dbPath()).run(plain).summary;
   EXPECT_EQ(s.tag, "paper");
   EXPECT_EQ(s.note, "window 128\nas the paper");
+  EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
+}
+
+// Point 9: a run of an earlier session brings its drift curves and discrepancy points back from the store, so
+// that Compare overlays it like the session's own; a run stored without them says so.
+TEST_F(WorkbenchDaily, StoredRunsBringBackTheirDriftAndDiscrepancy) {
+  ActivationDriftResult drift;
+  drift.layers = 2;
+  drift.steps = 3;
+  drift.prompts = 4;
+  drift.free.drift = {{0.0, 0.0, 0.0}, {0.1, 0.3, 0.4}};
+  drift.free.counts = {4, 4, 3};
+  drift.forced = drift.free;
+  HessianStudyResult study;
+  study.modules.push_back({"model.layers.0.mlp.down_proj", 64, {}, {}});
+  study.modules.back().text.delta = 2.0;
+  study.modules.back().decode.delta = 1.0;
+  int64_t withCurves = 0, without = 0;
+  {
+    ExperimentStore store(dbPath());
+    without = storeCompressRun(store, "ref-tiny", 13.0, 10.0);
+    RunStart start;
+    start.kind = "compress";
+    start.model = identifyModel(str(modelDir("ref-tiny")));
+    start.recipe = kTwoFour;
+    start.device = "cpu";
+    start.output = "/runs/ref-tiny-curves";
+    withCurves = store.beginRun(start);
+    RunResults results;
+    addResultsFromJson(results, {{metric::kPerplexity, 11.0},
+                                 {"drift", storedDriftJson(drift)},
+                                 {"discrepancy", storedDiscrepancyJson(study)}});
+    store.finishRun(withCurves, results);
+  }
+  test::TestWindow t;
+  waitForHistory(t);
+  const RunRecord* stored = t.window.history()->find(int(withCurves));
+  ASSERT_NE(stored, nullptr);
+  ASSERT_TRUE(stored->drift);
+  EXPECT_EQ(stored->drift->layers, 2);
+  EXPECT_EQ(stored->drift->steps, 3);
+  EXPECT_DOUBLE_EQ(stored->drift->free.drift[1][2], 0.4);
+  ASSERT_TRUE(stored->discrepancy);
+  EXPECT_EQ(stored->discrepancy->modules.size(), 1u);
+  const RunRecord* plain = t.window.history()->find(int(without));
+  ASSERT_NE(plain, nullptr);
+  EXPECT_FALSE(plain->drift);
+  EXPECT_TRUE(plain->driftAbsent.contains("stored no drift curves")) << str(plain->driftAbsent);
   EXPECT_TRUE(t.errors.isEmpty()) << str(t.errors.join("\n"));
 }
 

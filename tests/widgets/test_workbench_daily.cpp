@@ -61,15 +61,20 @@ class WorkbenchDaily : public test::SettingsTest {
   }
   static QString modelDir(const char* name) { return QString::fromStdString(test::sharedPath(std::string("models/") + name)); }
 
-  // A finished compress run of `model` as pareto-cli records one.
-  static int64_t storeCompressRun(ExperimentStore& store, const char* model, double ppl, double densePpl) {
+  // The start of a compress run of `model` (2:4 magnitude on the CPU) as pareto-cli records one.
+  static RunStart compressStart(const char* model, const std::string& output = "") {
     RunStart start;
     start.kind = "compress";
     start.model = identifyModel(str(modelDir(model)));
     start.recipe = kTwoFour;
     start.device = "cpu";
-    start.output = std::string("/runs/") + model + "-" + std::to_string(int(ppl));
-    const int64_t id = store.beginRun(start);
+    start.output = output;
+    return start;
+  }
+
+  // A finished compress run of `model` as pareto-cli records one.
+  static int64_t storeCompressRun(ExperimentStore& store, const char* model, double ppl, double densePpl) {
+    const int64_t id = store.beginRun(compressStart(model, std::string("/runs/") + model + "-" + std::to_string(int(ppl))));
     RunResults results;
     results.metrics = {{metric::kPerplexity, ppl},
                        {metric::kDensePerplexity, densePpl},
@@ -147,11 +152,7 @@ TEST_F(WorkbenchDaily, TheRunsDockListsEveryStoredRunUnderItsStoreId) {
   {
     ExperimentStore store(dbPath());
     finished = storeCompressRun(store, "ref-tiny", 12.0, 10.0);
-    RunStart start;
-    start.kind = "compress";
-    start.model = identifyModel(str(modelDir("ref-tiny")));
-    start.recipe = kTwoFour;
-    start.device = "cpu";
+    const RunStart start = compressStart("ref-tiny");
     failed = store.beginRun(start);
     store.endRun(failed, RunStatus::Failed, "model.layers.0.mlp.up_proj: out of memory");
     cancelled = store.beginRun(start);
@@ -568,13 +569,7 @@ TEST_F(WorkbenchDaily, StoredRunsBringBackTheirDriftAndDiscrepancy) {
   {
     ExperimentStore store(dbPath());
     without = storeCompressRun(store, "ref-tiny", 13.0, 10.0);
-    RunStart start;
-    start.kind = "compress";
-    start.model = identifyModel(str(modelDir("ref-tiny")));
-    start.recipe = kTwoFour;
-    start.device = "cpu";
-    start.output = "/runs/ref-tiny-curves";
-    withCurves = store.beginRun(start);
+    withCurves = store.beginRun(compressStart("ref-tiny", "/runs/ref-tiny-curves"));
     RunResults results;
     addResultsFromJson(results, {{metric::kPerplexity, 11.0},
                                  {"drift", storedDriftJson(drift)},

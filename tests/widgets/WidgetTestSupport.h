@@ -1,5 +1,6 @@
 // Helpers shared by the widget tests: reading a named child's text, waiting for a signal with the event loop
-// running, and a MainWindow whose errors are collected instead of shown in a modal box.
+// running, a MainWindow whose errors are collected instead of shown in a modal box, and evaluation settings
+// small enough for a ref-tiny run.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,7 +15,9 @@
 #include <QStringList>
 #include <string>
 
+#include "SharedData.h"
 #include "app/gui/MainWindow.h"
+#include "widgets/EvaluationPanel.h"
 
 namespace pareto::test {
 
@@ -71,5 +74,23 @@ class SettingsTest : public ::testing::Test {
   QString dbPath_;
   QByteArray previousDb_;
 };
+
+// Evaluation settings small enough that a ref-tiny run takes seconds: perplexity over 4 windows of 64 tokens of the
+// held-out prose; fidelity and drift over 4 prompts, 12 new tokens each; no Hessian study. Tests change what they
+// test from there.
+inline EvaluationSettings quickEvaluation(const QString& runsFolder) {
+  EvaluationSettings s;
+  s.heldOutText = QString::fromStdString(sharedPath("data/heldout-prose.txt"));
+  s.perplexityWindow = 64;
+  s.perplexityMaxWindows = 4;
+  s.prompts = QString::fromStdString(sharedPath("data/prompts-prose.txt"));
+  s.maxPrompts = 4;
+  s.maxNewTokens = 12;
+  s.driftSteps = 12;
+  s.hessianStudy = false;
+  s.studyTokens = 128;
+  s.runsFolder = runsFolder;
+  return s;
+}
 
 }  // namespace pareto::test

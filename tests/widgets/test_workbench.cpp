@@ -64,17 +64,8 @@ class Workbench : public test::SettingsTest {
 
   // Small evaluation settings so that a ref-tiny run takes seconds.
   EvaluationSettings quickEvaluation(bool hessianStudy) const {
-    EvaluationSettings s;
-    s.heldOutText = QString::fromStdString(test::sharedPath("data/heldout-prose.txt"));
-    s.perplexityWindow = 64;
-    s.perplexityMaxWindows = 4;
-    s.prompts = QString::fromStdString(test::sharedPath("data/prompts-prose.txt"));
-    s.maxPrompts = 4;
-    s.maxNewTokens = 12;
-    s.driftSteps = 12;
+    EvaluationSettings s = test::quickEvaluation(runs_);
     s.hessianStudy = hessianStudy;
-    s.studyTokens = 128;
-    s.runsFolder = runs_;
     return s;
   }
 

@@ -230,14 +230,9 @@ TEST_F(WorkbenchDaily, ViewsShowOnlyARunOfTheOpenModelAndSayWhyDriftIsMissing) {
   ASSERT_TRUE(t.window.openModel(modelDir("ref-tiny")));
   QString error;
   ASSERT_TRUE(t.window.recipePanel()->setRecipe(kTwoFour, QString(), "test", &error)) << str(error);
-  EvaluationSettings quick;
-  quick.heldOutText = QString::fromStdString(test::sharedPath("data/heldout-prose.txt"));
-  quick.perplexityWindow = 64;
+  EvaluationSettings quick = test::quickEvaluation(QString::fromStdString(test::scratchDir("widgets-runs-per-model")));
   quick.perplexityMaxWindows = 2;
   quick.prompts.clear();   // no held-out prompts: no fidelity, no drift
-  quick.driftSteps = 12;
-  quick.hessianStudy = false;
-  quick.runsFolder = QString::fromStdString(test::scratchDir("widgets-runs-per-model"));
   t.window.evaluationPanel()->setSettings(quick);
   QSignalSpy ended(&t.window, &MainWindow::runEnded);
   ASSERT_TRUE(t.window.startRun()) << str(t.errors.join("\n"));
@@ -311,12 +306,9 @@ TEST_F(WorkbenchDaily, AMeasuredSpeedReplacesThePrediction) {
   ASSERT_TRUE(t.window.openModel(modelDir("ref-tiny")));
   QString error;
   ASSERT_TRUE(t.window.recipePanel()->setRecipe(kTwoFour, QString(), "test", &error)) << str(error);
-  EvaluationSettings quick;   // perplexity only: the quality axis
-  quick.heldOutText = QString::fromStdString(test::sharedPath("data/heldout-prose.txt"));
-  quick.perplexityWindow = 64;
+  EvaluationSettings quick = test::quickEvaluation(QString::fromStdString(test::scratchDir("widgets-runs-measured")));
   quick.perplexityMaxWindows = 2;
-  quick.prompts.clear();
-  quick.runsFolder = QString::fromStdString(test::scratchDir("widgets-runs-measured"));
+  quick.prompts.clear();   // perplexity only: the quality axis
   t.window.evaluationPanel()->setSettings(quick);
   QSignalSpy ended(&t.window, &MainWindow::runEnded);
   for (int i = 0; i < 2; ++i) {
@@ -360,16 +352,11 @@ TEST_F(WorkbenchDaily, OneBarForTheWholeRunAndEscCancels) {
   ASSERT_TRUE(t.window.openModel(modelDir("ref-tiny")));
   QString error;
   ASSERT_TRUE(t.window.recipePanel()->setRecipe(kTwoFour, QString(), "test", &error)) << str(error);
-  EvaluationSettings quick;
-  quick.heldOutText = QString::fromStdString(test::sharedPath("data/heldout-prose.txt"));
-  quick.perplexityWindow = 64;
+  EvaluationSettings quick = test::quickEvaluation(QString::fromStdString(test::scratchDir("widgets-runs-progress")));
   quick.perplexityMaxWindows = 2;
-  quick.prompts = QString::fromStdString(test::sharedPath("data/prompts-prose.txt"));
   quick.maxPrompts = 2;
   quick.maxNewTokens = 8;
   quick.driftSteps = 8;
-  quick.hessianStudy = false;
-  quick.runsFolder = QString::fromStdString(test::scratchDir("widgets-runs-progress"));
   t.window.evaluationPanel()->setSettings(quick);
 
   QList<double> fractions;

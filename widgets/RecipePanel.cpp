@@ -785,6 +785,7 @@ json RecipePanel::recipeJson() const {
   }
   j["skip"] = kept_.contains("skip") ? kept_["skip"] : json::array({"lm_head"});
   if (kept_.contains("overrides")) j["overrides"] = kept_["overrides"];
+  if (kept_.contains("lm_head")) j["lm_head"] = kept_["lm_head"];   // no control of its own: kept as loaded
   return j;
 }
 
@@ -829,6 +830,7 @@ bool RecipePanel::setRecipe(const json& doc, const QString& baseDir, const QStri
   }
   if (doc.contains("skip")) kept["skip"] = doc.at("skip");
   if (doc.contains("overrides")) kept["overrides"] = doc.at("overrides");
+  if (doc.contains("lm_head")) kept["lm_head"] = doc.at("lm_head");
   undo_->push(new SetRecipeValuesCommand(this, values_, kept_, v, kept, QString(), 0,
                                          tr("Load recipe %1").arg(QFileInfo(source).fileName())));
   return true;

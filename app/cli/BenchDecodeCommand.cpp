@@ -14,7 +14,7 @@ namespace pareto::cli {
 
 void addBenchDecodeCommand(CLI::App& bench) {
   struct Args {
-    std::string model, synthetic, formats = "dense", contexts = "512", batches = "1";
+    std::string model, synthetic, formats = "dense", headFormat = "dense", contexts = "512", batches = "1";
     int64_t newTokens = 256;
     std::string device = "cuda", dtype;
     int runs = 5;
@@ -45,6 +45,10 @@ void addBenchDecodeCommand(CLI::App& bench) {
   cmd->add_option("--format", args->formats,
                   "Weight formats of the synthetic model's linears, comma-separated: dense, bitmask-N:M, "
                   "int8-channel, int4-gG, spqr-2bit/3bit/4bit, bitmask-N:M+int4-gG")
+      ->capture_default_str();
+  cmd->add_option("--head-format", args->headFormat,
+                  "Synthetic: the output head's format (as a recipe's \"lm_head\" block stores it), e.g. "
+                  "int8-channel or int4-g128; dense is the configuration's head (tied or not)")
       ->capture_default_str();
   cmd->add_option("--context", args->contexts, "Tokens already in the cache when timing starts, comma-separated")
       ->capture_default_str();
@@ -77,6 +81,7 @@ void addBenchDecodeCommand(CLI::App& bench) {
   cmd->callback([args] {
     DecodeBenchOptions o;
     o.formats = splitList(args->formats);
+    o.headFormat = args->headFormat;
     o.contexts = parseIntList(args->contexts, "--context");
     o.batches = parseIntList(args->batches, "--batch");
     o.newTokens = args->newTokens;

@@ -159,7 +159,8 @@ void addCompressCommand(CLI::App& app) {
            << "% zeros " << std::setprecision(2) << std::setw(6) << m.bitsPerWeight << " bpw\n";
     text << std::setprecision(3) << "wrote " << r.outDir << ": " << r.linearBitsPerWeight
          << " bits per weight over the block linears, " << r.modelBitsPerWeight << " over the whole model ("
-         << std::setprecision(2) << r.bytes / 1048576.0 << " MiB); calibration " << r.calibrationTokens
+         << std::setprecision(2) << r.bytes / 1048576.0 << " MiB"
+         << (r.headBytes > 0 ? ", lm_head " + formatBytes(r.headBytes) : std::string()) << "); calibration " << r.calibrationTokens
          << " tokens in " << std::setprecision(1) << r.calibrationSeconds << " s, pass " << r.passSeconds
          << " s, total " << r.totalSeconds << " s\n"
          << "memory: peak resident " << formatBytes(r.peakHostBytes) << " (" << formatBytes(r.hostBaseBytes)

@@ -204,6 +204,39 @@ std::optional<SolvedModule> shareSolved(ProcessGroup& group, int from, std::opti
   return solved;
 }
 
+// The output head as the recipe's "lm_head" block stores it: its own packed tensor, also when the checkpoint ties
+// it to the embedding (which stays dense: the gather reads its rows). Quantized from the checkpoint's weight on
+// the run's device, stored in the checkpoint's dtype, as the block linears are.
+struct PackedHead {
+  std::vector<std::pair<std::string, at::Tensor>> stored;
+  nlohmann::json manifestEntry;
+  uint64_t bytes = 0;
+  int64_t weights = 0;
+  ModuleReport report;
+};
+
+PackedHead packHead(const Recipe& recipe, const Checkpoint& source, const ModelConfig& config,
+                    const RuntimeOptions& runtime) {
+  const TensorEntry& e = source.at(config.tieWordEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+  const ModulePlan plan = planModule(recipe, "lm_head", e.shape.at(0), e.shape.at(1));
+  const at::Tensor stored = readTensor(e);
+  source.releasePages(e);
+  ModuleOutcome o = solveModule(plan, stored.to(runtime.device, runtime.dtype), nullptr);
+  o.weight = at::Tensor();
+  const PackedModule packed = packOutcome(o, stored);
+  PackedHead head;
+  head.stored = writePackedModule("lm_head", packed);
+  head.bytes = static_cast<uint64_t>(packed.storedBytes());
+  head.weights = e.numel();
+  head.manifestEntry = manifestEntry(o, packed, e);
+  if (config.tieWordEmbeddings) {
+    const std::string untied = "untied from model.embed_tokens (kept dense)";
+    head.manifestEntry["note"] = o.note.empty() ? untied : o.note + "; " + untied;
+  }
+  head.report = o.report;
+  return head;
+}
+
 void copyIfPresent(const fs::path& from, const fs::path& to) {
   if (fs::exists(from)) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
 }
@@ -480,7 +513,15 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     std::vector<PlannedTensor> tensors;
     uint64_t linearBits = 0, linearWeights = 0, totalBytes = 0, totalWeights = 0;
     nlohmann::json modules = nlohmann::json::object();
+    std::optional<PackedHead> head;
+    if (recipe.headQuantize) {
+      report("write", 0, "lm_head");
+      head = packHead(recipe, source, m.config, opts.runtime);
+    }
     for (const TensorEntry* e : source.tensors()) {
+      // The packed head replaces the stored one (a tied checkpoint may carry a copy of the embedding too).
+      if (head && e->name == "lm_head.weight") continue;
+      if (e->name == "lm_head.weight") result.headBytes = e->nbytes;
       totalWeights += static_cast<uint64_t>(e->numel());
       const std::string module = e->name.size() > 7 && e->name.compare(e->name.size() - 7, 7, ".weight") == 0
                                      ? e->name.substr(0, e->name.size() - 7)
@@ -515,6 +556,17 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
       modules[module] = entries.at(module);
       result.modules.push_back(reports.at(module));
     }
+    if (head) {
+      // Not a block linear: in the model's bytes and weights (a tied head becomes weights of its own), not in the
+      // linears' bits per weight.
+      for (const auto& [name, t] : head->stored)
+        tensors.push_back({name, t.scalar_type(), t.sizes().vec(), [t = t] { return t; }});
+      totalBytes += head->bytes;
+      totalWeights += static_cast<uint64_t>(head->weights);
+      result.headBytes = head->bytes;
+      modules["lm_head"] = head->manifestEntry;
+      result.modules.push_back(head->report);
+    }
     result.bytes = totalBytes;
     result.linearBitsPerWeight = linearWeights ? double(linearBits) / linearWeights : 0;
     result.modelBitsPerWeight = totalWeights ? 8.0 * totalBytes / totalWeights : 0;
@@ -523,6 +575,13 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
                           "special_tokens_map.json"})
       copyIfPresent(fs::path(opts.modelDir) / f, tmp / f);
+    if (head && m.config.tieWordEmbeddings) {
+      // The head is its own tensor now: every loader (ours, transformers on the dense export) must read it.
+      const fs::path configPath = fs::path(opts.modelDir) / "config.json";
+      nlohmann::json config = readJsonFile(configPath.string(), kMaxJsonConfigBytes, "a config.json");
+      config["tie_word_embeddings"] = false;
+      writeFileAtomically((tmp / "config.json").string(), config.dump(2) + "\n");
+    }
     result.totalSeconds = since(start);
     result.hostBaseBytes = hostBase;
     result.peakHostBytes = hostPeakResidentBytes();
@@ -549,6 +608,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
                      {"pass_stages_s", result.passStageSeconds}, {"write_s", result.writeSeconds},
                      {"total_s", result.totalSeconds}}},
         {"memory", memoryRecord(result, opts.budget)}};
+    if (head) manifest["lm_head_bytes"] = head->bytes;
     {
       // Checked like the weights: a manifest cut short by a full disk must fail the job, not be renamed into place.
       const fs::path manifestPath = tmp / "pareto.json";

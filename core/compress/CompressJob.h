@@ -61,6 +61,7 @@ struct CompressReport {
   double linearBitsPerWeight = 0;   // over the block linears
   double modelBitsPerWeight = 0;    // every stored byte over every weight of the model
   uint64_t bytes = 0;               // weight bytes written
+  uint64_t headBytes = 0;           // the output head's own stored bytes (in `bytes`); 0 when it is the tied embedding
   int64_t calibrationTokens = 0;
   double calibrationSeconds = 0, passSeconds = 0, writeSeconds = 0, totalSeconds = 0;
   std::map<std::string, double> passStageSeconds;   // the pass's stages summed over the blocks (SequentialPass.h)

@@ -245,7 +245,7 @@ bool globMatch(const std::string& pattern, const std::string& name) {
 
 Recipe Recipe::fromJson(const json& j, const std::string& baseDir, const std::string& sourceName) {
   RecipeReader r(sourceName);
-  r.onlyKeys(j, "", {"calibration", "prune", "quantize", "skip", "overrides", "name", "description"});
+  r.onlyKeys(j, "", {"calibration", "prune", "quantize", "lm_head", "skip", "overrides", "name", "description"});
   Recipe recipe;
   recipe.document = j;
   if (j.contains("quantize") && !j.at("quantize").is_null())
@@ -284,8 +284,21 @@ Recipe Recipe::fromJson(const json& j, const std::string& baseDir, const std::st
       recipe.overrides.push_back(mo);
     }
   }
-  if (!recipe.prune && !recipe.quantize && recipe.overrides.empty())
-    r.fail("", "nothing to do: the recipe has neither a \"prune\" nor a \"quantize\" block");
+  if (j.contains("lm_head") && !j.at("lm_head").is_null()) {
+    const json& head = j.at("lm_head");
+    r.onlyKeys(head, "lm_head", {"quantize"});
+    if (!head.contains("quantize") || head.at("quantize").is_null())
+      r.fail("lm_head", "needs \"quantize\": {\"method\": \"rtn\", ...} (leave \"lm_head\" out to keep the head as it is)");
+    // The head is quantized on its own grid: it takes nothing from the recipe's "quantize".
+    QuantizeSpec q = r.quantize(head.at("quantize"), "lm_head.quantize", nullptr);
+    if (q.method != "rtn")
+      r.fail("lm_head.quantize.method", "\"" + q.method + "\" needs the Hessian of the head's input (the final norm's "
+             "output over the calibration set), which the sequential pass does not collect; the head takes \"rtn\" "
+             "(an int grid or a gguf-* format)");
+    recipe.headQuantize = q;
+  }
+  if (!recipe.prune && !recipe.quantize && recipe.overrides.empty() && !recipe.headQuantize)
+    r.fail("", "nothing to do: the recipe has no \"prune\", \"quantize\" or \"lm_head\" block");
   if (recipe.needsCalibration() && !recipe.calibration)
     r.fail("", "methods wanda, sparsegpt, gptq and spqr need a \"calibration\" block");
   return recipe;
@@ -299,6 +312,7 @@ Recipe Recipe::fromFile(const std::string& path) {
 }
 
 std::optional<PruneSpec> Recipe::pruneFor(const std::string& module) const {
+  if (module == "lm_head") return std::nullopt;
   for (const auto& s : skip)
     if (globMatch(s, module)) return std::nullopt;
   std::optional<PruneSpec> p = prune;
@@ -308,6 +322,7 @@ std::optional<PruneSpec> Recipe::pruneFor(const std::string& module) const {
 }
 
 std::optional<QuantizeSpec> Recipe::quantizeFor(const std::string& module) const {
+  if (module == "lm_head") return headQuantize;
   for (const auto& s : skip)
     if (globMatch(s, module)) return std::nullopt;
   std::optional<QuantizeSpec> q = quantize;

@@ -63,6 +63,10 @@ struct Recipe {
   std::optional<QuantizeSpec> quantize;           // applied after pruning, to the surviving weights
   std::vector<std::string> skip = {"lm_head"};   // globs of modules never touched
   std::vector<ModuleOverride> overrides;          // later entries win
+  // "lm_head": {"quantize": ...}: the output head quantized by round-to-nearest and stored packed (untied from
+  // the embedding when the checkpoint ties them). nullopt: the head stays as the checkpoint has it. `skip` and
+  // `overrides` never reach the head.
+  std::optional<QuantizeSpec> headQuantize;
   nlohmann::json document;                        // the recipe as written, for the manifest
   std::string path;                               // where it was read from ("" when built in memory)
 
@@ -70,8 +74,9 @@ struct Recipe {
   static Recipe fromFile(const std::string& path);
   static Recipe fromJson(const nlohmann::json& j, const std::string& baseDir, const std::string& sourceName);
 
-  // The pruning that applies to `module` after skips and overrides; nullopt: leave it dense.
+  // The pruning that applies to `module` after skips and overrides; nullopt: leave it dense (always for "lm_head").
   std::optional<PruneSpec> pruneFor(const std::string& module) const;
+  // For "lm_head": headQuantize.
   std::optional<QuantizeSpec> quantizeFor(const std::string& module) const;
   bool needsCalibration() const;
 };

@@ -232,6 +232,29 @@ RecipeEstimate estimateRecipe(const Recipe& recipe, const ModelSummary& model, c
       r.denseBytesPerToken += t.bytes;
     }
   }
+  if (recipe.headQuantize) {
+    // The head compress stores as its own packed tensor: it replaces the dense head's read in every step and,
+    // when the checkpoint ties it to the embedding, adds its weights and bytes beside the embedding (kept dense).
+    const TensorSummary* source = nullptr;
+    for (const TensorSummary& t : model.tensors)
+      if (t.name == (model.tiedEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight")) source = &t;
+    if (source != nullptr && source->shape.size() == 2) {
+      TensorSummary head = *source;
+      head.name = "lm_head.weight";
+      const ModuleLayout layout = layoutOf(head, recipe);
+      if (!layout.problem.empty()) r.problems.push_back(layout.problem);
+      if (!layout.note.empty()) notes.push_back("lm_head: " + layout.note);
+      const uint64_t bytes = layout.estimate.bytes;
+      r.modules.push_back(layout.estimate);   // read at its kernel's bandwidth, listed as compress lists it
+      r.bytesPerToken = r.bytesPerToken - source->bytes + bytes;
+      if (model.tiedEmbeddings) {
+        r.modelBytes += bytes;
+        r.parameters += numel(source->shape);
+      } else {
+        r.modelBytes = r.modelBytes - source->bytes + bytes;
+      }
+    }
+  }
   r.kernels = {"dense"};
   for (const ModuleEstimate& m : r.modules) {
     if (m.kernel.empty())

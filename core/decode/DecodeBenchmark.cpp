@@ -82,6 +82,11 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
   if (!o.modelDir.empty() && !(o.formats.size() == 1 && o.formats[0] == "dense"))
     throw InputError("--format applies to synthetic models; a model folder runs in the formats it stores");
   for (const auto& f : o.formats) checkPackedFormatName(f);
+  if (o.headFormat != "dense") {
+    if (!o.modelDir.empty())
+      throw InputError("--head-format applies to synthetic models; a model folder runs the head it stores");
+    checkPackedFormatName(o.headFormat);
+  }
   if (o.newTokens < 1) throw InputError("--new-tokens must be at least 1");
   if (o.runs < 1) throw InputError("--runs must be at least 1");
   if (o.batches.empty() || o.contexts.empty()) throw InputError("no batch sizes or contexts given");
@@ -137,7 +142,8 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
   }
 
   if (preset) {
-    report.model = o.synthetic + (o.layers > 0 ? " (" + std::to_string(o.layers) + " layers)" : "");
+    report.model = o.synthetic + (o.layers > 0 ? " (" + std::to_string(o.layers) + " layers)" : "") +
+                   (o.headFormat != "dense" ? ", lm_head " + o.headFormat : "");
   } else {
     report.model = o.modelDir;
   }
@@ -154,6 +160,7 @@ DecodeBenchReport runDecodeBenchmark(const DecodeBenchOptions& o, const Progress
       if (preset) {
         DecodeModel::SyntheticOptions s;
         s.format = format;
+        s.headFormat = o.headFormat;
         s.layers = o.layers;
         s.seed = o.seed;
         s.spqrOutlierFraction = o.spqrOutlierFraction;

@@ -28,6 +28,7 @@ struct DecodeBenchOptions {
   std::string modelDir;                       // a model folder, or
   std::string synthetic;                      // a checkpoint/ModelPresets.h name
   std::vector<std::string> formats = {"dense"};   // synthetic only (runtime/PackedLinear.h names)
+  std::string headFormat = "dense";           // synthetic only: the output head's format, for every --format
   std::vector<int64_t> contexts = {512};
   int64_t newTokens = 256;
   std::vector<int64_t> batches = {1};

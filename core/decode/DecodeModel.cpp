@@ -90,6 +90,7 @@ DecodeModel DecodeModel::synthetic(const ModelConfig& config, const SyntheticOpt
                                    const ProgressCallback& progress) {
   requireHalfDtype(opts);
   checkPackedFormatName(s.format);
+  checkPackedFormatName(s.headFormat);
   DecodeModel d;
   d.config_ = config;
   if (s.layers > 0) d.config_.numLayers = s.layers;
@@ -130,8 +131,11 @@ DecodeModel DecodeModel::synthetic(const ModelConfig& config, const SyntheticOpt
     d.layers_.push_back(std::move(L));
   }
   d.finalNorm_ = ones(H);
-  d.lmHead_ = c.tieWordEmbeddings ? PackedLinear::dense(d.embedding_)
-                                  : PackedLinear::dense(randomDenseWeight(c.vocabSize, H, dt, dev, seed++));
+  if (s.headFormat != "dense")
+    d.lmHead_ = randomPackedLinear(s.headFormat, c.vocabSize, H, dt, dev, seed++, s.spqrOutlierFraction);
+  else
+    d.lmHead_ = c.tieWordEmbeddings ? PackedLinear::dense(d.embedding_)
+                                    : PackedLinear::dense(randomDenseWeight(c.vocabSize, H, dt, dev, seed++));
   d.invFreq_ = ropeInverseFrequencies(c, dev);
   if (progress) progress({"synthetic model", 1.0, "built"});
   return d;

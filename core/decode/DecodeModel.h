@@ -45,7 +45,10 @@ class DecodeModel {
   static DecodeModel fromModel(const LlamaModel& model);
 
   struct SyntheticOptions {
-    std::string format = "dense";     // runtime/PackedLinear.h names; the output head stays dense, as compress leaves it
+    std::string format = "dense";     // runtime/PackedLinear.h names, of the block linears
+    // The output head's (a recipe's "lm_head" block): "dense" is the embedding when the configuration ties them,
+    // a packed head is its own weight.
+    std::string headFormat = "dense";
     int64_t layers = 0;               // 0: the configuration's
     uint64_t seed = 0;
     double spqrOutlierFraction = 0.01;

@@ -274,11 +274,14 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
     for (const std::string& module : weights.densified)
       if (const ModuleFormat* f = weights.manifest->find(module); f != nullptr && f->weight.isGguf())
         stored.emplace(module + ".weight", f->weight);
-  // A packed module GGUF has no type for: only a --type that converts it can write it.
+  // A packed module GGUF has no type for: only a --type that converts it can write it. The head is the exception:
+  // it is written in the source's float type (as a dense head is), dequantized, with a note.
+  const ModuleFormat* packedHead =
+      weights.densified.count("lm_head") && !stored.count("lm_head.weight") ? weights.manifest->find("lm_head") : nullptr;
   if (automatic)
     for (const std::string& module : weights.densified) {
       const ModuleFormat* f = weights.manifest->find(module);
-      if (stored.count(module + ".weight")) continue;
+      if (stored.count(module + ".weight") || module == "lm_head") continue;
       throw InputError(fileMessage(opts.modelDir, module + " is stored as " + (f ? f->format : std::string("packed")) +
                                                      ", which GGUF has no type for; --type q4_0, q4_k, q6_k or q8_0 "
                                                      "requantizes it from its dequantized weights by round-to-nearest, "
@@ -371,8 +374,10 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
       info.data = [blocks]() {
         return std::vector<uint8_t>(blocks.data_ptr<uint8_t>(), blocks.data_ptr<uint8_t>() + blocks.numel());
       };
-      linearWeights += t.numel();
-      linearBytes += info.bytes();
+      if (isBlockLinear(hf)) {
+        linearWeights += t.numel();
+        linearBytes += info.bytes();
+      }
       ++result.tensorsByType[gguf::traits(info.type).name];
       w.addTensor(std::move(info));
       continue;
@@ -421,10 +426,20 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
   for (const auto& [what, count] : fallbacks)
     result.notes.push_back(std::to_string(count) + " block linears " + what + ": a k-quant row is whole 256-weight "
                            "super-blocks");
-  if (!stored.empty())
-    result.notes.push_back(std::to_string(stored.size()) + " block linears written as compress stored them (gguf-*)");
-  if (asked && !weights.densified.empty())
-    result.notes.push_back(std::to_string(weights.densified.size()) + " packed modules requantized from their "
+  const size_t storedLinears = stored.size() - stored.count("lm_head.weight");
+  if (storedLinears > 0)
+    result.notes.push_back(std::to_string(storedLinears) + " block linears written as compress stored them (gguf-*)");
+  if (stored.count("lm_head.weight"))
+    result.notes.push_back("output.weight written as compress stored lm_head (" +
+                           stored.at("lm_head.weight").name() + ")");
+  if (packedHead != nullptr)
+    result.notes.push_back("output.weight written dequantized (" + std::string(gguf::traits(
+                               floatAsked ? *asked : sourceFloat).name) + "): lm_head is stored as " +
+                           packedHead->format + (packedHead->weight.isGguf() ? ", whose blocks only --type auto keeps"
+                                                                              : ", which GGUF has no type for"));
+  const size_t requantized = weights.densified.size() - (weights.densified.count("lm_head") ? 1 : 0);
+  if (asked && requantized > 0)
+    result.notes.push_back(std::to_string(requantized) + " packed modules requantized from their "
                            "dequantized weights to " + opts.type + " by round-to-nearest");
 
   w.write(output.staging(), [&](const ProgressUpdate& u) { report("write", 0.05 + 0.9 * u.fraction, u.message); },

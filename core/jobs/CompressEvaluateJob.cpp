@@ -161,6 +161,7 @@ nlohmann::json CompressEvaluateJob::result() const {
                       {metric::kLinearBitsPerWeight, c.linearBitsPerWeight},
                       {metric::kModelBitsPerWeight, c.modelBitsPerWeight},
                       {metric::kBytes, c.bytes},
+                      {"lm_head_bytes", c.headBytes},
                       {"calibration_tokens", c.calibrationTokens},
                       {"timings",
                        {{"calibration_s", c.calibrationSeconds},

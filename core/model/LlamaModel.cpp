@@ -317,7 +317,8 @@ Linear LlamaModel::readHead(WeightLoader& w) const {
   const auto& c = config_;
   if (c.tieWordEmbeddings)
     return Linear("lm_head", embedding_.defined() ? embedding_ : w.load("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize}), {});
-  return Linear("lm_head", w.load("lm_head.weight", {c.vocabSize, c.hiddenSize}), {});
+  // A head compress quantized (its own tensor, so never tied) runs packed where the block linears do.
+  return w.loadLinear("lm_head", c.vocabSize, c.hiddenSize, false);
 }
 
 void LlamaModel::loadLayer(int64_t i) const {

@@ -98,8 +98,11 @@ ModelSummary summarizeModel(const std::string& modelDir) {
           throw InputError(
               fileMessage(modelDir, "pareto.json lists module " + name + ", but no tensor of it is stored"));
         bpw = 8.0 * double(it->second) / double(weights);
-        linearBits += 8 * it->second;
-        linearWeights += weights;
+        // The linears' bits per weight are the block linears' (a quantized lm_head is listed, not counted).
+        if (name != "lm_head") {
+          linearBits += 8 * it->second;
+          linearWeights += weights;
+        }
       } else {
         allShaped = false;
       }

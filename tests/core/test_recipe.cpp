@@ -228,7 +228,8 @@ TEST(Recipe, ShippedRecipesParse) {
   const std::vector<std::string> shipped = {
       "sparsegpt-2of4-text", "sparsegpt-2of4-decode", "wanda-50",       "magnitude-2of4",  "int8-channel",
       "int4-g128-rtn",       "int4-tensor-rtn",       "gptq-4bit-g128", "gptq-3bit-g128",  "spqr-3bit",
-      "sparsegpt-2of4-int4", "sparsegpt-2of4-gptq4",  "gguf-q4_k-gptq", "gguf-q4_0-rtn",   "gguf-q8_0-rtn"};
+      "sparsegpt-2of4-int4", "sparsegpt-2of4-gptq4",  "gguf-q4_k-gptq", "gguf-q4_0-rtn",   "gguf-q8_0-rtn",
+      "int4-g128-rtn-head-int8"};
   const std::string dir = std::string(PARETO_SOURCE_DIR) + "/resources/recipes/";
   for (const std::string& name : shipped) {
     SCOPED_TRACE(name);

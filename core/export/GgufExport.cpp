@@ -18,6 +18,7 @@
 #include "export/DenseWeights.h"
 #include "export/GgufWriter.h"
 #include "formats/GgufQuant.h"
+#include "formats/GridAsGguf.h"
 #include "formats/PackedModuleIO.h"
 #include "model/CheckpointTensors.h"
 #include "util/Error.h"
@@ -275,7 +276,8 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
       if (const ModuleFormat* f = weights.manifest->find(module); f != nullptr && f->weight.isGguf())
         stored.emplace(module + ".weight", f->weight);
   // A packed module GGUF has no type for: only a --type that converts it can write it. The head is the exception:
-  // it is written in the source's float type (as a dense head is), dequantized, with a note.
+  // its blocks when its grid is a ggml type (formats/GridAsGguf.h), else the source's float type (as a dense head
+  // is), dequantized; a note says which.
   const ModuleFormat* packedHead =
       weights.densified.count("lm_head") && !stored.count("lm_head.weight") ? weights.manifest->find("lm_head") : nullptr;
   if (automatic)
@@ -354,7 +356,8 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
   std::map<std::string, int64_t> fallbacks;
   std::optional<Checkpoint> ckpt;
   std::optional<CheckpointTensors> storedTensors;
-  if (!stored.empty()) storedTensors.emplace(ckpt.emplace(Checkpoint::open(src.string())));
+  if (!stored.empty() || packedHead != nullptr) storedTensors.emplace(ckpt.emplace(Checkpoint::open(src.string())));
+  std::optional<TensorType> headGrid;   // the head's int grid written as the ggml type it is (formats/GridAsGguf.h)
   // q and k rows are reordered for llama.cpp's RoPE: whole rows, so a stored module's rows of blocks move alike.
   auto permuteRows = [&](const std::string& hf, const at::Tensor& rows) {
     if (arch.permuteQk && hf.find("self_attn.q_proj.") != std::string::npos) return permuteForRope(rows, config.numHeads);
@@ -381,6 +384,22 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
       ++result.tensorsByType[gguf::traits(info.type).name];
       w.addTensor(std::move(info));
       continue;
+    }
+    if (automatic && packedHead != nullptr && hf == "lm_head.weight") {
+      PackedModuleRecord record;
+      record.actOrder = packedHead->actOrder;
+      const PackedModule packed = readPackedModule(*storedTensors, "lm_head", packedHead->weight, t.size(0), t.size(1), record);
+      if (packed.quant && !packed.bitmask && ggufTypeOfGrid(*packed.quant)) {
+        headGrid = ggufTypeOfGrid(*packed.quant);
+        const at::Tensor blocks = gridAsGgufBlocks(*packed.quant);
+        info.type = *headGrid;
+        info.data = [blocks]() {
+          return std::vector<uint8_t>(blocks.data_ptr<uint8_t>(), blocks.data_ptr<uint8_t>() + blocks.numel());
+        };
+        ++result.tensorsByType[gguf::traits(info.type).name];
+        w.addTensor(std::move(info));
+        continue;
+      }
     }
     if (t.dim() == 1) {
       info.type = TensorType::F32;   // norms and biases: llama.cpp computes them in f32
@@ -432,7 +451,10 @@ GgufExportReport exportGguf(const GgufExportOptions& opts, const ProgressCallbac
   if (stored.count("lm_head.weight"))
     result.notes.push_back("output.weight written as compress stored lm_head (" +
                            stored.at("lm_head.weight").name() + ")");
-  if (packedHead != nullptr)
+  if (headGrid)
+    result.notes.push_back("output.weight written as " + std::string(gguf::traits(*headGrid).name) + ", the blocks "
+                           "lm_head's " + packedHead->format + " grid is, with nothing requantized");
+  else if (packedHead != nullptr)
     result.notes.push_back("output.weight written dequantized (" + std::string(gguf::traits(
                                floatAsked ? *asked : sourceFloat).name) + "): lm_head is stored as " +
                            packedHead->format + (packedHead->weight.isGguf() ? ", whose blocks only --type auto keeps"

@@ -23,6 +23,8 @@
 #include "export/GgufExport.h"
 #include "export/HfExport.h"
 #include "formats/CompressionManifest.h"
+#include "formats/GgufQuant.h"
+#include "formats/GridAsGguf.h"
 #include "model/LoadedModel.h"
 #include "model/ModelSummary.h"
 #include "model/TensorIO.h"
@@ -291,6 +293,17 @@ TEST_F(CompressHead, ExportsWriteTheHeadTheirWay) {
   // compressed-tensors packs the block linears; the head beside them is written dense.
   compress("int4int8", R"({"quantize": {"method": "rtn", "bits": 4, "group_size": 64},
                            "lm_head": {"quantize": {"method": "rtn", "bits": 8, "granularity": "channel"}}})");
+  // An int8-g32 head is q8_0's blocks: written as such, nothing requantized.
+  compress("g32", R"({"lm_head": {"quantize": {"method": "rtn", "bits": 8, "group_size": 32}}})");
+  g.modelDir = dir_ + "/g32";
+  g.outFile = dir_ + "/g32.gguf";
+  const GgufExportReport grid = exportGguf(g);
+  ASSERT_EQ(grid.tensorsByType.count("q8_0"), 1u);
+  EXPECT_EQ(grid.tensorsByType.at("q8_0"), 1);
+  bool exact = false;
+  for (const std::string& n : grid.notes) exact |= n.find("output.weight written as q8_0") != std::string::npos;
+  EXPECT_TRUE(exact);
+
   CompressedTensorsExportOptions ct;
   ct.modelDir = dir_ + "/int4int8";
   ct.outDir = dir_ + "/int8-ct";
@@ -302,6 +315,28 @@ TEST_F(CompressHead, ExportsWriteTheHeadTheirWay) {
   ASSERT_NE(ctCkpt.find("lm_head.weight"), nullptr);
   EXPECT_LT(relativeError(readTensor(ctCkpt.at("lm_head.weight")).to(at::kFloat),
                           folder.model->outputHead().weight().to(at::kFloat)), 1e-2);
+}
+
+// Symmetric int8 / int4 groups of 32 are q8_0 / q4_0 blocks: the blocks decode (as llama.cpp decodes them) to the
+// grid's own dequantized weight, bit for bit; other grids have no such type.
+TEST(GridAsGguf, SymmetricGroupsOf32AreQ8_0AndQ4_0Exactly) {
+  const at::Tensor w = at::randn({24, 96}, at::TensorOptions().dtype(at::kFloat).device(at::kCPU)) * 0.05;
+  for (int bits : {8, 4}) {
+    SCOPED_TRACE(bits);
+    const QuantSpec spec = QuantSpec::group(bits, 32);
+    const QuantGroupWeight q = QuantGroupWeight::pack(rtnQuantize(w, spec, "m"), spec);
+    ASSERT_EQ(ggufTypeOfGrid(q), bits == 8 ? gguf::TensorType::Q8_0 : gguf::TensorType::Q4_0);
+    const at::Tensor blocks = gridAsGgufBlocks(q);
+    ASSERT_EQ(blocks.size(1), gguf::rowBytes(*ggufTypeOfGrid(q), 96));
+    at::Tensor decoded = at::empty({24, 96}, at::kFloat);
+    gguf::dequantizeRows(*ggufTypeOfGrid(q), blocks.data_ptr<uint8_t>(), 24, 96, decoded.data_ptr<float>());
+    EXPECT_TRUE(at::equal(decoded, q.unpack()));
+  }
+  for (const QuantSpec& other : {QuantSpec::group(4, 32, false), QuantSpec::group(8, 96), QuantSpec::channel(8)}) {
+    const QuantGroupWeight q = QuantGroupWeight::pack(rtnQuantize(w, other, "m"), other);
+    EXPECT_FALSE(ggufTypeOfGrid(q).has_value()) << other.label();
+    EXPECT_THROW(gridAsGgufBlocks(q), InputError) << other.label();
+  }
 }
 
 // bench decode's synthetic models take the head's format too: its bytes are what a step reads of the head.

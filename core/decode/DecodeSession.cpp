@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "model/OutOfMemory.h"
 #include "runtime/DecodeOps.h"
@@ -52,6 +54,9 @@ DecodeSession::DecodeSession(const DecodeModel& model, int64_t batch, int64_t ca
   logitsHalf_ = at::zeros({batch, model.outputHead().rows()}, act);
   logits_ = at::zeros({batch, model.outputHead().rows()}, act.dtype(at::kFloat));
   generated_ = at::zeros({batch, capacity + 1}, longs);
+  const char* fused = std::getenv("PARETO_DECODE_FUSED_ATTENTION");
+  fusedAttention_ = fused == nullptr || std::string(fused) != "0";
+  attentionCounters_ = at::zeros({decodeAttentionCounters(batch, c.numHeads, c.numKvHeads)}, longs.dtype(at::kInt));
   for (int64_t l = 0; l < model.numLayers(); ++l) {
     keys_.push_back(at::zeros({batch, c.numKvHeads, capacity, D}, act));
     values_.push_back(at::zeros({batch, c.numKvHeads, capacity, D}, act));
@@ -77,7 +82,10 @@ void DecodeSession::runStep() {
     const std::string* name = &names_[size_t(l) * 4];
     if (norms) addRmsNorm(residual_, delta, L.inputNorm, eps, normed_);
     if (linears) L.qkv.forward(normed_, qkv_, name[0]);
-    if (attention) {
+    if (attention && fusedAttention_) {
+      ropeAttention(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, keys_[l], values_[l], validFrom_,
+                    scale, attentionCounters_, attn_);
+    } else if (attention) {
       ropeAndCacheWrite(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, q_, keys_[l], values_[l]);
       decodeAttention(q_, keys_[l], values_[l], slot_, validFrom_, scale, attn_);
     }

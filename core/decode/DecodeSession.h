@@ -87,6 +87,10 @@ class DecodeSession {
   at::Tensor ids_, positions_, slot_, validFrom_, next_;
   at::Tensor residual_, normed_, qkv_, q_, attn_, o_, gateUp_, act_, down_, logitsHalf_, logits_, generated_;
   std::vector<at::Tensor> keys_, values_;
+  // RoPE, cache write and attention as one op (runtime/DecodeOps.h ropeAttention) unless
+  // PARETO_DECODE_FUSED_ATTENTION=0 (the two ops: an A/B of the fusion); its counters, zeros between launches.
+  bool fusedAttention_ = true;
+  at::Tensor attentionCounters_;
   std::vector<std::string> names_;   // module names for errors, per layer × {qkv, o, gate_up, down}
   struct Graph;
   std::unique_ptr<Graph> graph_;

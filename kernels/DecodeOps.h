@@ -206,6 +206,31 @@ inline int64_t decodeRopeAttentionCounters(const DecodeAttentionProblem& p) {
 std::string runDecodeRopeAttention(const RopeAttentionProblem& p, const DecodeAttentionSplit& s, void* workspace,
                                    CUstream_st* stream);
 
+// ---- the greedy end of a step: argmax and the next step's inputs ---------------------------------------------
+
+struct NextTokenProblem {
+  int batch = 1;
+  int64_t vocab = 0;
+  ActivationType type = ActivationType::Float16;
+  const void* logits = nullptr;     // [batch, vocab]
+  int64_t* next = nullptr;          // [batch]: the argmax (the first maximum; a NaN above every number)
+  int64_t* ids = nullptr;           // [batch]: the same token, the next step's input
+  int64_t* positions = nullptr;     // [batch], += 1
+  int64_t* slot = nullptr;          // one value, += 1 once every row is done
+  int64_t* generated = nullptr;     // [batch, generatedColumns]: [b][slot + 1] = the token (slot before the += 1)
+  int64_t generatedColumns = 0;
+  unsigned* counter = nullptr;      // one, zero on the device, left at zero
+};
+
+inline std::string checkNextToken(const NextTokenProblem& p) {
+  if (auto e = detail::checkBatch(p.batch); !e.empty()) return e;
+  if (p.vocab < 1) return "vocabulary must have at least one token";
+  if (p.generatedColumns < 1) return "generated must have at least one column";
+  return {};
+}
+
+std::string runNextToken(const NextTokenProblem& p, CUstream_st* stream);
+
 // ---- SiLU · mul ---------------------------------------------------------------------------------------------
 
 struct SiluMulProblem {

@@ -355,6 +355,50 @@ void ropeAttention(const at::Tensor& qkv, const at::Tensor& qNorm, const at::Ten
 #endif
 }
 
+void greedyNextToken(const at::Tensor& logits, const at::Tensor& next, const at::Tensor& ids,
+                     const at::Tensor& positions, const at::Tensor& slot, const at::Tensor& generated,
+                     const at::Tensor& counter) {
+  Checks c("greedyNextToken");
+  c.primary(logits, "logits", 2);
+  const int64_t B = logits.size(0), V = logits.size(1);
+  c.tensor(next, "next", {B}, at::kLong);
+  c.tensor(ids, "ids", {B}, at::kLong);
+  c.tensor(positions, "positions", {B}, at::kLong);
+  c.slot(slot, "slot");
+  if (!generated.defined() || generated.dim() != 2) c.fail("generated must be [batch, columns]");
+  c.tensor(generated, "generated", {B, generated.size(1)}, at::kLong);
+  c.tensor(counter, "counter", {1}, at::kInt);
+  k::NextTokenProblem p;
+  p.batch = Checks::rows(B);
+  p.vocab = V;
+  p.type = c.type();
+  p.generatedColumns = generated.size(1);
+  c.kernelCheck(k::checkNextToken(p));
+  if (logits.is_cuda()) {
+#ifdef PARETO_WITH_CUDA
+    const c10::cuda::CUDAGuard guard(logits.device());
+    p.logits = logits.data_ptr();
+    p.next = next.data_ptr<int64_t>();
+    p.ids = ids.data_ptr<int64_t>();
+    p.positions = positions.data_ptr<int64_t>();
+    p.slot = slot.data_ptr<int64_t>();
+    p.generated = generated.data_ptr<int64_t>();
+    p.counter = reinterpret_cast<unsigned*>(counter.data_ptr<int32_t>());
+    c.kernelCheck(k::runNextToken(p, currentStream()));
+    return;
+#else
+    c.fail("this build has no CUDA kernels (configure with PARETO_CUDA=ON)");
+#endif
+  }
+  at::Tensor picked = next;  // the caller's buffer, written in place
+  at::argmax_out(picked, logits.to(at::kFloat), -1);
+  positions.add_(1);
+  slot.add_(1);
+  ids.copy_(next);
+  const int64_t at = slot.item<int64_t>();
+  if (at >= 0 && at < generated.size(1)) generated.select(1, at).copy_(next);
+}
+
 void siluMul(const at::Tensor& gateUp, const at::Tensor& out) {
   Checks c("siluMul");
   c.primary(gateUp, "gateUp", 2);

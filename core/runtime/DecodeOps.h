@@ -49,6 +49,14 @@ void ropeAttention(const at::Tensor& qkv, const at::Tensor& qNorm, const at::Ten
                    const at::Tensor& counters, const at::Tensor& out);
 int64_t decodeAttentionCounters(int64_t batch, int64_t qHeads, int64_t kvHeads);
 
+// The greedy end of a decode step: next [B] = argmax of logits [B, V] (fp16/bf16; the first maximum, as at::argmax
+// of their float32 copy), then the next step's inputs on the device: ids = next, positions += 1, slot += 1 and
+// generated[:, slot] = next at the new slot (a slot past generated's columns writes nothing there). All int64
+// on the logits' device; counter: int32 [1] zeros, left at zero (CUDA: one launch; the CPU: the ATen ops).
+void greedyNextToken(const at::Tensor& logits, const at::Tensor& next, const at::Tensor& ids,
+                     const at::Tensor& positions, const at::Tensor& slot, const at::Tensor& generated,
+                     const at::Tensor& counter);
+
 // gateUp [B, 2F] = [gate | up]: out [B, F] = silu(gate)·up (silu rounded to the dtype first, as
 // transformers' act_fn(gate) * up).
 void siluMul(const at::Tensor& gateUp, const at::Tensor& out);

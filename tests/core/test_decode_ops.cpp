@@ -270,6 +270,30 @@ TEST(DecodeOpsCpu, RopeAttentionIsRopeThenAttention) {
   }
 }
 
+// The end of a greedy step: the first maximum of each row, and the next step's inputs moved on once.
+TEST(DecodeOpsCpu, GreedyNextTokenTakesTheFirstMaximumAndMovesTheInputsOn) {
+  for (auto dtype : kDtypes) {
+    at::Tensor logits = at::zeros({3, 40}, dtype);
+    logits[0][7] = 2;
+    logits[0][30] = 2;   // a tie: the first wins
+    logits[1][39] = -1;
+    logits.select(0, 1).fill_(-3);
+    logits[1][39] = -1;
+    logits[2][5] = 1;
+    at::Tensor next = at::zeros({3}, at::kLong), ids = at::zeros({3}, at::kLong);
+    at::Tensor positions = longTensor({4, 9, 0}), slot = longTensor({4}), generated = at::zeros({3, 8}, at::kLong);
+    greedyNextToken(logits, next, ids, positions, slot, generated, at::zeros({1}, at::kInt));
+    EXPECT_TRUE(at::equal(next, longTensor({7, 39, 5}))) << dtypeName(dtype);
+    EXPECT_TRUE(at::equal(ids, next));
+    EXPECT_TRUE(at::equal(positions, longTensor({5, 10, 1})));
+    EXPECT_EQ(slot.item<int64_t>(), 5);
+    EXPECT_TRUE(at::equal(generated.select(1, 5), next));
+    EXPECT_EQ(generated.sum().item<int64_t>(), 7 + 39 + 5);
+    EXPECT_THAT(inputErrorOf([&] { greedyNextToken(logits, next, ids, positions, slot, generated, at::zeros({2}, at::kInt)); }),
+                AllOf(HasSubstr("greedyNextToken"), HasSubstr("counter")));
+  }
+}
+
 TEST(DecodeOpsCpu, SiluMulMatchesFloat64) {
   at::manual_seed(14);
   for (auto dtype : kDtypes) {
@@ -589,6 +613,50 @@ TEST(DecodeOpsCuda, RopeAttentionEqualsTheTwoKernelsBitForBit) {
             EXPECT_TRUE(at::equal(v1, v2)) << label << ": values";
             EXPECT_EQ(counters.count_nonzero().item<int64_t>(), 0) << label << ": counters left set";
           }
+        }
+      }
+    }
+  }
+}
+
+// The fused greedy end of a step against the ATen ops it replaces, on the device: random rows, ties (the first
+// wins), a NaN (it wins, as in at::argmax), a vocabulary that is not a multiple of 8; run twice with the same
+// counter (left at zero: the slot moves on once a call).
+TEST(DecodeOpsCuda, GreedyNextTokenEqualsTheAtenOps) {
+  SKIP_WITHOUT_CUDA();
+  const uint64_t seed = freshSeed();
+  at::manual_seed(seed);
+  const auto longs = at::dtype(at::kLong).device(at::kCUDA);
+  const at::Tensor counter = at::zeros({1}, at::dtype(at::kInt).device(at::kCUDA));
+  for (auto dtype : kDtypes) {
+    for (int64_t B : {1, 3, 16}) {
+      for (int64_t V : {128256, 32000, 1003, 8}) {
+        const std::string label = dtypeName(dtype) + " B=" + std::to_string(B) + " V=" + std::to_string(V) + " seed " +
+                                  std::to_string(seed);
+        at::Tensor logits = onCuda(randomTensor({B, V}, dtype, 4.0));
+        if (B > 1) {  // row 1: a tie at the maximum; row 2 (B = 16): a NaN
+          logits[1].fill_(-1);
+          logits[1][V / 2] = 3;
+          logits[1][V - 1] = 3;
+          if (B > 2) logits[2][V / 3] = kNaN;
+        }
+        at::Tensor positions = at::arange(B, longs) * 3, slot = at::full({1}, 6, longs);
+        at::Tensor generated = at::zeros({B, 9}, longs), next = at::zeros({B}, longs), ids = at::zeros({B}, longs);
+        at::Tensor p2 = positions.clone(), s2 = slot.clone(), g2 = generated.clone(), n2 = next.clone(), i2 = ids.clone();
+        for (int call = 0; call < 2; ++call) {
+          greedyNextToken(logits, next, ids, positions, slot, generated, counter);
+          at::argmax_out(n2, logits.to(at::kFloat), -1);  // the step's unfused sequence
+          p2.add_(1);
+          s2.add_(1);
+          i2.copy_(n2);
+          g2.index_copy_(1, s2, n2.unsqueeze(1));
+          const std::string where = label + " call " + std::to_string(call);
+          EXPECT_TRUE(at::equal(next, n2)) << where << ": argmax";
+          EXPECT_TRUE(at::equal(ids, i2)) << where << ": ids";
+          EXPECT_TRUE(at::equal(positions, p2)) << where << ": positions";
+          EXPECT_TRUE(at::equal(slot, s2)) << where << ": slot";
+          EXPECT_TRUE(at::equal(generated, g2)) << where << ": generated";
+          EXPECT_EQ(counter.item<int32_t>(), 0) << where << ": counter left set";
         }
       }
     }

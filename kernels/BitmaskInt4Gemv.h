@@ -40,10 +40,11 @@ inline int64_t bitmaskInt4ScaleColumns(int64_t cols, int64_t groupSize) {
   return groupSize < 128 ? ceilDiv(cols, 256) * 128 / groupSize : cols / 2 / groupSize;
 }
 
-// The tensor-core path (bitmask_int4_gemv.cu: BitmaskInt4MmaFormat) for 2:4 with groups of a multiple of 32 kept
-// values (or whole rows): as for bitmask 2:4 (BitmaskNMGemv.h), a 2:4 group's two kept codes are one byte of the
-// lane's code stream, so ldmatrix over the lane-interleaved codes hands each lane whole groups, which it
-// dequantizes and expands into the A fragment in registers. 16:32 and the other 50% patterns, and groups of 16
+// The tensor-core path (bitmask_int4_gemv.cu) for 2:4 with groups of a multiple of 32 kept values (or whole rows):
+// as for bitmask 2:4 (BitmaskNMGemv.h), a 2:4 group's two kept codes are one byte of the lane's code stream, so
+// ldmatrix over the lane-interleaved codes hands each lane whole groups, which it dequantizes into the kept pairs
+// of the sparse A operand (mma.sp, BitmaskInt4MmaFormat) from batch 2, and at batch 1 expands into a dense A
+// fragment (BitmaskInt4ExpandFormat: faster there, bench/NOTES.md v6h). 16:32 and the other 50% patterns, and groups of 16
 // kept values (two scales inside one MMA's k range), stay on the FFMA path. Every batch: on the H200 the tensor
 // cores measured faster from batch 1 (a Llama-3.1-8B step 2.46 against 2.79 ms at batch 1, 2.86 against 10.71 at
 // batch 8: bench/NOTES.md v6e). PARETO_BITMASK_INT4_MMA=0 in the environment sends everything to the FFMA path

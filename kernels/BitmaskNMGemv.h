@@ -39,8 +39,8 @@ inline int bitmaskKeptPerWord(int n, int m) { return m > 0 ? 32 * n / m : 0; }
 // The tensor-core paths (bitmask_nm_gemv.cu), through the shared-memory ring of GemvDriver.cuh:
 // - BitmaskMmaFormat for patterns that keep exactly two of every four columns (2:4), from batch 4 on: the two kept
 //   values of each group of 4 columns are a whole 32-bit word of the lane's value stream, so ldmatrix over the
-//   lane-interleaved values hands each lane the words of its A fragment, and the group's mask nibble expands them
-//   in registers (two byte permutes). Batch 1 and 2 stay on the FFMA path, where it measured faster on the H200
+//   lane-interleaved values hands each lane the words of its sparse A fragment (mma.sp), and the group's mask
+//   nibble becomes its metadata in registers. Batch 1 and 2 stay on the FFMA path, where it measured faster on the H200
 //   (batch 1: 2.24 against 3.28 ms a Llama-3.1-8B step, batch 2: 2.62 against 3.12; from batch 4 the ring wins,
 //   2.88 against 4.34: bench/NOTES.md v6d).
 // - BitmaskScatterMmaFormat for the other patterns of 16 kept values a word (16:32, 8:16, 4:8), from batch
@@ -69,6 +69,9 @@ inline constexpr int64_t kBitmaskRingMinChunksPerWarp = 4;
 // x is staged as 16-bit rows padded by this many values, so that the 4 batch rows a quarter-warp's B-fragment
 // loads touch at once (32 bytes each) start in different banks.
 inline constexpr int kBitmaskStagePadHalves = 16;
+// The 2:4 path's staged rows are padded by 64 bytes: a quarter-warp's 16-byte B loads (lanes t = 0-3 of two batch
+// rows, 64 contiguous bytes each) then cover all 32 banks once.
+inline constexpr int kBitmaskSparseStagePadHalves = 32;
 
 // "" when the kernel can run this problem, else why not (pattern, shape, alignment).
 std::string checkBitmaskNMGemv(const GemvProblem& p, const BitmaskNMGemvWeight& w);

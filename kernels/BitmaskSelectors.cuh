@@ -1,6 +1,6 @@
 // Byte-permute selectors that expand the two kept values of a 2:4 column group (one 32-bit word of two 16-bit
-// values, the first kept value in the low half) into the group's 4 columns, shared by the 2:4 tensor-core paths
-// (bitmask_nm_gemv.cu, bitmask_int4_gemv.cu).
+// values, the first kept value in the low half) into the group's 4 columns, for the dense tensor-core path of
+// 2:4 + int4 at batch 1 (bitmask_int4_gemv.cu: BitmaskInt4ExpandFormat; the other 2:4 paths use mma.sp).
 #pragma once
 
 #include <cstdint>

@@ -170,6 +170,67 @@ inline size_t decodeAttentionWorkspaceBytes(const DecodeAttentionProblem& p, con
 std::string runDecodeAttention(const DecodeAttentionProblem& p, const DecodeAttentionSplit& s, void* workspace,
                                CUstream_st* stream);
 
+// ---- RoPE + cache write + attention in one launch -------------------------------------------------------------
+//
+// decode_rope_cache and decode_attention (with its combine) as one kernel, so that a layer's attention is one
+// launch instead of three. Each attention block computes its own query heads' RoPE (and per-head norm) from qkv
+// with decode_rope_cache's arithmetic; the blocks whose range ends at the slot compute the new key and value, use
+// them from shared memory, and the first of the head's query chunks writes them to the cache; with several splits
+// the last block of a (batch row, key-value head, query chunk) to finish merges the partials as the combine kernel
+// does, found by a counter that it sets back to zero. Results are bit for bit those of the two ops in sequence.
+
+struct RopeAttentionProblem {
+  RopeCacheProblem rope;             // qkv, norms, positions, frequencies, slot, keys, values; its q is unused
+  DecodeAttentionProblem attention;  // shape, scale, validFrom, out; its q is unused; keys/values/slot as rope's
+  unsigned* counters = nullptr;      // [decodeRopeAttentionCounters()] zeros on the device, left at zero
+};
+
+// The merging block keeps every split's max and sum of its heads in shared memory (≤ 16 KB at 8 heads).
+inline constexpr int kDecodeRopeAttentionMaxSplits = 256;
+
+// decodeAttentionSplit, with at most kDecodeRopeAttentionMaxSplits ranges.
+inline DecodeAttentionSplit decodeRopeAttentionSplit(const DecodeAttentionProblem& p, int multiprocessors) {
+  DecodeAttentionSplit s = decodeAttentionSplit(p, multiprocessors);
+  if (s.splits > kDecodeRopeAttentionMaxSplits) {
+    const int64_t tile = decodeAttentionTileSlots(p.headDim);
+    s.slotsPerSplit = ceilDiv(ceilDiv(p.capacity, kDecodeRopeAttentionMaxSplits), tile) * tile;
+    s.splits = int(ceilDiv(p.capacity, s.slotsPerSplit));
+  }
+  return s;
+}
+
+inline int64_t decodeRopeAttentionCounters(const DecodeAttentionProblem& p) {
+  return int64_t(p.batch) * p.kvHeads * decodeAttentionHeadChunks(p);
+}
+
+std::string runDecodeRopeAttention(const RopeAttentionProblem& p, const DecodeAttentionSplit& s, void* workspace,
+                                   CUstream_st* stream);
+
+// ---- the greedy end of a step: argmax and the next step's inputs ---------------------------------------------
+
+struct NextTokenProblem {
+  int batch = 1;
+  int64_t vocab = 0;
+  ActivationType type = ActivationType::Float16;
+  const void* logits = nullptr;     // [batch, vocab]
+  int64_t* next = nullptr;          // [batch]: the argmax (the first maximum; a NaN above every number)
+  int64_t* ids = nullptr;           // [batch]: the same token, the next step's input
+  int64_t* positions = nullptr;     // [batch], += 1
+  int64_t* slot = nullptr;          // one value, += 1 once every row is done
+  int64_t* generated = nullptr;     // [batch, generatedColumns]: [b][slot + 1] = the token (slot before the += 1)
+  int64_t generatedColumns = 0;
+  unsigned* counter = nullptr;      // one, zero on the device, left at zero
+};
+
+inline std::string checkNextToken(const NextTokenProblem& p) {
+  if (auto e = detail::checkBatch(p.batch); !e.empty()) return e;
+  if (p.vocab < 1) return "vocabulary must have at least one token";
+  if (p.generatedColumns < 1) return "generated must have at least one column";
+  return {};
+}
+
+std::string runNextToken(const NextTokenProblem& p, CUstream_st* stream);
+
 // ---- SiLU · mul ---------------------------------------------------------------------------------------------
 
 struct SiluMulProblem {

@@ -43,11 +43,12 @@ bool bitmaskUsesTensorCores(int n, int m, int compiledBatch) {
 GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, const BitmaskNMGemvWeight& w, int multiprocessors) {
   const int batch = compiledBatch(p.batch);
   if (bitmaskUsesTensorCores(w.n, w.m, batch)) {
-    // 16-bit rows of x padded by kBitmaskStagePadHalves, the scatter path's dense tiles after them, and the warps'
-    // rings (+16 bytes of alignment). The scatter path's chunks are longer (the scatter costs about as much as the
-    // rest of a chunk) and its tiles leave room for 3 staged chunks at batch 16: the default minimum of 2.
+    // 16-bit rows of x padded by kBitmaskSparseStagePadHalves (2:4) or kBitmaskStagePadHalves, the scatter path's
+    // dense tiles after them, and the warps' rings (+16 bytes of alignment). The scatter path's chunks are longer
+    // (the scatter costs about as much as the rest of a chunk) and its tiles leave room for 3 staged chunks at
+    // batch 16: the default minimum of 2.
     const bool scatter = !(w.n == 2 && w.m == 4);
-    const size_t pad = size_t(kBitmaskStagePadHalves);
+    const size_t pad = size_t(scatter ? kBitmaskStagePadHalves : kBitmaskSparseStagePadHalves);
     return chooseRingSplit(p.rows, ceilDiv(p.cols, kBitmaskMmaChunkCols), kBitmaskMmaChunkCols, batch, 0,
                            multiprocessors, kRingMaxSharedBytes, 2 * size_t(batch),
                            2 * size_t(batch) * pad + (scatter ? kBitmaskScatterTilesBytes : 0) + 16 + kBitmaskRingBytes,

@@ -1,4 +1,5 @@
-// The tensor-core instructions the ring GEMV formats share (quant_group_gemv.cu, bitmask_nm_gemv.cu).
+// The tensor-core instructions the ring GEMV formats share (quant_group_gemv.cu, bitmask_nm_gemv.cu,
+// bitmask_int4_gemv.cu, spqr_gemv.cu).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,27 @@ __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One m16n8k32 product with a 2:4-sparse A (mma.sp, fp32 accumulation): c += a · b, where a0..a3 hold the kept
+// pairs as the m16n8k16 A fragment does (a0: row g, compressed columns 2t, 2t + 1; a1: row g + 8; a2, a3: columns
+// 2t + 8, 2t + 9), b0..b3 the dense B rows 2t + (0, 1) + 8i, and `metadata` (sparsity selector 0: lanes t = 0, 1
+// of each quad) the kept columns' indices in their groups of 4: lane t holds compressed columns 8t .. 8t + 7 of
+// row g in bits 0-15 and of row g + 8 in bits 16-31, two bits a value, the group's lower one first.
+template <ActivationType T>
+__device__ __forceinline__ void mmaSparse16832(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                               uint32_t b0, uint32_t b1, uint32_t b2, uint32_t b3,
+                                               uint32_t metadata) {
+  if constexpr (T == ActivationType::Float16)
+    asm("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, "
+        "{%0,%1,%2,%3}, %12, 0x0;"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(b2), "r"(b3), "r"(metadata));
+  else
+    asm("mma.sp.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, "
+        "{%0,%1,%2,%3}, %12, 0x0;"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(b2), "r"(b3), "r"(metadata));
 }
 
 // ldmatrix.x4 over 512 contiguous bytes of shared memory at `address` + 16·lane (32 rows of 16 bytes): lane

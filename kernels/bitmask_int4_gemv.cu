@@ -1,5 +1,6 @@
 // bitmask_int4_gemv (see BitmaskInt4Gemv.h for the layout, GemvProblem.h for the work decomposition).
 #include "BitmaskInt4Gemv.h"
+#include "BitmaskMetadata.cuh"
 #include "BitmaskSelectors.cuh"
 #include "GemvDriver.cuh"
 #include "TensorCoreOps.cuh"
@@ -89,10 +90,6 @@ struct BitmaskInt4Format {
                                                   float (&)[B]) {}
 };
 
-// The selectors of both 2:4 groups of each mask byte (low nibble: the lower 4 columns): .x, .y expand the first
-// group's kept pair into its columns 0-1 and 2-3, .z, .w the second's (BitmaskSelectors.cuh). One table a block.
-__shared__ uint4 gByteSelectors[256];
-
 // (a − b) on each 16-bit half, exact here: both are integers below 2^11 (fp16) or 2^8 (bf16).
 template <ActivationType T>
 __device__ __forceinline__ uint32_t subtractPairs(uint32_t a, uint32_t b) {
@@ -112,22 +109,33 @@ __device__ __forceinline__ uint32_t maskAndSet(uint32_t a, uint32_t mask, uint32
   return d;
 }
 
-// 2:4 + int4 on the tensor cores (bitmaskInt4UsesTensorCores), through the shared-memory ring of GemvDriver.cuh,
-// from the lane-interleaved layout as it is (the float64 reference reads the same bytes).
+// 2:4 + int4 on the sparse tensor cores (bitmaskInt4UsesTensorCores; mma.sp), through the shared-memory ring of
+// GemvDriver.cuh, from the lane-interleaved layout as it is (the float64 reference reads the same bytes).
 //
 // Stream: the ring's chunk is half a layout chunk (128 columns: 4 mask words, 64 kept codes a row = 2 code pieces
 // of 16 bytes a lane). The 32 lanes copy the 2 code pieces (evict-first), their 16 bytes of mask words and the
 // chunk's scale and zero columns with cp.async into a slot of the warp's ring.
 //
 // A fragment: in 2:4 the kept codes 2q and 2q + 1 of a row are its column group q, and they are byte q of the
-// lane's code stream (low nibble first). ldmatrix.x4 over a 512-byte code piece (64 columns) hands lane l = 4g + t
-// bytes 4t .. 4t + 3 (groups 4t .. 4t + 3, columns 16t .. 16t + 15 of the piece) of rows g, g + 8, g + 16,
-// g + 24. MMA k-block i of the piece takes group 4t + i at lane t: its k slots (2t, 2t + 1 | 2t + 8, 2t + 9) are
-// columns 16t + 4i + (0, 1 | 2, 3), so the B fragment (x, batch as N) is the 8 contiguous bytes of x at column
-// 16t + 4i, and a lane's B registers of the piece's four k-blocks are two 16-byte loads. A group's byte becomes
-// the pair (q0 − z, q1 − z) by one PRMT (the byte and the byte shifted by 4 into the two halves), one LOP3
-// (`& 0x000F000F | exponent`: 1024 + q in fp16, 128 + q in bf16) and one subtraction of (exponent + z), exact;
-// two PRMTs with the selectors of the group's mask nibbles (gByteSelectors) expand it into the lane's A registers.
+// lane's code stream (low nibble first). ldmatrix.x4 over a 512-byte code piece (64 columns, groups 0-15) hands
+// lane l = 4g + t bytes 4t .. 4t + 3 (groups 4t .. 4t + 3) of rows g, g + 8, g + 16, g + 24. A group's byte
+// becomes the pair (q0 − z, q1 − z) by one PRMT (the byte and the byte shifted by 4 into the two halves), one LOP3
+// (`& 0x000F000F | exponent`: 1024 + q in fp16, 128 + q in bf16) and one subtraction of (exponent + z), exact: the
+// pair of kept values that m16n8k32 mma.sp takes as it is. The piece is two k-blocks of 32 columns: k-block kb's
+// compressed columns 2t, 2t + 1 (group slot t) are group 4t + 2kb and its columns 2t + 8, 2t + 9 (slot t + 4)
+// group 4t + 2kb + 1, so slot s < 4 is group 4s + 2kb and slot s + 4 group 4s + 2kb + 1 of the piece.
+//
+// Metadata (BitmaskMetadata.cuh): lane t = 0 of a quad holds slots 0-3, i.e. the mask nibbles 2kb, 4 + 2kb, 8 + 2kb,
+// 12 + 2kb of the piece, lane t = 1 slots 4-7, the nibbles one higher. With the piece's two mask words of a row
+// shifted right by 4t, one LOP3 of a word and the word shifted by 12 puts nibbles (0, 4) into byte 0 and (2, 6)
+// into byte 1 (the slots of k-block 0 and 1), one PRMT joins the two words, one more the m-tile's two rows, and
+// sparseMetadata turns the nibbles into index pairs.
+//
+// B (x, batch as N): k-block kb's dense rows 4s + (0..3) are the columns of its slot s's group, so lane t = 2u + h
+// needs columns 16u + 8kb + 2h + (0, 1) + 4·lo + 32·hi (lo, hi ∈ {0, 1}) for its registers b(hi + 2lo). x is staged
+// with each 64 columns' pairs in that order (StagedOrder), so a lane's B registers of a piece are two 16-byte
+// loads a batch tile (k-block 0, then 1).
+//
 // So the MMA sums (q − z)·x exactly in fp32 over each scale group (a unit: a piece at 32 kept values a scale, else
 // the chunk), and the scale of each of the lane's rows multiplies the unit's sum: acc += s · C.
 //
@@ -155,20 +163,19 @@ struct BitmaskInt4MmaFormat {
     float v[2][kTiles<B>][4];  // [m-tile][batch tile][register]
   };
 
-  __device__ static __forceinline__ void prepareBlock() {
-    if (threadIdx.x < 256) {
-      const uint2 a = detail::nibbleSelectors(int(threadIdx.x & 0xF)), b = detail::nibbleSelectors(int(threadIdx.x >> 4));
-      gByteSelectors[threadIdx.x] = make_uint4(a.x, a.y, b.x, b.y);
-    }
-  }
-
   template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
     return int64_t(B) * (sliceCols + kPadHalves) / 2;
   }
+  // StagedOrder: columns col .. col + 7 are pairs 4c + j (c = (col mod 64) / 8, j = 0..3) of their 64 columns; pair
+  // 16hi + 8u + 4kb + 2lo + h (c = 4hi + 2u + kb, j = 2lo + h) goes to word 4(2t + kb) + hi + 2lo, t = 2u + h, of
+  // the 64 columns' 32 words.
   template <int B>
   __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
                                                const uint4& v) {
-    *reinterpret_cast<uint4*>(xs + b * ((sliceCols + kPadHalves) / 2) + col / 2) = v;
+    const int c = int(col & 63) >> 3;
+    uint32_t* piece = xs + b * ((sliceCols + kPadHalves) / 2) + (col & ~int64_t(63)) / 2 +
+                      (16 * ((c >> 1) & 1) + 4 * (c & 1) + (c >> 2));
+    piece[0] = v.x, piece[8] = v.y, piece[2] = v.z, piece[10] = v.w;
   }
 
   __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
@@ -190,6 +197,167 @@ struct BitmaskInt4MmaFormat {
     if (lane < 4 * columns) detail::copyAsync(scaleSlot + lane * 16, w.scales + at * 4 + lane);
     if (!w.symmetric && lane >= 8 && lane < 8 + 2 * columns)
       detail::copyAsync(scaleSlot + kBitmaskInt4ScaleBytes + (lane - 8) * 16, w.zeros + at * 2 + (lane - 8));
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void computeSlot(const Params& w, const uint8_t* slot, int64_t, int64_t,
+                                                     int64_t localChunk, int lane, const uint32_t* xs,
+                                                     int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
+    constexpr int kN = kTiles<B>;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t rowWords = (sliceCols + kPadHalves) / 2;
+    // The lane's B rows (batch g and 8 + g) in the staging at its 8 words of the chunk's first piece; null: zeros.
+    const uint32_t* xRow[kN];
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 8 * t : nullptr;
+    // The nibbles of the metadata lanes' slots (see above) of rows g + 8j: [p][j], k-block kb in bits 16kb ..
+    // 16kb + 15 (slots 0-1 from the piece's first mask word, 2-3 from its second).
+    uint32_t slots[2][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint4 v = *reinterpret_cast<const uint4*>(slot + kBitmaskInt4CodeBytes + (g + 8 * j) * 16);
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+      uint32_t pairs[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t a = words[k] >> (4 * (t & 1));
+        pairs[k] = detail::selectBits(a, a >> 12, 0x0F0F0F0Fu);
+      }
+#pragma unroll
+      for (int p = 0; p < 2; ++p) slots[p][j] = __byte_perm(pairs[2 * p], pairs[2 * p + 1], 0x5140u);
+    }
+    const uint8_t* scaleSlot = slot + kBitmaskInt4CodeBytes + kBitmaskInt4MaskBytes;
+    const bool twoUnits = w.chunksPerScale == 0;
+    const uint32_t slotAddress = detail::sharedAddressOf(slot);
+    float c[2][2][kN][4];  // [chain: k-block][m-tile][batch tile][register], the unit's sums
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) c[h][m][n][i] = 0.f;
+    const auto applyUnit = [&](int unit) {
+      const __half* scales = reinterpret_cast<const __half*>(scaleSlot) + unit * 32;
+      float s[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) s[j] = __half2float(scales[g + 8 * j]);
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int n = 0; n < kN; ++n) {
+          float* a = acc.v[m][n];
+          const float* c0 = c[0][m][n];
+          const float* c1 = c[1][m][n];
+          a[0] = fmaf(s[2 * m], c0[0] + c1[0], a[0]);
+          a[1] = fmaf(s[2 * m], c0[1] + c1[1], a[1]);
+          a[2] = fmaf(s[2 * m + 1], c0[2] + c1[2], a[2]);
+          a[3] = fmaf(s[2 * m + 1], c0[3] + c1[3], a[3]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) c[0][m][n][i] = c[1][m][n][i] = 0.f;
+        }
+    };
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      // exponent + z of the lane's four rows, twice (the unit of this piece: column p at 32 kept values a scale).
+      uint32_t zero[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t z = w.symmetric ? 8u : uint32_t(scaleSlot[kBitmaskInt4ScaleBytes + (twoUnits ? p : 0) * 32 + g + 8 * j]);
+        zero[j] = kExponent | (z * 0x00010001u);
+      }
+      uint32_t r[4];
+      detail::ldmatrixX4(r, slotAddress + p * 512 + lane * 16);
+      uint4 xb[kN][2];
+#pragma unroll
+      for (int n = 0; n < kN; ++n)
+#pragma unroll
+        for (int kb = 0; kb < 2; ++kb)
+          xb[n][kb] = xRow[n] ? *reinterpret_cast<const uint4*>(xRow[n] + p * 32 + 4 * kb) : make_uint4(0, 0, 0, 0);
+      uint32_t shifted[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) shifted[j] = r[j] >> 4;
+#pragma unroll
+      for (int kb = 0; kb < 2; ++kb) {
+        // pair[j][h]: group 4t + 2kb + h of row g + 8j as (q0 − z, q1 − z).
+        uint32_t pair[4][2];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            // Byte i of r (low nibble: the first kept code) into the low half, byte i of r >> 4 into the high one.
+            const int i = 2 * kb + h;
+            const uint32_t raw = __byte_perm(r[j], shifted[j], uint32_t(i | i << 4 | (4 + i) << 8 | (4 + i) << 12));
+            pair[j][h] = subtractPairs<T>(maskAndSet(raw, 0x000F000Fu, kExponent), zero[j]);
+          }
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          const uint32_t metadata =
+              detail::sparseMetadata(__byte_perm(slots[p][2 * m], slots[p][2 * m + 1], kb ? 0x7632u : 0x5410u));
+#pragma unroll
+          for (int n = 0; n < kN; ++n)
+            detail::mmaSparse16832<T>(c[kb][m][n], pair[2 * m][0], pair[2 * m + 1][0], pair[2 * m][1],
+                                      pair[2 * m + 1][1], xb[n][kb].x, xb[n][kb].y, xb[n][kb].z, xb[n][kb].w,
+                                      metadata);
+        }
+      }
+      if (twoUnits) applyUnit(p);
+      else if (p == 1) applyUnit(0);
+    }
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void finish(const Accumulator<B>& acc, int lane, float (&total)[B]) {
+    detail::rowsOfFragments<B, kTiles<B>>(acc.v, lane, total);
+  }
+};
+
+// The selectors of both 2:4 groups of each mask byte (low nibble: the lower 4 columns): .x, .y expand the first
+// group's kept pair into its columns 0-1 and 2-3, .z, .w the second's (BitmaskSelectors.cuh). One table a block.
+__shared__ uint4 gByteSelectors[256];
+
+// 2:4 + int4 at batch 1 (the launch below): the same ring and slots as BitmaskInt4MmaFormat, but on the dense
+// tensor cores (v6e): the pair (q0 − z, q1 − z) of each group is expanded into the group's 4 columns by two PRMTs
+// with selectors looked up by the group's mask nibbles (gByteSelectors), and x is staged as plain 16-bit rows; MMA
+// k-block i of a piece takes group 4t + i at lane t (k slots 2t, 2t + 1 | 2t + 8, 2t + 9 = columns 16t + 4i + (0,
+// 1 | 2, 3)), so a lane's B registers of a piece are two 16-byte loads. Its batch-1 instantiation measured 4% faster
+// than the sparse format's on the H200 (2.46 against 2.57 ms a Llama-3.1-8B step), while the sparse one is 11-18%
+// faster from batch 2 on (bench/NOTES.md v6h).
+template <ActivationType T>
+struct BitmaskInt4ExpandFormat {
+  using Sparse = BitmaskInt4MmaFormat<T>;
+  static constexpr int kChunkCols = kBitmaskInt4MmaChunkCols;
+  static constexpr int kRingStages = kBitmaskInt4RingStages;
+  static constexpr int kSlotBytes = kBitmaskInt4SlotBytes;
+  static constexpr int kPadHalves = kBitmaskInt4StagePadHalves;
+  static constexpr uint32_t kExponent = T == ActivationType::Float16 ? 0x64006400u : 0x43004300u;
+  using Params = typename Sparse::Params;
+  template <int B> static constexpr int kTiles = B > 8 ? 2 : 1;  // batch tiles of 8
+  template <int B> struct Accumulator {
+    float v[2][kTiles<B>][4];  // [m-tile][batch tile][register]
+  };
+
+  __device__ static __forceinline__ void prepareBlock() {
+    if (threadIdx.x < 256) {
+      const uint2 a = detail::nibbleSelectors(int(threadIdx.x & 0xF)), b = detail::nibbleSelectors(int(threadIdx.x >> 4));
+      gByteSelectors[threadIdx.x] = make_uint4(a.x, a.y, b.x, b.y);
+    }
+  }
+
+  template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
+    return int64_t(B) * (sliceCols + kPadHalves) / 2;
+  }
+  template <int B>
+  __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
+                                               const uint4& v) {
+    *reinterpret_cast<uint4*>(xs + b * ((sliceCols + kPadHalves) / 2) + col / 2) = v;
+  }
+
+  __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
+                                                   uint32_t slot, uint64_t evictFirst) {
+    Sparse::copyChunk(w, group, chunk, lane, slot, evictFirst);
   }
 
   template <int B>
@@ -320,7 +488,14 @@ std::string launch(const GemvProblem& p, const BitmaskInt4GemvWeight& w, const G
                                     w.symmetric};
     // The split (bitmaskInt4GemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
     const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskInt4MmaChunkCols), 0, partials, counters);
-    const cudaError_t e = detail::launchPackedGemv<M, T>(params, a, s.sharedBytes, stream);
+    cudaError_t e;
+    switch (compiledBatch(p.batch)) {
+      case 1: e = detail::launchPackedGemvAt<BitmaskInt4ExpandFormat<T>, 1, T>(params, a, s.sharedBytes, stream); break;
+      case 2: e = detail::launchPackedGemvAt<M, 2, T>(params, a, s.sharedBytes, stream); break;
+      case 4: e = detail::launchPackedGemvAt<M, 4, T>(params, a, s.sharedBytes, stream); break;
+      case 8: e = detail::launchPackedGemvAt<M, 8, T>(params, a, s.sharedBytes, stream); break;
+      default: e = detail::launchPackedGemvAt<M, 16, T>(params, a, s.sharedBytes, stream);
+    }
     return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_int4_gemv launch");
   }
   using F = BitmaskInt4Format<T>;

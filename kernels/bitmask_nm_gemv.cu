@@ -2,7 +2,7 @@
 #include <type_traits>
 
 #include "BitmaskNMGemv.h"
-#include "BitmaskSelectors.cuh"
+#include "BitmaskMetadata.cuh"
 #include "GemvDriver.cuh"
 #include "TensorCoreOps.cuh"
 
@@ -88,11 +88,8 @@ struct BitmaskFormat {
                                                   float (&)[B]) {}
 };
 
-// The selectors of each mask nibble (BitmaskSelectors.cuh), one table a block.
-__shared__ uint2 gNibbleSelectors[16];
-
-// 2:4 on the tensor cores (bitmaskUsesTensorCores), through the shared-memory ring of GemvDriver.cuh, from the
-// lane-interleaved layout as it is (the float64 reference reads the same bytes).
+// 2:4 on the sparse tensor cores (bitmaskUsesTensorCores; mma.sp), through the shared-memory ring of
+// GemvDriver.cuh, from the lane-interleaved layout as it is (the float64 reference reads the same bytes).
 //
 // Stream: the ring's chunk is half a layout chunk (128 columns: 4 mask words, 64 kept values a row). The 32
 // lanes copy its 8 value pieces (piece i: 16 bytes of each of the row group's 32 rows) and their 16 bytes of
@@ -100,21 +97,25 @@ __shared__ uint2 gNibbleSelectors[16];
 //
 // A fragment: in 2:4 the kept values 2q and 2q + 1 of a row are those of its column group q, so value piece p
 // (values 8p .. 8p + 7) holds groups 4p .. 4p + 3, i.e. columns 16p .. 16p + 15, and ldmatrix.x4 over it hands
-// lane l = 4g + t the kept pair of group 4p + t of rows g, g + 8, g + 16, g + 24. Let the MMA's k slots (2t, 2t+1)
-// be columns 4t, 4t+1 of the 16 and (2t+8, 2t+9) columns 4t+2, 4t+3: the pair expands into exactly the lane's A
-// registers, two byte permutes with the selectors of the group's mask nibble (gNibbleSelectors, looked up in
-// shared memory; the lane reads the mask words of its four rows from the slot). The same k order makes the B
-// fragment (x, batch as N) the 8 contiguous bytes at column 16p + 4t of the lane's batch row: x is staged as
-// plain 16-bit rows. 1 ldmatrix, 4 selector loads, 8 permutes and 2 MMAs a batch tile for 512 weights.
+// lane l = 4g + t the kept pair of group 4p + t of rows g, g + 8, g + 16, g + 24. That pair is exactly what
+// m16n8k32 mma.sp takes as its compressed A columns 2t, 2t + 1 (pieces 2q) and 2t + 8, 2t + 9 (piece 2q + 1) of a
+// k-block of 32 columns (mask word q): no expansion. The metadata of the k-block is the word's mask nibbles
+// turned into index pairs (BitmaskMetadata.cuh): lane t = 0 holds the 16 bits of piece 2q, t = 1 those of piece
+// 2q + 1, of the m-tile's two rows (one byte permute of the two rows' words, then sparseMetadata).
 //
-// Accumulator C: two chains (even and odd pieces) so that consecutive MMAs do not wait on each other; lane (g, t)
-// of tile (m, n) holds rows 16m + g (c0, c1) and 16m + g + 8 (c2, c3) for batch rows 8n + 2t and 8n + 2t + 1.
+// B (x, batch as N) is dense in natural column order: lane t's rows of a k-block are columns 2t + (0, 1) + 8i,
+// i = 0..3, so x is staged with each 32 columns' pairs in the order (0 4 8 12 | 1 5 9 13 | 2 6 10 14 | 3 7 11 15)
+// and a lane's B registers are one 16-byte load a k-block and batch tile. 2 ldmatrix, 1 x load, 2 permutes,
+// 2 metadata conversions (5 instructions each) and 2 MMAs a batch tile for 1024 weights.
+//
+// Accumulator C: two chains (even and odd k-blocks) so that consecutive MMAs do not wait on each other; lane
+// (g, t) of tile (m, n) holds rows 16m + g (c0, c1) and 16m + g + 8 (c2, c3) for batch rows 8n + 2t and 8n + 2t + 1.
 template <ActivationType T>
 struct BitmaskMmaFormat {
   static constexpr int kChunkCols = kBitmaskMmaChunkCols;
   static constexpr int kRingStages = kBitmaskRingStages;
   static constexpr int kSlotBytes = kBitmaskSlotBytes;
-  static constexpr int kPadHalves = kBitmaskStagePadHalves;
+  static constexpr int kPadHalves = kBitmaskSparseStagePadHalves;
   struct Params {
     const uint4* masks;
     const uint4* values;
@@ -125,17 +126,16 @@ struct BitmaskMmaFormat {
     float v[2][2][kTiles<B>][4];  // [chain][m-tile][batch tile][register]
   };
 
-  __device__ static __forceinline__ void prepareBlock() {
-    if (threadIdx.x < 16) gNibbleSelectors[threadIdx.x] = detail::nibbleSelectors(int(threadIdx.x));
-  }
-
   template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
     return int64_t(B) * (sliceCols + kPadHalves) / 2;
   }
+  // Columns col .. col + 7 are pairs 4c .. 4c + 3 (c = (col mod 32) / 8) of their 32 columns; pair 4i + t goes to
+  // word 4t + i of the 32 columns' 16 words.
   template <int B>
   __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
                                                const uint4& v) {
-    *reinterpret_cast<uint4*>(xs + b * ((sliceCols + kPadHalves) / 2) + col / 2) = v;
+    uint32_t* block = xs + b * ((sliceCols + kPadHalves) / 2) + (col & ~int64_t(31)) / 2 + ((col & 31) >> 3);
+    block[0] = v.x, block[4] = v.y, block[8] = v.z, block[12] = v.w;
   }
 
   __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
@@ -160,35 +160,35 @@ struct BitmaskMmaFormat {
     const uint32_t* xRow[kN];
 #pragma unroll
     for (int n = 0; n < kN; ++n)
-      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 2 * t : nullptr;
-    // Mask words of the lane's rows g + 8j, shifted so that the nibble of piece p is at bit 16·(p % 2) of word p / 2.
-    uint32_t mw[4][4];
+      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 4 * t : nullptr;
+    // The 4 mask words of the lane's rows g + 8j.
+    uint4 mw[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint4 v = *reinterpret_cast<const uint4*>(slot + kBitmaskValueBytes + (g + 8 * j) * 16);
-      mw[j][0] = v.x >> (4 * t), mw[j][1] = v.y >> (4 * t), mw[j][2] = v.z >> (4 * t), mw[j][3] = v.w >> (4 * t);
-    }
+    for (int j = 0; j < 4; ++j) mw[j] = *reinterpret_cast<const uint4*>(slot + kBitmaskValueBytes + (g + 8 * j) * 16);
+    // Lane t = 0 of a quad gives the metadata of piece 2q (bits 0-15 of word q), t = 1 that of piece 2q + 1.
+    const uint32_t rowHalves = (t & 1) ? 0x7632u : 0x5410u;
     const uint32_t slotAddress = detail::sharedAddressOf(slot);
 #pragma unroll
-    for (int p = 0; p < 8; ++p) {
-      uint32_t r[4];
-      detail::ldmatrixX4(r, slotAddress + p * 512 + lane * 16);
-      uint32_t lo[4], hi[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint2 sel = gNibbleSelectors[(mw[j][p / 2] >> (16 * (p % 2))) & 0xFu];
-        lo[j] = __byte_perm(r[j], 0u, sel.x);
-        hi[j] = __byte_perm(r[j], 0u, sel.y);
-      }
-      uint2 xb[kN];
+    for (int q = 0; q < 4; ++q) {
+      uint32_t a0[4], a1[4];
+      detail::ldmatrixX4(a0, slotAddress + (2 * q) * 512 + lane * 16);
+      detail::ldmatrixX4(a1, slotAddress + (2 * q + 1) * 512 + lane * 16);
+      uint4 xb[kN];
 #pragma unroll
       for (int n = 0; n < kN; ++n)
-        xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + p * 8) : make_uint2(0, 0);
+        xb[n] = xRow[n] ? *reinterpret_cast<const uint4*>(xRow[n] + 16 * q) : make_uint4(0, 0, 0, 0);
+      const uint32_t word[4] = {q == 0 ? mw[0].x : q == 1 ? mw[0].y : q == 2 ? mw[0].z : mw[0].w,
+                                q == 0 ? mw[1].x : q == 1 ? mw[1].y : q == 2 ? mw[1].z : mw[1].w,
+                                q == 0 ? mw[2].x : q == 1 ? mw[2].y : q == 2 ? mw[2].z : mw[2].w,
+                                q == 0 ? mw[3].x : q == 1 ? mw[3].y : q == 2 ? mw[3].z : mw[3].w};
 #pragma unroll
-      for (int m = 0; m < 2; ++m)
+      for (int m = 0; m < 2; ++m) {
+        const uint32_t metadata = detail::sparseMetadata(__byte_perm(word[2 * m], word[2 * m + 1], rowHalves));
 #pragma unroll
         for (int n = 0; n < kN; ++n)
-          detail::mma16816<T>(acc.v[p % 2][m][n], lo[2 * m], lo[2 * m + 1], hi[2 * m], hi[2 * m + 1], xb[n].x, xb[n].y);
+          detail::mmaSparse16832<T>(acc.v[q % 2][m][n], a0[2 * m], a0[2 * m + 1], a1[2 * m], a1[2 * m + 1],
+                                    xb[n].x, xb[n].y, xb[n].z, xb[n].w, metadata);
+      }
     }
   }
 

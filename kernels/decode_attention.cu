@@ -16,6 +16,12 @@
 // Staged rows are padded so that the threads of a quarter-warp, which read different keys in the score pass,
 // fall in different banks. A head dim that is not a multiple of 8 is staged 4 bytes at a time and padded to
 // whole groups with zeros, in q and in the staged rows.
+//
+// Fused with RoPE and the cache write (runDecodeRopeAttention, DecodeOps.h), the same kernel takes qkv instead of
+// q: a block rotates its own query heads (a few hundred FLOPs, cheaper than a launch), the blocks whose range ends
+// at the slot also the new key, which replaces that slot's row in their last staged tile (so no block reads a
+// cache row another block of the launch is writing), and the merge of the splits is done by the last block of a
+// (row, key-value head, chunk) to arrive instead of a second kernel.
 #include <cuda_pipeline.h>
 
 #include "DecodeOps.h"
@@ -39,10 +45,11 @@ struct Layout {
   int rowStride = 0;  // elements from one staged row to the next
   int groups = 0;     // 8-column groups per row
   int slices = 0;     // threads per group in the value pass (kThreads / groups)
-  size_t qOffset = 0, scoreOffset = 0, statOffset = 0, bytes = 0;
+  size_t qOffset = 0, scoreOffset = 0, statOffset = 0, newOffset = 0, bytes = 0;
 };
 
-Layout attentionLayout(int64_t headDim, int maxHeads) {
+// fused: room for the new key and value (dtype, padded) after the statistics.
+Layout attentionLayout(int64_t headDim, int maxHeads, bool fused) {
   Layout l;
   l.tile = int(decodeAttentionTileSlots(headDim));
   l.parts = kThreads / l.tile;
@@ -59,6 +66,10 @@ Layout attentionLayout(int64_t headDim, int maxHeads) {
   l.scoreOffset = l.qOffset + size_t(maxHeads) * l.padded * sizeof(float);
   l.statOffset = l.scoreOffset + size_t(maxHeads) * l.tile * sizeof(float);
   l.bytes = l.statOffset + 3 * size_t(maxHeads) * sizeof(float);
+  if (fused) {
+    l.newOffset = (l.bytes + 15) / 16 * 16;
+    l.bytes = l.newOffset + 2 * size_t(l.padded) * 2;  // fp16 / bf16 elements
+  }
   return l;
 }
 
@@ -71,6 +82,8 @@ struct AttentionArgs {
   float* partial = nullptr;  // [batch, qHeads, splits, headDim]
   float* maxes = nullptr;    // [batch, qHeads, splits]  running max (log2 units)
   float* sums = nullptr;     // [batch, qHeads, splits]
+  RopeCacheProblem rope;     // fused only
+  unsigned* counters = nullptr;  // fused with several splits: [batch, kvHeads · headChunks]
 };
 
 // The slots row b attends: [lo, hi], both read from the device and clamped so that the range is never empty.
@@ -118,8 +131,85 @@ __device__ __forceinline__ float warpSum(float v) {
   return v;
 }
 
+// decode_rope_cache's arithmetic for one head of the new token (transformers' roundings, see that file), by the
+// whole block: thread i < D/2 owns the pair (i, i + D/2) and gets the rotated pair in the dtype. The norm's sum
+// adds the same warp sums in the same order as there (the extra warps here add zeros), so the values are the
+// same bit for bit. Every thread must call it: the norm's reduction has barriers.
+template <ActivationType T>
+__device__ __forceinline__ void ropeHead(const typename Act<T>::type* src, const typename Act<T>::type* norm,
+                                         float eps, int D, float c, float s, float* warpTotals,
+                                         typename Act<T>::type& out0, typename Act<T>::type& out1) {
+  using A = Act<T>;
+  const int half = D / 2, i = threadIdx.x;
+  float x0 = 0.f, x1 = 0.f;
+  if (i < half) {
+    x0 = A::toFloat(src[i]);
+    x1 = A::toFloat(src[i + half]);
+  }
+  if (norm != nullptr) {
+    const float variance = detail::blockSum(x0 * x0 + x1 * x1, warpTotals) / float(D);
+    __syncthreads();  // warpTotals is written again by the next head's reduction
+    const float inv = 1.f / sqrtf(variance + eps);
+    if (i < half) {
+      x0 = A::toFloat(A::fromFloat(A::toFloat(A::fromFloat(x0 * inv)) * A::toFloat(norm[i])));
+      x1 = A::toFloat(A::fromFloat(A::toFloat(A::fromFloat(x1 * inv)) * A::toFloat(norm[i + half])));
+    }
+  }
+  auto round = [](float v) { return A::toFloat(A::fromFloat(v)); };
+  out0 = A::fromFloat(round(x0 * c) - round(x1 * s));
+  out1 = A::fromFloat(round(x1 * c) + round(x0 * s));
+}
+
+// The fused kernel's merge of the splits [first, first + n) of heads head0.. of row b, by one block: V adjacent
+// columns a thread (16-byte loads when V = 4), the partials of 8 splits loaded before any is used (one L2 round
+// trip for 8, as combineKernel learned), and per column the same operations in the same order as combineKernel,
+// so the output is the same bit for bit (its padding entries past the last split add exact zeros).
+template <ActivationType T, int V>
+__device__ __forceinline__ void mergeSplits(const AttentionArgs& a, int b, int head0, int heads, int first, int n,
+                                            const float* sMax, const float* sSum) {
+  using A = Act<T>;
+  const int D = int(a.p.headDim), perHead = D / V;
+  constexpr int kLoads = 8;
+  for (int item = threadIdx.x; item < heads * perHead; item += kThreads) {
+    const int h = item / perHead, d = (item - h * perHead) * V;
+    const float* mx = sMax + h * n;
+    const float* sm = sSum + h * n;
+    float m = -INFINITY;
+    for (int k = 0; k < n; ++k) m = fmaxf(m, mx[k]);
+    const int64_t row = int64_t(b) * a.p.qHeads + head0 + h;
+    const float* part = a.partial + (row * a.splits + first) * D + d;
+    float sum = 0.f, o[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) o[v] = 0.f;
+    for (int k0 = 0; k0 < n; k0 += kLoads) {
+      float pv[kLoads][V];
+#pragma unroll
+      for (int k = 0; k < kLoads; ++k) {
+        if (k0 + k >= n) continue;
+        if constexpr (V == 4) {
+          const float4 x = __ldcg(reinterpret_cast<const float4*>(part + int64_t(k0 + k) * D));
+          pv[k][0] = x.x; pv[k][1] = x.y; pv[k][2] = x.z; pv[k][3] = x.w;
+        } else {
+          pv[k][0] = __ldcg(part + int64_t(k0 + k) * D);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kLoads; ++k) {
+        if (k0 + k >= n) continue;
+        const float w = exp2f(mx[k0 + k] - m);
+        sum = fmaf(sm[k0 + k], w, sum);
+#pragma unroll
+        for (int v = 0; v < V; ++v) o[v] = fmaf(pv[k][v], w, o[v]);
+      }
+    }
+    typename A::type* out = static_cast<typename A::type*>(a.p.out) + row * D + d;
+#pragma unroll
+    for (int v = 0; v < V; ++v) out[v] = A::fromFloat(o[v] / sum);
+  }
+}
+
 // MaxHeads: the query heads a block holds in registers (a power of two ≥ its heads; the rest have q = 0).
-template <ActivationType T, int MaxHeads>
+template <ActivationType T, int MaxHeads, bool kFused>
 __global__ void __launch_bounds__(kThreads) decodeAttentionKernel(const AttentionArgs a) {
   static_assert(MaxHeads <= 8, "the softmax pass gives a warp at most two heads");
   using A = Act<T>;
@@ -168,10 +258,62 @@ __global__ void __launch_bounds__(kThreads) decodeAttentionKernel(const Attentio
       stages[(i / pad) * l.rowStride + D + i % pad] = A::fromFloat(0.f);
   }
   const float qScale = p.scale * kLog2e;
-  const E* q = static_cast<const E*>(p.q) + (int64_t(b) * p.qHeads + head0) * D;
-  for (int i = threadIdx.x; i < MaxHeads * l.padded; i += kThreads) {
-    const int h = i / l.padded, d = i - h * l.padded;
-    qs[i] = h < heads && d < D ? A::toFloat(q[h * D + d]) * qScale : 0.f;
+  // fused: whether this block's range ends at the slot, whose new key and value it then holds in newKV.
+  bool newRow = false;
+  E* newKV = reinterpret_cast<E*>(shared + l.newOffset);  // [2][padded]: key, value
+  if constexpr (!kFused) {
+    const E* q = static_cast<const E*>(p.q) + (int64_t(b) * p.qHeads + head0) * D;
+    for (int i = threadIdx.x; i < MaxHeads * l.padded; i += kThreads) {
+      const int h = i / l.padded, d = i - h * l.padded;
+      qs[i] = h < heads && d < D ? A::toFloat(q[h * D + d]) * qScale : 0.f;
+    }
+  } else {
+    __shared__ float warpTotals[kThreads / 32];
+    const RopeCacheProblem& r = a.rope;
+    const int half = D / 2, i = threadIdx.x;
+    const int64_t slot = *r.slot;
+    const bool slotInCache = slot >= 0 && slot < p.capacity;  // then hi == slot
+    // angle = float32(position) · invFreq, precise cosf / sinf rounded to the dtype, as decode_rope_cache.
+    float c = 0.f, sn = 0.f;
+    if (i < half) {
+      const float angle = float(r.positions[b]) * r.invFreq[i];
+      c = A::toFloat(A::fromFloat(cosf(angle)));
+      sn = A::toFloat(A::fromFloat(sinf(angle)));
+    }
+    const E* src = static_cast<const E*>(r.qkv) + int64_t(b) * (p.qHeads + 2 * p.kvHeads) * D;
+    for (int j = threadIdx.x; j < MaxHeads * l.padded; j += kThreads) {  // entries no head writes below
+      const int h = j / l.padded, d = j - h * l.padded;
+      if (h >= heads || d >= D) qs[j] = 0.f;
+    }
+    for (int h = 0; h < heads; ++h) {  // the same count in every thread: ropeHead's barriers
+      E o0, o1;
+      ropeHead<T>(src + int64_t(head0 + h) * D, static_cast<const E*>(r.qNorm), r.eps, D, c, sn, warpTotals, o0, o1);
+      if (i < half) {
+        qs[h * l.padded + i] = A::toFloat(o0) * qScale;
+        qs[h * l.padded + i + half] = A::toFloat(o1) * qScale;
+      }
+    }
+    newRow = slotInCache && end == hi + 1;
+    if (newRow) {
+      E k0, k1;
+      ropeHead<T>(src + (p.qHeads + kvHead) * D, static_cast<const E*>(r.kNorm), r.eps, D, c, sn, warpTotals, k0, k1);
+      if (i < half) {
+        const E* v = src + (p.qHeads + p.kvHeads + kvHead) * D;
+        newKV[i] = k0;
+        newKV[i + half] = k1;
+        newKV[l.padded + i] = v[i];
+        newKV[l.padded + i + half] = v[i + half];
+        if (chunk == 0) {  // one block writes the cache; the others of the head use their own copy
+          const int64_t at = ((int64_t(b) * p.kvHeads + kvHead) * p.capacity + slot) * D;
+          E* kc = static_cast<E*>(r.keys) + at;
+          E* vc = static_cast<E*>(r.values) + at;
+          kc[i] = k0;
+          kc[i + half] = k1;
+          vc[i] = v[i];
+          vc[i + half] = v[i + half];
+        }
+      }
+    }
   }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -199,6 +341,18 @@ __global__ void __launch_bounds__(kThreads) decodeAttentionKernel(const Attentio
     __syncthreads();
     const E* kTile = stages + (t & 1) * 2 * stageElems;
     const E* vTile = kTile + stageElems;
+    if constexpr (kFused) {
+      if (newRow && t == tiles - 1) {  // the slot is the last of this block's range: its row as just computed
+        const int row = int(hi - tileStart);
+        E* kRow = const_cast<E*>(kTile) + row * l.rowStride;
+        E* vRow = const_cast<E*>(vTile) + row * l.rowStride;
+        for (int d = threadIdx.x; d < D; d += kThreads) {
+          kRow[d] = newKV[d];
+          vRow[d] = newKV[l.padded + d];
+        }
+        __syncthreads();
+      }
+    }
 
     // Scores (log2 units) of every head for this thread's key.
     float dot[MaxHeads];
@@ -306,6 +460,39 @@ __global__ void __launch_bounds__(kThreads) decodeAttentionKernel(const Attentio
       }
     }
   }
+  if constexpr (kFused) {
+    if (a.splits == 1) return;
+    // The last block of this (row, key-value head, chunk) to arrive merges the partials of every split the row
+    // attended, in ascending order as combineKernel does (the same value bit for bit), and resets the counter for
+    // the next launch. Each thread fences its own partials before the block's arrival is counted.
+    __shared__ bool lastBlock;
+    const int first = int(lo / a.slotsPerSplit), n = int(hi / a.slotsPerSplit) - first + 1;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned* counter = a.counters + (int64_t(b) * gridDim.y + blockIdx.y);
+      lastBlock = atomicAdd(counter, 1u) + 1u == unsigned(n);
+      if (lastBlock) *counter = 0u;
+    }
+    __syncthreads();
+    if (!lastBlock) return;
+    __threadfence();
+    // Every split's max and sum of this block's heads into shared memory at once (the stages and the reduction
+    // are free now; the host caps the splits so that they fit), read from L2: other blocks wrote them.
+    float* sMax = reinterpret_cast<float*>(shared);  // [heads][n]
+    float* sSum = sMax + MaxHeads * n;
+    for (int j = threadIdx.x; j < heads * n; j += kThreads) {
+      const int h = j / n, k = j - h * n;
+      const int64_t at = (int64_t(b) * p.qHeads + head0 + h) * a.splits + first + k;
+      sMax[h * n + k] = __ldcg(a.maxes + at);
+      sSum[h * n + k] = __ldcg(a.sums + at);
+    }
+    __syncthreads();
+    if (D % 4 == 0)
+      mergeSplits<T, 4>(a, b, head0, heads, first, n, sMax, sSum);
+    else
+      mergeSplits<T, 1>(a, b, head0, heads, first, n, sMax, sSum);
+  }
 }
 
 // One block per (query head, batch row), one thread per output column: merges the ranges that the row attended
@@ -359,30 +546,55 @@ __global__ void __launch_bounds__(kDecodeMaxHeadDim) combineKernel(const Attenti
   static_cast<typename A::type*>(p.out)[row * D + d] = A::fromFloat(o / sum);
 }
 
-template <ActivationType T, int MaxHeads>
+template <ActivationType T, int MaxHeads, bool kFused>
 cudaError_t launch(const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned(a.splits), unsigned(a.p.kvHeads * a.headChunks), unsigned(a.p.batch));
-  auto kernel = decodeAttentionKernel<T, MaxHeads>;
+  auto kernel = decodeAttentionKernel<T, MaxHeads, kFused>;
   if (a.l.bytes > 48 * 1024) {  // not with the tiles of DecodeOps.h (≤ 46 KB), but never launch short of memory
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(a.l.bytes));
     if (e != cudaSuccess) return e;
   }
   if (const cudaError_t e = detail::launchKernel(kernel, grid, dim3(kThreads), a.l.bytes, stream, a);
-      e != cudaSuccess || a.splits == 1)
+      e != cudaSuccess || a.splits == 1 || kFused)
     return e;
   const int threads = int((a.p.headDim + 31) / 32 * 32);
   return detail::launchKernel(combineKernel<T>, dim3(unsigned(a.p.qHeads), unsigned(a.p.batch)), dim3(threads), 0,
                               stream, a);
 }
 
-template <ActivationType T>
+template <ActivationType T, bool kFused>
 cudaError_t launchFor(const AttentionArgs& a, int maxHeads, cudaStream_t stream) {
   switch (maxHeads) {
-    case 1: return launch<T, 1>(a, stream);
-    case 2: return launch<T, 2>(a, stream);
-    case 4: return launch<T, 4>(a, stream);
-    default: return launch<T, 8>(a, stream);
+    case 1: return launch<T, 1, kFused>(a, stream);
+    case 2: return launch<T, 2, kFused>(a, stream);
+    case 4: return launch<T, 4, kFused>(a, stream);
+    default: return launch<T, 8, kFused>(a, stream);
   }
+}
+
+// The attention arguments both entry points share (the problem already checked): heads a block, layout, split.
+std::string prepare(const DecodeAttentionProblem& p, const DecodeAttentionSplit& s, void* workspace, bool fused,
+                    AttentionArgs& a, int& maxHeads) {
+  if (s.splits < 1 || s.slotsPerSplit < 1 || int64_t(s.splits) * s.slotsPerSplit < p.capacity)
+    return "the split does not cover the cache capacity";
+  if (s.splits > 1 && (workspace == nullptr || !aligned16(workspace)))
+    return "several splits need a 16-byte aligned workspace of decodeAttentionWorkspaceBytes()";
+  a.p = p;
+  a.headChunks = int(decodeAttentionHeadChunks(p));
+  if (p.kvHeads * a.headChunks > 65535) return "too many key-value heads for one grid dimension";
+  const int64_t group = p.qHeads / p.kvHeads;
+  const int64_t perBlock = group < kDecodeAttentionHeadsPerBlock ? group : kDecodeAttentionHeadsPerBlock;
+  maxHeads = perBlock <= 1 ? 1 : perBlock <= 2 ? 2 : perBlock <= 4 ? 4 : 8;
+  a.l = attentionLayout(p.headDim, maxHeads, fused);
+  a.slotsPerSplit = s.slotsPerSplit;
+  a.splits = s.splits;
+  if (s.splits > 1) {
+    const size_t entries = size_t(p.batch) * size_t(p.qHeads) * size_t(s.splits);
+    a.partial = static_cast<float*>(workspace);
+    a.maxes = a.partial + entries * size_t(p.headDim);
+    a.sums = a.maxes + entries;
+  }
+  return {};
 }
 
 }  // namespace
@@ -394,30 +606,45 @@ std::string runDecodeAttention(const DecodeAttentionProblem& p, const DecodeAtte
     return "missing query, cache, slot or output pointer";
   if (!aligned16(p.q) || !aligned16(p.keys) || !aligned16(p.values) || !aligned16(p.out))
     return "tensors must be 16-byte aligned";
-  if (s.splits < 1 || s.slotsPerSplit < 1 || int64_t(s.splits) * s.slotsPerSplit < p.capacity)
-    return "the split does not cover the cache capacity";
-  if (s.splits > 1 && (workspace == nullptr || !aligned16(workspace)))
-    return "several splits need a 16-byte aligned workspace of decodeAttentionWorkspaceBytes()";
   AttentionArgs a;
-  a.p = p;
-  a.headChunks = int(decodeAttentionHeadChunks(p));
-  if (p.kvHeads * a.headChunks > 65535) return "too many key-value heads for one grid dimension";
-  const int64_t group = p.qHeads / p.kvHeads;
-  const int64_t perBlock = group < kDecodeAttentionHeadsPerBlock ? group : kDecodeAttentionHeadsPerBlock;
-  const int maxHeads = perBlock <= 1 ? 1 : perBlock <= 2 ? 2 : perBlock <= 4 ? 4 : 8;
-  a.l = attentionLayout(p.headDim, maxHeads);
-  a.slotsPerSplit = s.slotsPerSplit;
-  a.splits = s.splits;
-  if (s.splits > 1) {
-    const size_t entries = size_t(p.batch) * size_t(p.qHeads) * size_t(s.splits);
-    a.partial = static_cast<float*>(workspace);
-    a.maxes = a.partial + entries * size_t(p.headDim);
-    a.sums = a.maxes + entries;
-  }
+  int maxHeads = 1;
+  if (auto e = prepare(p, s, workspace, /*fused=*/false, a, maxHeads); !e.empty()) return e;
   (void)cudaGetLastError();  // a stale error of an unrelated call must not be reported as this launch's
-  const cudaError_t e = p.type == ActivationType::Float16 ? launchFor<ActivationType::Float16>(a, maxHeads, stream)
-                                                          : launchFor<ActivationType::BFloat16>(a, maxHeads, stream);
+  const cudaError_t e = p.type == ActivationType::Float16 ? launchFor<ActivationType::Float16, false>(a, maxHeads, stream)
+                                                          : launchFor<ActivationType::BFloat16, false>(a, maxHeads, stream);
   return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "decode_attention launch");
+}
+
+std::string runDecodeRopeAttention(const RopeAttentionProblem& f, const DecodeAttentionSplit& s, void* workspace,
+                                   CUstream_st* stream) {
+  const RopeCacheProblem& r = f.rope;
+  const DecodeAttentionProblem& p = f.attention;
+  if (auto e = checkRopeCache(r); !e.empty()) return e;
+  if (auto e = checkDecodeAttention(p); !e.empty()) return e;
+  if (r.batch != p.batch || r.qHeads != p.qHeads || r.kvHeads != p.kvHeads || r.headDim != p.headDim ||
+      r.capacity != p.capacity || r.type != p.type)
+    return "the RoPE and attention parts describe different shapes or dtypes";
+  if (r.qkv == nullptr || r.positions == nullptr || r.invFreq == nullptr || r.slot == nullptr || r.keys == nullptr ||
+      r.values == nullptr || p.out == nullptr)
+    return "missing input, position, frequency, slot, cache or output pointer";
+  if (p.slot != r.slot || p.keys != r.keys || p.values != r.values)
+    return "the attention must read the slot and the cache the RoPE part writes";
+  if (!aligned16(r.qkv) || !aligned16(r.keys) || !aligned16(r.values) || !aligned16(p.out))
+    return "tensors must be 16-byte aligned";
+  AttentionArgs a;
+  int maxHeads = 1;
+  if (auto e = prepare(p, s, workspace, /*fused=*/true, a, maxHeads); !e.empty()) return e;
+  if (s.splits > 1 && f.counters == nullptr)
+    return "several splits need decodeRopeAttentionCounters() zeroed counters";
+  if (s.splits > kDecodeRopeAttentionMaxSplits || size_t(2) * maxHeads * s.splits * sizeof(float) > a.l.qOffset)
+    return "the fused attention merges at most " + std::to_string(kDecodeRopeAttentionMaxSplits) +
+           " splits (decodeRopeAttentionSplit), got " + std::to_string(s.splits);
+  a.rope = r;
+  a.counters = f.counters;
+  (void)cudaGetLastError();  // a stale error of an unrelated call must not be reported as this launch's
+  const cudaError_t e = p.type == ActivationType::Float16 ? launchFor<ActivationType::Float16, true>(a, maxHeads, stream)
+                                                          : launchFor<ActivationType::BFloat16, true>(a, maxHeads, stream);
+  return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "decode_rope_attention launch");
 }
 
 }  // namespace pareto::kernels

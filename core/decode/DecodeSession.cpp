@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "model/OutOfMemory.h"
 #include "runtime/DecodeOps.h"
@@ -52,6 +54,10 @@ DecodeSession::DecodeSession(const DecodeModel& model, int64_t batch, int64_t ca
   logitsHalf_ = at::zeros({batch, model.outputHead().rows()}, act);
   logits_ = at::zeros({batch, model.outputHead().rows()}, act.dtype(at::kFloat));
   generated_ = at::zeros({batch, capacity + 1}, longs);
+  const char* fused = std::getenv("PARETO_DECODE_FUSED");
+  fused_ = fused == nullptr || std::string(fused) != "0";
+  attentionCounters_ = at::zeros({decodeAttentionCounters(batch, c.numHeads, c.numKvHeads)}, longs.dtype(at::kInt));
+  stepCounter_ = at::zeros({1}, longs.dtype(at::kInt));
   for (int64_t l = 0; l < model.numLayers(); ++l) {
     keys_.push_back(at::zeros({batch, c.numKvHeads, capacity, D}, act));
     values_.push_back(at::zeros({batch, c.numKvHeads, capacity, D}, act));
@@ -77,7 +83,10 @@ void DecodeSession::runStep() {
     const std::string* name = &names_[size_t(l) * 4];
     if (norms) addRmsNorm(residual_, delta, L.inputNorm, eps, normed_);
     if (linears) L.qkv.forward(normed_, qkv_, name[0]);
-    if (attention) {
+    if (attention && fused_) {
+      ropeAttention(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, keys_[l], values_[l], validFrom_,
+                    scale, attentionCounters_, attn_);
+    } else if (attention) {
       ropeAndCacheWrite(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, q_, keys_[l], values_[l]);
       decodeAttention(q_, keys_[l], values_[l], slot_, validFrom_, scale, attn_);
     }
@@ -91,6 +100,10 @@ void DecodeSession::runStep() {
   if (parts_ & kHead) {
     addRmsNorm(residual_, delta, model_.finalNorm(), eps, normed_);
     model_.outputHead().forward(normed_, logitsHalf_, "lm_head");
+    if (sampling_.greedy && fused_) {
+      greedyNextToken(logitsHalf_, next_, ids_, positions_, slot_, generated_, stepCounter_);
+      return;
+    }
     logits_.copy_(logitsHalf_);
     if (sampling_.greedy)
       at::argmax_out(next_, logits_, -1);
@@ -103,6 +116,9 @@ void DecodeSession::runStep() {
   ids_.copy_(next_);
   generated_.index_copy_(1, slot_, next_.unsqueeze(1));
 }
+
+// The fused greedy step never widens the logits (its argmax reads the 16-bit values); the copy is the same values.
+at::Tensor DecodeSession::logits() const { return logitsHalf_.to(at::kFloat); }
 
 void DecodeSession::setSampling(const SamplingOptions& s) {
   if (!s.greedy) validate(s);

@@ -70,7 +70,7 @@ class DecodeSession {
   Snapshot snapshot() const;
   void restore(const Snapshot& s);
 
-  const at::Tensor& logits() const { return logits_; }   // float32 [batch, vocab] of the last step
+  at::Tensor logits() const;   // float32 [batch, vocab] of the last step
   // int64 [batch, capacity + 1]: column s + 1 holds the token chosen after slot s.
   const at::Tensor& generated() const { return generated_; }
   // Bytes one step reads from the KV cache at the current length (every row attends to length() + 1 slots).
@@ -87,6 +87,11 @@ class DecodeSession {
   at::Tensor ids_, positions_, slot_, validFrom_, next_;
   at::Tensor residual_, normed_, qkv_, q_, attn_, o_, gateUp_, act_, down_, logitsHalf_, logits_, generated_;
   std::vector<at::Tensor> keys_, values_;
+  // Fused small ops (runtime/DecodeOps.h): RoPE, cache write and attention as one (ropeAttention), and the greedy
+  // argmax with the next step's inputs as one (greedyNextToken), unless PARETO_DECODE_FUSED=0 (the separate ops:
+  // an A/B of the fusions). Their counters, zeros between launches.
+  bool fused_ = true;
+  at::Tensor attentionCounters_, stepCounter_;
   std::vector<std::string> names_;   // module names for errors, per layer × {qkv, o, gate_up, down}
   struct Graph;
   std::unique_ptr<Graph> graph_;

@@ -157,6 +157,18 @@ class WeightLoader {
   // Modules are unpacked to dense here unless the runtime keeps them packed (packModule).
   at::Tensor unpackModule(const std::string& module, const ModuleFormat& f, const std::vector<int64_t>& expected) {
     PackedModule p = readModule(module, f, expected);
+    // On a GPU the masks and int grids are unpacked there: the same LibTorch expressions, so the same values, and
+    // an 8B's worth of them takes the host about a minute but the device well under a second. SpQR's outliers
+    // and GGUF's blocks are walked on the host.
+    if (opts_.device.is_cuda() && !p.spqr && !f.weight.isGguf()) {
+      for (at::Tensor* t : {&p.dense, &p.columnOrder}) *t = t->defined() ? t->to(opts_.device) : *t;
+      if (p.bitmask) {
+        p.bitmask->masks = p.bitmask->masks.to(opts_.device);
+        if (p.bitmask->values.defined()) p.bitmask->values = p.bitmask->values.to(opts_.device);
+      }
+      if (p.quant)
+        for (at::Tensor* t : {&p.quant->codes, &p.quant->scales, &p.quant->zeros}) *t = t->defined() ? t->to(opts_.device) : *t;
+    }
     try {
       return p.unpack();
     } catch (const InputError& err) {

@@ -281,6 +281,124 @@ void decodeAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tens
   }
 }
 
+int64_t decodeAttentionCounters(int64_t batch, int64_t qHeads, int64_t kvHeads) {
+  k::DecodeAttentionProblem p;
+  p.batch = int(batch);
+  p.qHeads = qHeads;
+  p.kvHeads = kvHeads;
+  return k::decodeRopeAttentionCounters(p);
+}
+
+void ropeAttention(const at::Tensor& qkv, const at::Tensor& qNorm, const at::Tensor& kNorm, double eps,
+                   const at::Tensor& positions, const at::Tensor& invFreq, const at::Tensor& slot,
+                   const at::Tensor& keys, const at::Tensor& values, const at::Tensor& validFrom, double scale,
+                   const at::Tensor& counters, const at::Tensor& out) {
+  Checks c("ropeAttention");
+  c.primary(qkv, "qkv", 2);
+  if (!keys.defined() || keys.dim() != 4) c.fail("keys must be [batch, key-value heads, capacity, head dim]");
+  if (!out.defined() || out.dim() != 2) c.fail("out must be [batch, query heads · head dim]");
+  const int64_t B = qkv.size(0), Hkv = keys.size(1), C = keys.size(2), D = keys.size(3);
+  if (D < 1 || out.size(1) % D != 0) c.fail("out's width " + std::to_string(out.size(1)) + " is not a whole number of heads of " + std::to_string(D));
+  const int64_t Hq = out.size(1) / D;
+  c.tensor(counters, "counters", {decodeAttentionCounters(B, Hq, Hkv)}, at::kInt);
+  if (!qkv.is_cuda()) {  // the reference: the two ops
+    at::Tensor q = at::empty({B, Hq, D}, qkv.options());
+    ropeAndCacheWrite(qkv, qNorm, kNorm, eps, positions, invFreq, slot, q, keys, values);
+    decodeAttention(q, keys, values, slot, validFrom, scale, out);
+    return;
+  }
+  k::RopeAttentionProblem f;
+  k::RopeCacheProblem& r = f.rope;
+  k::DecodeAttentionProblem& p = f.attention;
+  r.batch = p.batch = Checks::rows(B);
+  r.qHeads = p.qHeads = Hq;
+  r.kvHeads = p.kvHeads = Hkv;
+  r.headDim = p.headDim = D;
+  r.capacity = p.capacity = C;
+  r.type = p.type = c.type();
+  r.eps = float(eps);
+  p.scale = float(scale);
+  c.kernelCheck(k::checkRopeCache(r));
+  c.kernelCheck(k::checkDecodeAttention(p));
+  c.tensor(qkv, "qkv", {B, (Hq + 2 * Hkv) * D});
+  c.tensor(keys, "keys", {B, Hkv, C, D});
+  c.tensor(values, "values", {B, Hkv, C, D});
+  if (qNorm.defined()) c.tensor(qNorm, "qNorm", {D});
+  if (kNorm.defined()) c.tensor(kNorm, "kNorm", {D});
+  c.tensor(positions, "positions", {B}, at::kLong);
+  c.tensor(invFreq, "invFreq", {D / 2}, at::kFloat);
+  c.slot(slot, "slot");
+  if (validFrom.defined()) c.tensor(validFrom, "validFrom", {B}, at::kLong);
+  c.tensor(out, "out", {B, Hq * D});
+#ifdef PARETO_WITH_CUDA
+  const c10::cuda::CUDAGuard guard(qkv.device());
+  r.qkv = qkv.data_ptr();
+  r.qNorm = qNorm.defined() ? qNorm.data_ptr() : nullptr;
+  r.kNorm = kNorm.defined() ? kNorm.data_ptr() : nullptr;
+  r.positions = positions.data_ptr<int64_t>();
+  r.invFreq = invFreq.data_ptr<float>();
+  r.slot = p.slot = slot.data_ptr<int64_t>();
+  p.keys = r.keys = keys.data_ptr();
+  p.values = r.values = values.data_ptr();
+  p.validFrom = validFrom.defined() ? validFrom.data_ptr<int64_t>() : nullptr;
+  p.out = out.data_ptr();
+  f.counters = reinterpret_cast<unsigned*>(counters.data_ptr<int32_t>());
+  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const k::DecodeAttentionSplit split = k::decodeRopeAttentionSplit(p, sms);
+  at::Tensor workspace;  // as decodeAttention's
+  if (const size_t bytes = k::decodeAttentionWorkspaceBytes(p, split); bytes > 0)
+    workspace = at::empty({int64_t((bytes + sizeof(float) - 1) / sizeof(float))}, qkv.options().dtype(at::kFloat));
+  c.kernelCheck(k::runDecodeRopeAttention(f, split, workspace.defined() ? workspace.data_ptr() : nullptr,
+                                          currentStream()));
+#else
+  c.fail("this build has no CUDA kernels (configure with PARETO_CUDA=ON)");
+#endif
+}
+
+void greedyNextToken(const at::Tensor& logits, const at::Tensor& next, const at::Tensor& ids,
+                     const at::Tensor& positions, const at::Tensor& slot, const at::Tensor& generated,
+                     const at::Tensor& counter) {
+  Checks c("greedyNextToken");
+  c.primary(logits, "logits", 2);
+  const int64_t B = logits.size(0), V = logits.size(1);
+  c.tensor(next, "next", {B}, at::kLong);
+  c.tensor(ids, "ids", {B}, at::kLong);
+  c.tensor(positions, "positions", {B}, at::kLong);
+  c.slot(slot, "slot");
+  if (!generated.defined() || generated.dim() != 2) c.fail("generated must be [batch, columns]");
+  c.tensor(generated, "generated", {B, generated.size(1)}, at::kLong);
+  c.tensor(counter, "counter", {1}, at::kInt);
+  k::NextTokenProblem p;
+  p.batch = Checks::rows(B);
+  p.vocab = V;
+  p.type = c.type();
+  p.generatedColumns = generated.size(1);
+  c.kernelCheck(k::checkNextToken(p));
+  if (logits.is_cuda()) {
+#ifdef PARETO_WITH_CUDA
+    const c10::cuda::CUDAGuard guard(logits.device());
+    p.logits = logits.data_ptr();
+    p.next = next.data_ptr<int64_t>();
+    p.ids = ids.data_ptr<int64_t>();
+    p.positions = positions.data_ptr<int64_t>();
+    p.slot = slot.data_ptr<int64_t>();
+    p.generated = generated.data_ptr<int64_t>();
+    p.counter = reinterpret_cast<unsigned*>(counter.data_ptr<int32_t>());
+    c.kernelCheck(k::runNextToken(p, currentStream()));
+    return;
+#else
+    c.fail("this build has no CUDA kernels (configure with PARETO_CUDA=ON)");
+#endif
+  }
+  at::Tensor picked = next;  // the caller's buffer, written in place
+  at::argmax_out(picked, logits.to(at::kFloat), -1);
+  positions.add_(1);
+  slot.add_(1);
+  ids.copy_(next);
+  const int64_t at = slot.item<int64_t>();
+  if (at >= 0 && at < generated.size(1)) generated.select(1, at).copy_(next);
+}
+
 void siluMul(const at::Tensor& gateUp, const at::Tensor& out) {
   Checks c("siluMul");
   c.primary(gateUp, "gateUp", 2);

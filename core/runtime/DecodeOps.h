@@ -39,6 +39,24 @@ void ropeAndCacheWrite(const at::Tensor& qkv, const at::Tensor& qNorm, const at:
 void decodeAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values, const at::Tensor& slot,
                      const at::Tensor& validFrom, double scale, const at::Tensor& out);
 
+// ropeAndCacheWrite followed by decodeAttention, on CUDA as one kernel (kernels/DecodeOps.h) with the same
+// values bit for bit; q is not kept. counters: int32 [decodeAttentionCounters(B, Hq, Hkv)], zeros on the device,
+// which the kernel leaves at zero (a static buffer of the caller, reused by every layer and step; the CPU checks
+// its shape only). The shapes are those of the two ops; Hq comes from out [B, Hq·D].
+void ropeAttention(const at::Tensor& qkv, const at::Tensor& qNorm, const at::Tensor& kNorm, double eps,
+                   const at::Tensor& positions, const at::Tensor& invFreq, const at::Tensor& slot,
+                   const at::Tensor& keys, const at::Tensor& values, const at::Tensor& validFrom, double scale,
+                   const at::Tensor& counters, const at::Tensor& out);
+int64_t decodeAttentionCounters(int64_t batch, int64_t qHeads, int64_t kvHeads);
+
+// The greedy end of a decode step: next [B] = argmax of logits [B, V] (fp16/bf16; the first maximum, as at::argmax
+// of their float32 copy), then the next step's inputs on the device: ids = next, positions += 1, slot += 1 and
+// generated[:, slot] = next at the new slot (a slot past generated's columns writes nothing there). All int64
+// on the logits' device; counter: int32 [1] zeros, left at zero (CUDA: one launch; the CPU: the ATen ops).
+void greedyNextToken(const at::Tensor& logits, const at::Tensor& next, const at::Tensor& ids,
+                     const at::Tensor& positions, const at::Tensor& slot, const at::Tensor& generated,
+                     const at::Tensor& counter);
+
 // gateUp [B, 2F] = [gate | up]: out [B, F] = silu(gate)·up (silu rounded to the dtype first, as
 // transformers' act_fn(gate) * up).
 void siluMul(const at::Tensor& gateUp, const at::Tensor& out);

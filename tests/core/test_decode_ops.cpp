@@ -242,6 +242,58 @@ TEST(DecodeOpsCpu, DecodeAttentionMatchesFloat64) {
   }
 }
 
+// The fused op on the CPU is the two ops in sequence (the reference the CUDA kernel is held to); its own checks
+// name it and its counters.
+TEST(DecodeOpsCpu, RopeAttentionIsRopeThenAttention) {
+  at::manual_seed(17);
+  const int64_t B = 2, Hq = 4, Hkv = 2, D = 16, C = 10, slot = 6;
+  for (auto dtype : kDtypes) {
+    const at::Tensor qkv = randomTensor({B, (Hq + 2 * Hkv) * D}, dtype);
+    const at::Tensor positions = longTensor({6, 3}), invFreq = inverseFrequencies(D, 10000.0);
+    const at::Tensor keys0 = randomTensor({B, Hkv, C, D}, dtype), values0 = randomTensor({B, Hkv, C, D}, dtype);
+    const at::Tensor validFrom = longTensor({0, 2});
+    at::Tensor q = at::empty({B, Hq, D}, qkv.options()), k1 = keys0.clone(), v1 = values0.clone();
+    at::Tensor out1 = at::empty({B, Hq * D}, qkv.options());
+    ropeAndCacheWrite(qkv, {}, {}, 1e-6, positions, invFreq, longTensor({slot}), q, k1, v1);
+    decodeAttention(q, k1, v1, longTensor({slot}), validFrom, 0.25, out1);
+    at::Tensor k2 = keys0.clone(), v2 = values0.clone(), out2 = at::full({B, Hq * D}, kNaN, qkv.options());
+    const at::Tensor counters = at::zeros({decodeAttentionCounters(B, Hq, Hkv)}, at::kInt);
+    ropeAttention(qkv, {}, {}, 1e-6, positions, invFreq, longTensor({slot}), k2, v2, validFrom, 0.25, counters, out2);
+    EXPECT_TRUE(at::equal(out1, out2)) << dtypeName(dtype);
+    EXPECT_TRUE(at::equal(k1, k2)) << dtypeName(dtype);
+    EXPECT_TRUE(at::equal(v1, v2)) << dtypeName(dtype);
+    EXPECT_THAT(inputErrorOf([&] {
+                  ropeAttention(qkv, {}, {}, 1e-6, positions, invFreq, longTensor({slot}), k2, v2, validFrom, 0.25,
+                                at::zeros({3}, at::kInt), out2);
+                }),
+                AllOf(HasSubstr("ropeAttention"), HasSubstr("counters")));
+  }
+}
+
+// The end of a greedy step: the first maximum of each row, and the next step's inputs moved on once.
+TEST(DecodeOpsCpu, GreedyNextTokenTakesTheFirstMaximumAndMovesTheInputsOn) {
+  for (auto dtype : kDtypes) {
+    at::Tensor logits = at::zeros({3, 40}, dtype);
+    logits[0][7] = 2;
+    logits[0][30] = 2;   // a tie: the first wins
+    logits[1][39] = -1;
+    logits.select(0, 1).fill_(-3);
+    logits[1][39] = -1;
+    logits[2][5] = 1;
+    at::Tensor next = at::zeros({3}, at::kLong), ids = at::zeros({3}, at::kLong);
+    at::Tensor positions = longTensor({4, 9, 0}), slot = longTensor({4}), generated = at::zeros({3, 8}, at::kLong);
+    greedyNextToken(logits, next, ids, positions, slot, generated, at::zeros({1}, at::kInt));
+    EXPECT_TRUE(at::equal(next, longTensor({7, 39, 5}))) << dtypeName(dtype);
+    EXPECT_TRUE(at::equal(ids, next));
+    EXPECT_TRUE(at::equal(positions, longTensor({5, 10, 1})));
+    EXPECT_EQ(slot.item<int64_t>(), 5);
+    EXPECT_TRUE(at::equal(generated.select(1, 5), next));
+    EXPECT_EQ(generated.sum().item<int64_t>(), 7 + 39 + 5);
+    EXPECT_THAT(inputErrorOf([&] { greedyNextToken(logits, next, ids, positions, slot, generated, at::zeros({2}, at::kInt)); }),
+                AllOf(HasSubstr("greedyNextToken"), HasSubstr("counter")));
+  }
+}
+
 TEST(DecodeOpsCpu, SiluMulMatchesFloat64) {
   at::manual_seed(14);
   for (auto dtype : kDtypes) {
@@ -510,6 +562,101 @@ TEST(DecodeOpsCuda, DecodeAttentionMatchesCpu) {
             expectMatches(outCuda, exact.to(dtype), label + " (vs float64)");
             EXPECT_LT(relativeError(outCuda, outCpu), dtype == at::kBFloat16 ? 3e-2 : 6e-3) << label << " (vs CPU path)";
           }
+        }
+      }
+    }
+  }
+}
+
+// The fused kernel gives what the two kernels give, bit for bit: output, the new key and value in the cache, and
+// every other slot untouched; the counters are back at zero after every launch (the same ones serve all calls).
+TEST(DecodeOpsCuda, RopeAttentionEqualsTheTwoKernelsBitForBit) {
+  SKIP_WITHOUT_CUDA();
+  const uint64_t seed = freshSeed();
+  at::manual_seed(seed);
+  for (const AttentionShape& s : attentionShapes()) {
+    for (auto dtype : kDtypes) {
+      for (int64_t B : s.batches) {
+        const int64_t Hq = s.qHeads, Hkv = s.kvHeads, D = s.headDim, C = s.capacity;
+        const at::Tensor counters = at::zeros({decodeAttentionCounters(B, Hq, Hkv)}, at::dtype(at::kInt).device(at::kCUDA));
+        for (int64_t slot : slotsFor(C)) {
+          for (bool padded : {false, true}) {
+            const std::string label = std::string(s.name) + " " + dtypeName(dtype) + " B=" + std::to_string(B) +
+                                      " slot " + std::to_string(slot) + (padded ? " left-padded" : "") + " seed " +
+                                      std::to_string(seed);
+            const at::Tensor qkv = onCuda(randomTensor({B, (Hq + 2 * Hkv) * D}, dtype));
+            const at::Tensor qNorm = s.qkNorm ? onCuda((1 + randomTensor({D}, at::kDouble, 0.2)).to(dtype)) : at::Tensor();
+            const at::Tensor kNorm = s.qkNorm ? onCuda((1 + randomTensor({D}, at::kDouble, 0.2)).to(dtype)) : at::Tensor();
+            std::vector<int64_t> pos, validFrom;
+            for (int64_t b = 0; b < B; ++b) {
+              pos.push_back(std::max<int64_t>(slot - 7 * b, 0) + (b % 2) * 100000);
+              if (padded) validFrom.push_back(std::vector<int64_t>{0, 5, 70, 300, C + 3}[size_t(b % 5)]);
+            }
+            const at::Tensor positions = onCuda(longTensor(pos)), invFreq = onCuda(inverseFrequencies(D, 500000.0));
+            const at::Tensor vf = padded ? onCuda(longTensor(validFrom)) : at::Tensor(), slotT = onCuda(longTensor({slot}));
+            const at::Tensor keys0 = onCuda(randomTensor({B, Hkv, C, D}, dtype, 2.0));
+            const at::Tensor values0 = onCuda(randomTensor({B, Hkv, C, D}, dtype));
+            const double scale = 1.0 / std::sqrt(double(D));
+
+            at::Tensor q = at::empty({B, Hq, D}, qkv.options()), k1 = keys0.clone(), v1 = values0.clone();
+            at::Tensor out1 = at::full({B, Hq * D}, kNaN, qkv.options());
+            ropeAndCacheWrite(qkv, qNorm, kNorm, 1e-6, positions, invFreq, slotT, q, k1, v1);
+            decodeAttention(q, k1, v1, slotT, vf, scale, out1);
+            at::Tensor k2 = keys0.clone(), v2 = values0.clone(), out2 = at::full({B, Hq * D}, kNaN, qkv.options());
+            k2.select(2, slot).fill_(kNaN);  // the fused kernel must write the slot, and not read it back
+            v2.select(2, slot).fill_(kNaN);
+            ropeAttention(qkv, qNorm, kNorm, 1e-6, positions, invFreq, slotT, k2, v2, vf, scale, counters, out2);
+            ASSERT_FALSE(out2.isnan().any().item<bool>()) << label << ": output not fully written";
+            EXPECT_TRUE(at::equal(out1, out2)) << label << ": output, max difference "
+                                               << (out1.to(at::kFloat) - out2.to(at::kFloat)).abs().max().item<float>();
+            EXPECT_TRUE(at::equal(k1, k2)) << label << ": keys";
+            EXPECT_TRUE(at::equal(v1, v2)) << label << ": values";
+            EXPECT_EQ(counters.count_nonzero().item<int64_t>(), 0) << label << ": counters left set";
+          }
+        }
+      }
+    }
+  }
+}
+
+// The fused greedy end of a step against the ATen ops it replaces, on the device: random rows, ties (the first
+// wins), a NaN (it wins, as in at::argmax), a vocabulary that is not a multiple of 8; run twice with the same
+// counter (left at zero: the slot moves on once a call).
+TEST(DecodeOpsCuda, GreedyNextTokenEqualsTheAtenOps) {
+  SKIP_WITHOUT_CUDA();
+  const uint64_t seed = freshSeed();
+  at::manual_seed(seed);
+  const auto longs = at::dtype(at::kLong).device(at::kCUDA);
+  const at::Tensor counter = at::zeros({1}, at::dtype(at::kInt).device(at::kCUDA));
+  for (auto dtype : kDtypes) {
+    for (int64_t B : {1, 3, 16}) {
+      for (int64_t V : {128256, 32000, 1003, 8}) {
+        const std::string label = dtypeName(dtype) + " B=" + std::to_string(B) + " V=" + std::to_string(V) + " seed " +
+                                  std::to_string(seed);
+        at::Tensor logits = onCuda(randomTensor({B, V}, dtype, 4.0));
+        if (B > 1) {  // row 1: a tie at the maximum; row 2 (B = 16): a NaN
+          logits[1].fill_(-1);
+          logits[1][V / 2] = 3;
+          logits[1][V - 1] = 3;
+          if (B > 2) logits[2][V / 3] = kNaN;
+        }
+        at::Tensor positions = at::arange(B, longs) * 3, slot = at::full({1}, 6, longs);
+        at::Tensor generated = at::zeros({B, 9}, longs), next = at::zeros({B}, longs), ids = at::zeros({B}, longs);
+        at::Tensor p2 = positions.clone(), s2 = slot.clone(), g2 = generated.clone(), n2 = next.clone(), i2 = ids.clone();
+        for (int call = 0; call < 2; ++call) {
+          greedyNextToken(logits, next, ids, positions, slot, generated, counter);
+          at::argmax_out(n2, logits.to(at::kFloat), -1);  // the step's unfused sequence
+          p2.add_(1);
+          s2.add_(1);
+          i2.copy_(n2);
+          g2.index_copy_(1, s2, n2.unsqueeze(1));
+          const std::string where = label + " call " + std::to_string(call);
+          EXPECT_TRUE(at::equal(next, n2)) << where << ": argmax";
+          EXPECT_TRUE(at::equal(ids, i2)) << where << ": ids";
+          EXPECT_TRUE(at::equal(positions, p2)) << where << ": positions";
+          EXPECT_TRUE(at::equal(slot, s2)) << where << ": slot";
+          EXPECT_TRUE(at::equal(generated, g2)) << where << ": generated";
+          EXPECT_EQ(counter.item<int32_t>(), 0) << where << ": counter left set";
         }
       }
     }

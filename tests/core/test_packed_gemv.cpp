@@ -447,8 +447,9 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
 
 // 2:4 runs on the tensor cores from batch 4 (bitmask_nm_gemv.cu: BitmaskMmaFormat), the other patterns of 16 kept
 // values a word from kBitmaskScatterMinBatch (BitmaskScatterMmaFormat), everything else on the FFMA path; the ring
-// split keeps the staged x (16-bit rows padded by kBitmaskStagePadHalves), the scatter path's tiles and the warps'
-// rings within the ring kernels' budget, the FFMA split the fp32 rows within its own.
+// split keeps the staged x (16-bit rows padded by kBitmaskSparseStagePadHalves for 2:4, kBitmaskStagePadHalves for
+// the scatter path), the scatter path's tiles and the warps' rings within the ring kernels' budget, the FFMA split
+// the fp32 rows within its own.
 TEST(PackedGemvSplit, BitmaskSharedMemoryFollowsTheArithmeticPath) {
   namespace k = kernels;
   for (int b : {1, 2, 4, 8, 16}) {
@@ -472,8 +473,9 @@ TEST(PackedGemvSplit, BitmaskSharedMemoryFollowsTheArithmeticPath) {
         const int64_t chunkCols = mma ? k::kBitmaskMmaChunkCols : k::kBitmaskChunkCols;
         const int64_t chunks = k::ceilDiv(cols, chunkCols);
         const bool scatter = mma && n != 2;
+        const int64_t pad = scatter ? k::kBitmaskStagePadHalves : k::kBitmaskSparseStagePadHalves;
         const size_t staged =
-            mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::kBitmaskStagePadHalves) + 16 + k::kBitmaskRingBytes +
+            mma ? 2 * size_t(compiled) * size_t(s.sliceCols + pad) + 16 + k::kBitmaskRingBytes +
                       (scatter ? k::kBitmaskScatterTilesBytes : 0)
                 : sizeof(float) * size_t(compiled) * size_t(s.sliceCols);
         const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " " + std::to_string(n) + ":" +

@@ -176,6 +176,24 @@ TEST(CompressMemory, SolversAtOnceAreWhatTheDeviceBudgetHolds) {
   EXPECT_EQ(planCompressMemory(c, cpu, {}, shapes).solverThreads, 1);
 }
 
+// scripts/gpu-streaming.sh's 70b stage: a Llama-3.3-70B block, decode-calibrated on 16384 continuation tokens
+// (128 sequences of ~160), fits one H200 under the budgets it is given, and a 24 GB GPU is told it needs more.
+TEST(CompressMemory, A70bBlockFitsTheBudgetsTheStreamingScriptGivesIt) {
+  ModelConfig c = ModelConfig::fromJson(modelPresetConfig("llama-3.3-70b"), "llama-3.3-70b");
+  RuntimeOptions cuda;
+  cuda.device = c10::Device(c10::kCUDA);
+  const std::vector<std::vector<int64_t>> shapes(4, std::vector<int64_t>{32, 160, c.hiddenSize});
+  const CompressMemoryPlan plan = planCompressMemory(c, cuda, {32ull << 30, 32ull << 30}, shapes);
+  EXPECT_LE(plan.deviceNeed, 32ull << 30) << plan.summary();
+  EXPECT_GE(plan.solverThreads, 1);
+  try {
+    planCompressMemory(c, cuda, {16ull << 30, 32ull << 30}, shapes);
+    FAIL() << "16 GiB was accepted for a 70B block: " << plan.summary();
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--max-gpu-memory 16 GiB is less than"));
+  }
+}
+
 class CompressBudget : public ::testing::Test {
  protected:
   void SetUp() override {

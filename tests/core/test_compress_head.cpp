@@ -25,6 +25,8 @@
 #include "formats/CompressionManifest.h"
 #include "formats/GgufQuant.h"
 #include "formats/GridAsGguf.h"
+#include "jobs/CompressEvaluateJob.h"
+#include "store/MetricNames.h"
 #include "model/LoadedModel.h"
 #include "model/ModelSummary.h"
 #include "model/TensorIO.h"
@@ -252,6 +254,32 @@ TEST_F(CompressHead, WithoutTheBlockTheFolderIsAsBefore) {
   EXPECT_FALSE(manifest.at("modules").contains("lm_head"));
   EXPECT_FALSE(manifest.contains("lm_head_bytes"));
   for (const ModuleReport& m : a.modules) EXPECT_NE(m.name, "lm_head");
+}
+
+// The compress run's own evaluation sees the head it wrote: with the blocks untouched, every bit of KL to the
+// dense model and every lost top-1 token is the head's; its bytes are in the result beside the block linears'.
+TEST_F(CompressHead, TheRunsEvaluationMeasuresTheHeadItWrote) {
+  CompressEvaluateOptions o;
+  o.compress.modelDir = model_;
+  o.compress.outDir = dir_ + "/evaluated";
+  o.recipeDocument = json::parse(R"({"lm_head": {"quantize": {"method": "rtn", "bits": 4, "group_size": 64}}})");
+  o.evaluation.heldOutText = test::sharedPath("data/heldout-prose.txt");
+  o.evaluation.perplexityMaxWindows = 2;
+  o.evaluation.prompts = test::sharedPath("data/prompts-prose.txt");
+  o.evaluation.maxPrompts = 2;
+  o.evaluation.maxNewTokens = 16;
+  o.evaluation.driftSteps = 0;
+  CompressEvaluateJob job(o);
+  job.run({}, CancelToken());
+  const json r = job.result();
+  EXPECT_EQ(r.at("lm_head_bytes").get<uint64_t>(), uint64_t(8192 * 192 / 2 + 8192 * 3 * 2));
+  EXPECT_DOUBLE_EQ(r.at(metric::kLinearBitsPerWeight).get<double>(), 16.0);
+  bool listed = false;
+  for (const json& m : r.at("modules")) listed |= m.at("name") == "lm_head" && m.at("format") == "int4-g64";
+  EXPECT_TRUE(listed);
+  EXPECT_GT(r.at(metric::kKlMean).get<double>(), 1e-4);
+  EXPECT_GT(r.at(metric::kDecodeKlMean).get<double>(), 1e-4);
+  EXPECT_GT(r.at(metric::kDecodeNll).get<double>(), r.at(metric::kDenseDecodeNll).get<double>());
 }
 
 // The exports of a folder with a packed head: dense HF writes the dequantized head (untied), GGUF writes a

@@ -154,8 +154,11 @@ TEST_F(PerplexityKl, BatchesDoNotChangeTheKl) {
   one.dense = many.dense = dense_->model.get();
   const PerplexityResult a = computePerplexity(*perturbed->model, ids_, one);
   const PerplexityResult b = computePerplexity(*perturbed->model, ids_, many);
-  EXPECT_NEAR(a.klToDense->mean, b.klToDense->mean, 1e-9);
-  EXPECT_NEAR(a.klToDense->p99, b.klToDense->p99, 1e-9);
+  // The same windows and positions either way; only float32 rounding may differ, since the BLAS may block a GEMM
+  // of 1 window and of 5 differently. A window scored against another window's dense logits would move these KLs
+  // (~0.01-0.03) by orders more than the bound.
+  EXPECT_NEAR(a.klToDense->mean, b.klToDense->mean, 1e-6);
+  EXPECT_NEAR(a.klToDense->p99, b.klToDense->p99, 1e-6);
 }
 
 // pareto-cli perplexity --dense, end to end.

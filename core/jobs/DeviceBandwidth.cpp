@@ -29,8 +29,9 @@ StoredCopyBandwidth measureCopyBandwidthInto(ExperimentStore* store, const c10::
     row.gbps = b.bytesPerSecond / 1e9;
     // A row of no run: a property of the device that predictions read, not a run of the history.
     store->addBenchmarks(std::nullopt, {row});
-    // Dated as the store dated it, so that this figure and the one read back later are the same.
-    if (const auto stored = storedCopyBandwidth(*store, b.device)) b.measuredAt = stored->measuredAt;
+    // Read back as the store keeps it (GB/s, dated by the store), so that this figure and the one a later start
+    // reads are the same double, not two roundings of one measurement.
+    if (const auto stored = storedCopyBandwidth(*store, b.device)) b = *stored;
   }
   return b;
 }

@@ -15,6 +15,7 @@
 // quant_group_gemv), one subtraction of 0.5 + z/256 (exact: (q − z)/256), one FMA per batch row.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "GemvProblem.h"
@@ -43,13 +44,17 @@ inline int64_t bitmaskInt4ScaleColumns(int64_t cols, int64_t groupSize) {
 // The tensor-core path (bitmask_int4_gemv.cu) for 2:4 with groups of a multiple of 32 kept values (or whole rows):
 // as for bitmask 2:4 (BitmaskNMGemv.h), a 2:4 group's two kept codes are one byte of the lane's code stream, so
 // ldmatrix over the lane-interleaved codes hands each lane whole groups, which it dequantizes into the kept pairs
-// of the sparse A operand (mma.sp, BitmaskInt4MmaFormat) from batch 2, and at batch 1 expands into a dense A
-// fragment (BitmaskInt4ExpandFormat: faster there, bench/NOTES.md v6h). 16:32 and the other 50% patterns, and groups of 16
+// of the sparse A operand (mma.sp, BitmaskInt4MmaFormat). 16:32 and the other 50% patterns, and groups of 16
 // kept values (two scales inside one MMA's k range), stay on the FFMA path. Every batch: on the H200 the tensor
 // cores measured faster from batch 1 (a Llama-3.1-8B step 2.46 against 2.79 ms at batch 1, 2.86 against 10.71 at
 // batch 8: bench/NOTES.md v6e). PARETO_BITMASK_INT4_MMA=0 in the environment sends everything to the FFMA path
 // (for A/B timing; read once).
 bool bitmaskInt4UsesTensorCores(int n, int m, int64_t groupSize, int64_t cols);
+// The batch the tensor-core kernel is compiled for: batch 1 runs the batch-2 kernel with the second row of x
+// staged as zeros. Its own batch-1 instantiation measured 29% slower than the batch-2 one runs two rows (2.57
+// against 1.99 ms a Llama-3.1-8B step: ptxas scheduled it with 80 registers against 96, bench/NOTES.md v6h), and
+// the second row costs one more 16-byte x load a piece and lane.
+inline int bitmaskInt4MmaBatch(int batch) { return std::max(2, compiledBatch(batch)); }
 // Its weight stream: each warp a ring of kBitmaskInt4RingStages slots of one 128-column chunk (half a layout
 // chunk): 2 code pieces of 512 bytes, the 32 lanes' 4 mask words (512 bytes), up to 2 scale columns (64 bytes
 // each) and their zeros (32 bytes each), filled by cp.async.

@@ -186,16 +186,17 @@ bool bitmaskInt4UsesTensorCores(int n, int m, int64_t groupSize, int64_t cols) {
 }
 
 GemvSplit bitmaskInt4GemvSplit(const GemvProblem& p, const BitmaskInt4GemvWeight& w, int multiprocessors) {
-  const int batch = compiledBatch(p.batch);
   if (bitmaskInt4UsesTensorCores(w.n, w.m, w.groupSize, p.cols)) {
-    // 16-bit rows of x padded by kBitmaskInt4StagePadHalves, and the warps' rings after them (+16 bytes of
-    // alignment).
+    // 16-bit rows of x padded by kBitmaskInt4StagePadHalves (as many as the kernel is compiled for: two at batch
+    // 1), and the warps' rings after them (+16 bytes of alignment).
+    const int batch = bitmaskInt4MmaBatch(p.batch);
     const size_t pad = size_t(kBitmaskInt4StagePadHalves);
     return chooseRingSplit(p.rows, ceilDiv(p.cols, kBitmaskInt4MmaChunkCols), kBitmaskInt4MmaChunkCols, batch, 0,
                            multiprocessors, kRingMaxSharedBytes, 2 * size_t(batch),
                            2 * size_t(batch) * pad + 16 + kBitmaskInt4RingBytes);
   }
-  return chooseGemvSplit(p.rows, ceilDiv(p.cols, 256), 256, batch, 0, multiprocessors, kMaxStagedBytes);
+  return chooseGemvSplit(p.rows, ceilDiv(p.cols, 256), 256, compiledBatch(p.batch), 0, multiprocessors,
+                         kMaxStagedBytes);
 }
 
 }  // namespace pareto::kernels

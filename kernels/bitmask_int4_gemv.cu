@@ -1,7 +1,6 @@
 // bitmask_int4_gemv (see BitmaskInt4Gemv.h for the layout, GemvProblem.h for the work decomposition).
 #include "BitmaskInt4Gemv.h"
 #include "BitmaskMetadata.cuh"
-#include "BitmaskSelectors.cuh"
 #include "GemvDriver.cuh"
 #include "TensorCoreOps.cuh"
 
@@ -314,162 +313,6 @@ struct BitmaskInt4MmaFormat {
   }
 };
 
-// The selectors of both 2:4 groups of each mask byte (low nibble: the lower 4 columns): .x, .y expand the first
-// group's kept pair into its columns 0-1 and 2-3, .z, .w the second's (BitmaskSelectors.cuh). One table a block.
-__shared__ uint4 gByteSelectors[256];
-
-// 2:4 + int4 at batch 1 (the launch below): the same ring and slots as BitmaskInt4MmaFormat, but on the dense
-// tensor cores (v6e): the pair (q0 − z, q1 − z) of each group is expanded into the group's 4 columns by two PRMTs
-// with selectors looked up by the group's mask nibbles (gByteSelectors), and x is staged as plain 16-bit rows; MMA
-// k-block i of a piece takes group 4t + i at lane t (k slots 2t, 2t + 1 | 2t + 8, 2t + 9 = columns 16t + 4i + (0,
-// 1 | 2, 3)), so a lane's B registers of a piece are two 16-byte loads. Its batch-1 instantiation measured 4% faster
-// than the sparse format's on the H200 (2.46 against 2.57 ms a Llama-3.1-8B step), while the sparse one is 11-18%
-// faster from batch 2 on (bench/NOTES.md v6h).
-template <ActivationType T>
-struct BitmaskInt4ExpandFormat {
-  using Sparse = BitmaskInt4MmaFormat<T>;
-  static constexpr int kChunkCols = kBitmaskInt4MmaChunkCols;
-  static constexpr int kRingStages = kBitmaskInt4RingStages;
-  static constexpr int kSlotBytes = kBitmaskInt4SlotBytes;
-  static constexpr int kPadHalves = kBitmaskInt4StagePadHalves;
-  static constexpr uint32_t kExponent = T == ActivationType::Float16 ? 0x64006400u : 0x43004300u;
-  using Params = typename Sparse::Params;
-  template <int B> static constexpr int kTiles = B > 8 ? 2 : 1;  // batch tiles of 8
-  template <int B> struct Accumulator {
-    float v[2][kTiles<B>][4];  // [m-tile][batch tile][register]
-  };
-
-  __device__ static __forceinline__ void prepareBlock() {
-    if (threadIdx.x < 256) {
-      const uint2 a = detail::nibbleSelectors(int(threadIdx.x & 0xF)), b = detail::nibbleSelectors(int(threadIdx.x >> 4));
-      gByteSelectors[threadIdx.x] = make_uint4(a.x, a.y, b.x, b.y);
-    }
-  }
-
-  template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
-    return int64_t(B) * (sliceCols + kPadHalves) / 2;
-  }
-  template <int B>
-  __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
-                                               const uint4& v) {
-    *reinterpret_cast<uint4*>(xs + b * ((sliceCols + kPadHalves) / 2) + col / 2) = v;
-  }
-
-  __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
-                                                   uint32_t slot, uint64_t evictFirst) {
-    Sparse::copyChunk(w, group, chunk, lane, slot, evictFirst);
-  }
-
-  template <int B>
-  __device__ static __forceinline__ void computeSlot(const Params& w, const uint8_t* slot, int64_t, int64_t,
-                                                     int64_t localChunk, int lane, const uint32_t* xs,
-                                                     int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
-    constexpr int kN = kTiles<B>;
-    const int g = lane >> 2, t = lane & 3;
-    const int64_t rowWords = (sliceCols + kPadHalves) / 2;
-    // The lane's B rows (batch g and 8 + g) in the staging at column 16t of the chunk; null: zero registers.
-    const uint32_t* xRow[kN];
-#pragma unroll
-    for (int n = 0; n < kN; ++n)
-      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 8 * t : nullptr;
-    // The 16 mask bits of the lane's groups in piece p (word 2p + t/2, bits 16·(t%2) ...), rows g + 8j.
-    uint32_t bits[4][2];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint4 v = *reinterpret_cast<const uint4*>(slot + kBitmaskInt4CodeBytes + (g + 8 * j) * 16);
-      const int shift = 16 * (t & 1);
-      bits[j][0] = ((t >> 1) ? v.y : v.x) >> shift;
-      bits[j][1] = ((t >> 1) ? v.w : v.z) >> shift;
-    }
-    const uint8_t* scaleSlot = slot + kBitmaskInt4CodeBytes + kBitmaskInt4MaskBytes;
-    const bool twoUnits = w.chunksPerScale == 0;
-    const uint32_t slotAddress = detail::sharedAddressOf(slot);
-    float c[2][2][kN][4];  // [chain: k-block parity][m-tile][batch tile][register], the unit's sums
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int n = 0; n < kN; ++n)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) c[h][m][n][i] = 0.f;
-    const auto applyUnit = [&](int unit) {
-      const __half* scales = reinterpret_cast<const __half*>(scaleSlot) + unit * 32;
-      float s[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) s[j] = __half2float(scales[g + 8 * j]);
-#pragma unroll
-      for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int n = 0; n < kN; ++n) {
-          float* a = acc.v[m][n];
-          const float* c0 = c[0][m][n];
-          const float* c1 = c[1][m][n];
-          a[0] = fmaf(s[2 * m], c0[0] + c1[0], a[0]);
-          a[1] = fmaf(s[2 * m], c0[1] + c1[1], a[1]);
-          a[2] = fmaf(s[2 * m + 1], c0[2] + c1[2], a[2]);
-          a[3] = fmaf(s[2 * m + 1], c0[3] + c1[3], a[3]);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) c[0][m][n][i] = c[1][m][n][i] = 0.f;
-        }
-    };
-#pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      // exponent + z of the lane's four rows, twice (the unit of this piece: column p at 32 kept values a scale).
-      uint32_t zero[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t z = w.symmetric ? 8u : uint32_t(scaleSlot[kBitmaskInt4ScaleBytes + (twoUnits ? p : 0) * 32 + g + 8 * j]);
-        zero[j] = kExponent | (z * 0x00010001u);
-      }
-      uint32_t r[4];
-      detail::ldmatrixX4(r, slotAddress + p * 512 + lane * 16);
-      uint4 xb[kN][2];
-#pragma unroll
-      for (int n = 0; n < kN; ++n)
-#pragma unroll
-        for (int q = 0; q < 2; ++q)
-          xb[n][q] = xRow[n] ? *reinterpret_cast<const uint4*>(xRow[n] + p * 32 + 4 * q) : make_uint4(0, 0, 0, 0);
-      uint32_t shifted[4];
-      uint4 sel[4][2];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        shifted[j] = r[j] >> 4;
-        sel[j][0] = gByteSelectors[bits[j][p] & 0xFFu];
-        sel[j][1] = gByteSelectors[(bits[j][p] >> 8) & 0xFFu];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        uint32_t lo[4], hi[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          // Byte i of r (low nibble: the first kept code) into the low half, byte i of r >> 4 into the high one.
-          const uint32_t raw = __byte_perm(r[j], shifted[j], uint32_t(i | i << 4 | (4 + i) << 8 | (4 + i) << 12));
-          const uint32_t pair = subtractPairs<T>(maskAndSet(raw, 0x000F000Fu, kExponent), zero[j]);
-          const uint4& sj = sel[j][i >> 1];
-          lo[j] = __byte_perm(pair, 0u, (i & 1) ? sj.z : sj.x);
-          hi[j] = __byte_perm(pair, 0u, (i & 1) ? sj.w : sj.y);
-        }
-#pragma unroll
-        for (int n = 0; n < kN; ++n) {
-          const uint4& x4 = xb[n][i >> 1];
-          const uint32_t b0 = (i & 1) ? x4.z : x4.x, b1 = (i & 1) ? x4.w : x4.y;
-#pragma unroll
-          for (int m = 0; m < 2; ++m)
-            detail::mma16816<T>(c[i & 1][m][n], lo[2 * m], lo[2 * m + 1], hi[2 * m], hi[2 * m + 1], b0, b1);
-        }
-      }
-      if (twoUnits) applyUnit(p);
-      else if (p == 1) applyUnit(0);
-    }
-  }
-
-  template <int B>
-  __device__ static __forceinline__ void finish(const Accumulator<B>& acc, int lane, float (&total)[B]) {
-    detail::rowsOfFragments<B, kTiles<B>>(acc.v, lane, total);
-  }
-};
-
 template <ActivationType T>
 std::string launch(const GemvProblem& p, const BitmaskInt4GemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
@@ -489,8 +332,7 @@ std::string launch(const GemvProblem& p, const BitmaskInt4GemvWeight& w, const G
     // The split (bitmaskInt4GemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
     const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskInt4MmaChunkCols), 0, partials, counters);
     cudaError_t e;
-    switch (compiledBatch(p.batch)) {
-      case 1: e = detail::launchPackedGemvAt<BitmaskInt4ExpandFormat<T>, 1, T>(params, a, s.sharedBytes, stream); break;
+    switch (bitmaskInt4MmaBatch(p.batch)) {
       case 2: e = detail::launchPackedGemvAt<M, 2, T>(params, a, s.sharedBytes, stream); break;
       case 4: e = detail::launchPackedGemvAt<M, 4, T>(params, a, s.sharedBytes, stream); break;
       case 8: e = detail::launchPackedGemvAt<M, 8, T>(params, a, s.sharedBytes, stream); break;

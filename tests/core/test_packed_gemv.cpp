@@ -516,8 +516,9 @@ TEST(PackedGemvSplit, BitmaskInt4SharedMemoryFollowsTheArithmeticPath) {
           k::BitmaskInt4GemvWeight w;
           w.n = n, w.m = m, w.groupSize = group;
           const k::GemvSplit s = k::bitmaskInt4GemvSplit(p, w, sms);
-          const int compiled = k::compiledBatch(batch);
           const bool mma = k::bitmaskInt4UsesTensorCores(n, m, group, cols);
+          // The tensor-core kernel's least compiled batch is 2 (batch 1 stages a second row of zeros).
+          const int compiled = mma ? std::max(2, k::compiledBatch(batch)) : k::compiledBatch(batch);
           const int64_t chunkCols = mma ? k::kBitmaskInt4MmaChunkCols : 256;
           const int64_t chunks = k::ceilDiv(cols, chunkCols);
           const size_t staged = mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::kBitmaskInt4StagePadHalves) + 16 +

@@ -2,7 +2,9 @@
 // issue the weight loads of each warp's first two chunks, stage the block's slice of x in shared memory as fp32
 // while they are in flight, let each warp walk its chunks through the format's `load` / `compute` with a
 // register double buffer (the next chunk's weights in flight while the current one is computed), reduce the
-// warps of the block, and combine the splits of a row group.
+// warps of the block, and combine the splits of a row group. The decode step's small ops ride along
+// (GemvProblem's input and accumulate): an RMSNorm or SiLU·mul computed while x is staged, a residual add while y
+// is stored.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,47 +14,12 @@
 #include <string>
 #include <type_traits>
 
+#include "Activation.cuh"
+#include "DecodeArithmetic.cuh"
 #include "GemvProblem.h"
 #include "ProgrammaticLaunch.cuh"
 
 namespace pareto::kernels::detail {
-
-template <ActivationType T> struct Act;
-template <> struct Act<ActivationType::Float16> {
-  using type = __half;
-  static __device__ __forceinline__ float toFloat(type v) { return __half2float(v); }
-  static __device__ __forceinline__ type fromFloat(float v) { return __float2half_rn(v); }
-  // The low / high 16 bits of a 32-bit word of packed values.
-  static __device__ __forceinline__ float lowToFloat(uint32_t w) {
-    return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xFFFFu)));
-  }
-  static __device__ __forceinline__ float highToFloat(uint32_t w) {
-    return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
-  }
-};
-template <> struct Act<ActivationType::BFloat16> {
-  using type = __nv_bfloat16;
-  static __device__ __forceinline__ float toFloat(type v) { return __bfloat162float(v); }
-  static __device__ __forceinline__ type fromFloat(float v) { return __float2bfloat16_rn(v); }
-  // bf16 is the top half of an fp32: placing the bits is the whole conversion (one shift or one mask).
-  static __device__ __forceinline__ float lowToFloat(uint32_t w) { return __uint_as_float(w << 16); }
-  static __device__ __forceinline__ float highToFloat(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
-};
-
-// The bits of one value as they lie in memory.
-__device__ __forceinline__ uint32_t bitsOf(__half v) { return __half_as_ushort(v); }
-__device__ __forceinline__ uint32_t bitsOf(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
-
-// The 8 values of a 16-byte vector (the first in the low half of the first word) as fp32.
-template <ActivationType T>
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    f[2 * k] = Act<T>::lowToFloat(w[k]);
-    f[2 * k + 1] = Act<T>::highToFloat(w[k]);
-  }
-}
 
 // The block's total of `v`, in every thread (`warpTotals`: one float of shared memory a warp). Contains a
 // __syncthreads, so every thread of the block must call it.
@@ -113,6 +80,97 @@ struct GemvLaunch {
   void* y = nullptr;
   float* partials = nullptr;
   int* counters = nullptr;
+  GemvInput input = GemvInput::Plain;  // GemvProblem's fused work
+  const void* normWeight = nullptr;
+  float eps = 0.f;
+  bool accumulate = false;
+  bool acquireAll = false;  // arriveLast
+};
+
+// RmsNorm inputs: each block computes every batch row's 1/rms itself from the whole input row (8 KB a row at
+// 4096 columns, read from L2 while its first weight chunks are in flight), so no block waits for another and
+// the norm needs no launch of its own. The spans' totals (DecodeArithmetic.cuh) go to shared memory.
+inline constexpr int kGemvMaxNormSpans = int(kGemvMaxNormCols / kNormSpanValues);
+template <int B> struct NormShared {
+  float spans[B][kGemvMaxNormSpans];
+  float inverse[B];
+};
+// Every thread of the block calls it (it contains __syncthreads); a no-op unless the input is RmsNorm.
+template <int B, ActivationType T>
+__device__ __forceinline__ void computeNormInverses(const GemvLaunch& a, NormShared<B>& norm, int lane) {
+  if (a.input != GemvInput::RmsNorm) return;
+  const int spans = int((a.cols + kNormSpanValues - 1) / kNormSpanValues);
+  const int64_t rowVectors = a.cols / 8;
+  const int warps = int(blockDim.x / 32), warp = int(threadIdx.x / 32);
+  const int pairs = a.batch * spans;  // (batch row, span), a warp each, kUnroll of them in flight together
+  const uint4* x = static_cast<const uint4*>(a.x);
+  constexpr int kUnroll = 4;  // as the fused staging: 16 registers in flight
+  for (int p0 = warp; p0 < pairs; p0 += warps * kUnroll) {  // warp-uniform: the spans' shuffles need all lanes
+    uint4 raw[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u * warps, b = p / spans;
+      const int64_t v = int64_t(p % spans) * 32 + lane;
+      raw[u] = p < pairs && v < rowVectors ? __ldg(x + b * rowVectors + v) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u * warps;
+      float f[8];
+      unpack8<T>(raw[u], f);
+      const float total = spanTotal(vectorSquares(f));
+      if (p < pairs && lane == 0) norm.spans[p / spans][p % spans] = total;
+    }
+  }
+  __syncthreads();
+  if (int(threadIdx.x) < a.batch)
+    norm.inverse[threadIdx.x] = rmsInverse(norm.spans[threadIdx.x], spans, a.cols, a.eps);
+  __syncthreads();
+}
+
+// How a block reads x (GemvLaunch's input): `first`/`second`/`combine` the 8 values at columns c .. c + 7 of
+// batch row b (c < cols) for the staging, `at` one value (SpQR's outliers, read outside the staging). Both give x
+// as the op it replaces rounds it. The fields are copies (no reference to the kernel's parameters, which would
+// put them in local memory).
+template <ActivationType T>
+struct InputReader {
+  using A = Act<T>;
+  using V = typename A::type;
+  const V* x;
+  const V* normWeight;  // RmsNorm
+  int64_t cols;
+  int batch;
+  GemvInput input;
+  const float* inverse;  // RmsNorm: 1/rms of each batch row (computeNormInverses), in shared memory
+
+  __device__ __forceinline__ InputReader(const GemvLaunch& a, const float* inv)
+      : x(static_cast<const V*>(a.x)), normWeight(static_cast<const V*>(a.normWeight)), cols(a.cols),
+        batch(a.batch), input(a.input), inverse(inv) {}
+
+  // The input's 16-byte vector and, for the fused inputs, its partner (the norm weight, the up half): loaded
+  // together, combined later, so that the staging keeps all its loads in flight at once.
+  __device__ __forceinline__ uint4 first(int b, int64_t c) const {
+    const int64_t stride = input == GemvInput::SiluMul ? 2 * cols : cols;
+    return __ldg(reinterpret_cast<const uint4*>(x + b * stride + c));
+  }
+  __device__ __forceinline__ uint4 second(int b, int64_t c) const {
+    if (input == GemvInput::RmsNorm) return __ldg(reinterpret_cast<const uint4*>(normWeight + c));
+    return __ldg(reinterpret_cast<const uint4*>(x + b * 2 * cols + cols + c));
+  }
+  __device__ __forceinline__ uint4 combine(int b, const uint4& v, const uint4& partner) const {
+    if (input == GemvInput::RmsNorm) return normed8<T>(v, inverse[b], partner);
+    return siluMul8<T>(v, partner);
+  }
+  __device__ __forceinline__ float at(int b, int64_t c) const {
+    switch (input) {
+      case GemvInput::RmsNorm:
+        return normedValue<T>(A::toFloat(x[b * cols + c]), inverse[b], A::toFloat(normWeight[c]));
+      case GemvInput::SiluMul:
+        return siluMulValue<T>(A::toFloat(x[b * 2 * cols + c]), A::toFloat(x[b * 2 * cols + cols + c]));
+      default:
+        return A::toFloat(x[b * cols + c]);
+    }
+  }
 };
 
 // Format concept (a struct with):
@@ -133,10 +191,9 @@ struct GemvLaunch {
 //     loads for the work outside the chunks that do not depend on x (SpQR: the row's outlier range), issued
 //     before the staging like the first chunks; an empty struct for most formats.
 //   template <int B, ActivationType T> __device__ static void rowExtra(const Params&, const RowState&,
-//        int64_t row, int part, int parts, const typename Act<T>::type* x, int64_t cols, int batch,
-//        float (&acc)[B]);
-//     work outside the chunks (SpQR's outliers), shared out over `parts` warps; x has `batch` rows (rows past
-//     it must not be read); a no-op for most formats.
+//        int64_t row, int part, int parts, const InputReader<T>& x, float (&acc)[B]);
+//     work outside the chunks (SpQR's outliers), shared out over `parts` warps, reading x with x.at(b, column);
+//     x has x.batch rows (rows past it must not be read); a no-op for most formats.
 // Optional parts of the concept (the defaults are what the FFMA formats use):
 //   template <int B> static constexpr int64_t stagedWords(int64_t sliceCols);  and
 //   template <int B> __device__ static void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
@@ -232,13 +289,16 @@ __host__ __device__ constexpr int64_t ringOffsetBytes(int64_t stagedWords, int64
 // load-then-store loop costs one memory latency per iteration, which for a 3072-column slice at batch 8 was most
 // of the kernel). A unit (≤ 256 columns, dividing the slice) is unit/8 consecutive threads of one warp, so its
 // sum is a shuffle reduction. Every thread of the block calls it; the caller synchronises after it.
-template <class Format, int B, ActivationType T>
-__device__ __forceinline__ void stageSlice(const GemvLaunch& a, const typename Act<T>::type* x, int64_t col0,
-                                           typename StagingOf<Format, B>::type* xs, float* xsum, int lane) {
+template <class Format, int B, ActivationType T, bool kFused>
+__device__ __forceinline__ void stageSliceAs(const GemvLaunch& a, const InputReader<T>& in, int64_t col0,
+                                             typename StagingOf<Format, B>::type* xs, float* xsum, int lane) {
   using Staging = StagingOf<Format, B>;
   const int64_t vectors = int64_t(B) * a.sliceCols / 8;
   const int slice = int(a.sliceCols);  // a slice fits in shared memory (kMaxStagedBytes), so B · slice fits 32 bits
-  constexpr int kUnroll = 4;
+  // A fused input loads two vectors for each it stages (the input and its partner): half the unroll keeps the
+  // registers in flight, and so the pressure next to the weight fragments already loaded, where the plain one
+  // has them (the batch-1 FFMA kernels are at their 128-register cap).
+  constexpr int kUnroll = kFused ? 2 : 4;
   // The loop condition is the warp's (base − lane: its first thread), not the thread's: the unit sums below
   // shuffle with all 32 lanes, so a warp must never be split between iterating and leaving. (With fewer
   // vectors than threads, e.g. 80 = 5 chunks of 128 columns at batch 1, lanes 16-31 of warp 2 would leave
@@ -246,19 +306,22 @@ __device__ __forceinline__ void stageSlice(const GemvLaunch& a, const typename A
   // QuantGroup kernel test stalled on the H200 until this loop was made warp-uniform.) Past `vectors` the
   // guards below load zeros and skip the stores; a unit lies wholly inside or outside `vectors`.
   for (int64_t base = threadIdx.x; base - lane < vectors; base += int64_t(blockDim.x) * kUnroll) {
-    uint4 raw[kUnroll];
+    uint4 raw[kUnroll], partner[kUnroll];
+    bool live[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t v = base + int64_t(u) * blockDim.x;
       const int b = int(v) * 8 / slice, i = int(v) * 8 % slice;  // 32-bit: a 64-bit division is ~40 instructions
       const int64_t c = col0 + i;
-      raw[u] = (v < vectors && b < a.batch && c < a.cols)
-                   ? __ldg(reinterpret_cast<const uint4*>(x + b * a.cols + c))
-                   : make_uint4(0, 0, 0, 0);
+      live[u] = v < vectors && b < a.batch && c < a.cols;
+      raw[u] = live[u] ? in.first(b, c) : make_uint4(0, 0, 0, 0);
+      if constexpr (kFused) partner[u] = live[u] ? in.second(b, c) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t v = base + int64_t(u) * blockDim.x;
+      if constexpr (kFused)
+        if (live[u]) raw[u] = in.combine(int(v) * 8 / slice, raw[u], partner[u]);
       float f[8];
       unpack8<T>(raw[u], f);
       if (v < vectors) {
@@ -279,21 +342,34 @@ __device__ __forceinline__ void stageSlice(const GemvLaunch& a, const typename A
     }
   }
 }
+template <class Format, int B, ActivationType T>
+__device__ __forceinline__ void stageSlice(const GemvLaunch& a, const InputReader<T>& in, int64_t col0,
+                                           typename StagingOf<Format, B>::type* xs, float* xsum, int lane) {
+  if (a.input == GemvInput::Plain) stageSliceAs<Format, B, T, false>(a, in, col0, xs, xsum, lane);
+  else stageSliceAs<Format, B, T, true>(a, in, col0, xs, xsum, lane);
+}
 
-// The counter of a split row group: an atomic add with acquire-release semantics at GPU scope. The release
-// publishes the partial sums the warp stored before it (ordered by the __syncwarp in front of it), the acquire of
-// the last arrival sees every earlier block's (each add continues the release sequence of the ones before). Two
-// __threadfence()s did the same in v6b at the price of a sequentially consistent fence each (MEMBAR.SC.GPU, and an
-// L1 invalidation for the second): 3% of the stall samples of the int4 gate+up GEMV, more in the shapes of 8-16
-// splits (bench/NOTES.md v6c).
-__device__ __forceinline__ int arriveAcqRel(int* counter) {
+// The counter of a split row group; true for the last block to arrive. Every block's add is a release at GPU scope:
+// it publishes the partial sums the warp stored before it (ordered by the __syncwarp in front of it), and each add
+// continues the release sequence of the ones before. Only the last arrival reads the others' sums, so only it
+// follows its add with an acquire fence (a strong read followed by fence.acq_rel is an acquire pattern of the PTX
+// memory model). An acq_rel add in every block cost every warp the acquire's ERRBAR and L1 invalidation: 6% of the
+// stall samples of the int4 batch-1 gate+up GEMV (bench/NOTES.md v6g); `acquireAll` (PARETO_GEMV_ACQUIRE_ALL=1)
+// keeps that form for an A/B. Two __threadfence()s (v6b) had cost a sequentially consistent fence each.
+__device__ __forceinline__ bool arriveLast(int* counter, int splits, bool acquireAll) {
   int old;
-  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
-  return old;
+  if (acquireAll) {
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+    return old == splits - 1;
+  }
+  asm volatile("atom.release.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+  if (old != splits - 1) return false;
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  return true;
 }
 
 // Stores the row group's y (`total`, the lane's row), or, when several blocks (splits) share the row group's
-// columns, publishes this block's partial sums and lets the last block to arrive add them all up (arriveAcqRel).
+// columns, publishes this block's partial sums and lets the last block to arrive add them all up (arriveLast).
 // One warp a row group, all 32 lanes; `lastBlock` is a shared flag of that warp. Partials are
 // [split][batch][paddedRows].
 template <int B, ActivationType T>
@@ -302,18 +378,23 @@ __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const 
   using A = Act<T>;
   auto* y = static_cast<typename A::type*>(a.y);
   const int64_t row = group * kRowsPerGroup + lane;
+  // y = the product, or y += it (GemvLaunch::accumulate: y is the residual stream, read and written by this lane).
+  const auto store = [&](int b, float v) {
+    typename A::type* at = y + int64_t(b) * a.rows + row;
+    *at = a.accumulate ? residualAdd<T>(*at, v) : A::fromFloat(v);
+  };
   if (a.splits == 1) {
     if (row < a.rows)
 #pragma unroll
       for (int b = 0; b < B; ++b)
-        if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(total[b]);
+        if (b < a.batch) store(b, total[b]);
     return;
   }
 #pragma unroll
   for (int b = 0; b < B; ++b)
     if (b < a.batch) a.partials[(int64_t(split) * a.batch + b) * paddedRows + row] = total[b];
   __syncwarp();
-  if (lane == 0) lastBlock = arriveAcqRel(&a.counters[group]) == a.splits - 1;
+  if (lane == 0) lastBlock = arriveLast(&a.counters[group], a.splits, a.acquireAll);
   __syncwarp();
   if (!lastBlock) return;
   if (row < a.rows) {
@@ -331,7 +412,7 @@ __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const 
         if (b < a.batch) sum[b] += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
 #pragma unroll
     for (int b = 0; b < B; ++b)
-      if (b < a.batch) y[int64_t(b) * a.rows + row] = A::fromFloat(sum[b]);
+      if (b < a.batch) store(b, sum[b]);
   }
   if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
 }
@@ -343,6 +424,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   using Fragment = typename Format::Fragment;
   extern __shared__ float shared[];
   __shared__ float warpSums[kWarpsPerBlock][B][kRowsPerGroup];
+  __shared__ NormShared<B> norm;
   __shared__ bool lastBlock;
 
   const int lane = threadIdx.x % 32;
@@ -353,7 +435,6 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
   const int64_t col0 = chunk0 * Format::kChunkCols;
   const int64_t row = group * kRowsPerGroup + lane;
-  const auto* x = static_cast<const typename A::type*>(a.x);
   detail::allowDependentLaunch();  // the next kernel may start its own weight loads once all blocks run
 
   // The warp's chunks are first, first + kWarpsPerBlock, ... below chunkEnd: the same for all 32 lanes (no
@@ -378,7 +459,9 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   using Staged = typename Staging::type;
   Staged* xs = reinterpret_cast<Staged*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  stageSlice<Format, B, T>(a, x, col0, xs, xsum, lane);
+  computeNormInverses<B, T>(a, norm, lane);
+  const InputReader<T> in(a, norm.inverse);
+  stageSlice<Format, B, T>(a, in, col0, xs, xsum, lane);
   __syncthreads();
 
   using Accumulator = AccumulatorOf<Format, B>;
@@ -409,8 +492,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
 #pragma unroll
     for (int b = 0; b < B; ++b) rowSum[b] = acc[b];
   }
-  Format::template rowExtra<B, T>(w, rowState, row, split * kWarpsPerBlock + warp, a.splits * kWarpsPerBlock, x,
-                                  a.cols, a.batch, rowSum);
+  Format::template rowExtra<B, T>(w, rowState, row, split * kWarpsPerBlock + warp, a.splits * kWarpsPerBlock, in,
+                                  rowSum);
 
 #pragma unroll
   for (int b = 0; b < B; ++b) warpSums[warp][b][lane] = rowSum[b];
@@ -438,6 +521,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   using Staging = StagingOf<Format, B>;
   static_assert(Ring::kRing && Staging::kCustom && AccumulatorOf<Format, B>::kCustom, "a ring format");
   extern __shared__ float shared[];
+  __shared__ NormShared<B> norm;
   __shared__ bool lastBlock[kRingWarpsPerBlock];
 
   const int lane = threadIdx.x % 32;
@@ -449,7 +533,6 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   const int64_t chunk0 = int64_t(split) * a.chunksPerSplit;
   const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
   const int count = active ? int(chunkEnd - chunk0) : 0;
-  const auto* x = static_cast<const typename A::type*>(a.x);
   allowDependentLaunch();
 
   const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
@@ -469,7 +552,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
 
   auto* xs = reinterpret_cast<typename Staging::type*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  stageSlice<Format, B, T>(a, x, chunk0 * Format::kChunkCols, xs, xsum, lane);
+  computeNormInverses<B, T>(a, norm, lane);
+  stageSlice<Format, B, T>(a, InputReader<T>(a, norm.inverse), chunk0 * Format::kChunkCols, xs, xsum, lane);
   PrepareOf<Format>::run();
   __syncthreads();
 
@@ -566,6 +650,11 @@ inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t t
   a.y = p.y;
   a.partials = partials;
   a.counters = counters;
+  a.input = p.input;
+  a.normWeight = p.normWeight;
+  a.eps = p.eps;
+  a.accumulate = p.accumulate;
+  a.acquireAll = splitAcquireInEveryBlock();
   return a;
 }
 

@@ -1,6 +1,8 @@
 #include "GemvProblem.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 namespace pareto::kernels {
 
@@ -76,6 +78,14 @@ size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s) {
   return size_t(s.splits) * size_t(p.batch) * size_t(rowGroups(p.rows) * kRowsPerGroup);
 }
 
+bool splitAcquireInEveryBlock() {
+  static const bool all = [] {
+    const char* v = std::getenv("PARETO_GEMV_ACQUIRE_ALL");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return all;
+}
+
 std::string checkGemvProblem(const GemvProblem& p) {
   if (p.rows <= 0 || p.cols <= 0)
     return "empty weight (" + std::to_string(p.rows) + " x " + std::to_string(p.cols) + ")";
@@ -86,6 +96,16 @@ std::string checkGemvProblem(const GemvProblem& p) {
   if (p.x == nullptr || p.y == nullptr) return "missing activation or output pointer";
   if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || reinterpret_cast<uintptr_t>(p.y) % 2 != 0)
     return "activations must be 16-byte aligned and outputs 2-byte aligned";
+  // Blocks stage x while others already store y: an output over its own input would be read half written.
+  if (p.x == p.y) return "the output must not be the input (blocks still read x while others store y)";
+  if (p.input == GemvInput::RmsNorm) {
+    if (p.normWeight == nullptr || reinterpret_cast<uintptr_t>(p.normWeight) % 16 != 0)
+      return "the RMSNorm weight is missing or not 16-byte aligned";
+    if (p.cols > kGemvMaxNormCols)
+      return "an RMSNorm folded into the GEMV takes at most " + std::to_string(kGemvMaxNormCols) + " columns, not " +
+             std::to_string(p.cols);
+    if (!(p.eps >= 0.f)) return "RMSNorm eps must be ≥ 0";
+  }
   return {};
 }
 

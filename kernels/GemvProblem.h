@@ -53,13 +53,28 @@ inline constexpr size_t kMaxStagedBytes = 96 * 1024;
 // of x are staged as zeros).
 inline int compiledBatch(int batch) { return batch <= 1 ? 1 : batch <= 2 ? 2 : batch <= 4 ? 4 : batch <= 8 ? 8 : 16; }
 
+// What x is made of, computed while it is staged (the decode step's small ops folded into the GEMV that consumes
+// their output, DecodeArithmetic.cuh: the same arithmetic, so the same bits as the op's own kernel).
+enum class GemvInput {
+  Plain,    // x [batch, cols] as it is
+  RmsNorm,  // x = normWeight ⊙ rmsnorm(input): input [batch, cols] (the residual stream), normWeight [cols]
+  SiluMul,  // x = silu(gate) ⊙ up: input [batch, 2·cols] = [gate | up]
+};
+inline constexpr int64_t kGemvMaxNormCols = 16384;  // RmsNorm: the spans' totals a block keeps in shared memory
+
 struct GemvProblem {
   int64_t rows = 0;
   int64_t cols = 0;
   int batch = 1;
   ActivationType type = ActivationType::Float16;
-  const void* x = nullptr;  // [batch, cols]
+  const void* x = nullptr;  // the input: [batch, cols], or [batch, 2·cols] for SiluMul
   void* y = nullptr;        // [batch, rows]
+  GemvInput input = GemvInput::Plain;
+  const void* normWeight = nullptr;  // RmsNorm: [cols]
+  float eps = 0.f;                   // RmsNorm
+  // y += x · Ŵᵀ instead of y = x · Ŵᵀ: the product rounded to the dtype, then the sum (the residual add that
+  // follows the o and down projections, as decode_add_rmsnorm adds them).
+  bool accumulate = false;
 };
 
 // How a launch splits the columns of each row group across blocks. Blocks of one row group write fp32 partial
@@ -103,6 +118,10 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 // Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1) and one
 // int counter per row group that must be zero before the first launch (the kernels leave it zero).
 size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s);
+
+// PARETO_GEMV_ACQUIRE_ALL=1 in the environment (read once): every block of a split row group arrives with an
+// acquire-release add, not only the last one with an acquire fence (GemvDriver.cuh: arriveLast), for an A/B.
+bool splitAcquireInEveryBlock();
 
 // "" when the common part of a problem is launchable, else what is wrong (shapes, batch, pointers).
 std::string checkGemvProblem(const GemvProblem& p);

@@ -85,8 +85,7 @@ struct BitmaskInt4Format {
 
   template <int B, ActivationType TT>
   __device__ static __forceinline__ void rowExtra(const Params&, const RowState&, int64_t, int, int,
-                                                  const typename detail::Act<TT>::type*, int64_t, int,
-                                                  float (&)[B]) {}
+                                                  const detail::InputReader<TT>&, float (&)[B]) {}
 };
 
 // (a − b) on each 16-bit half, exact here: both are integers below 2^11 (fp16) or 2^8 (bf16).

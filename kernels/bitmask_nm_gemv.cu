@@ -84,8 +84,7 @@ struct BitmaskFormat {
 
   template <int B, ActivationType TT>
   __device__ static __forceinline__ void rowExtra(const Params&, const RowState&, int64_t, int, int,
-                                                  const typename detail::Act<TT>::type*, int64_t, int,
-                                                  float (&)[B]) {}
+                                                  const detail::InputReader<TT>&, float (&)[B]) {}
 };
 
 // 2:4 on the sparse tensor cores (bitmaskUsesTensorCores; mma.sp), through the shared-memory ring of

@@ -6,35 +6,22 @@
 // grid is small whatever the width; what the kernel costs is its latency, and the row (≤ 64 KB) stays in
 // registers between the sum and the scaling so that it is read from memory once.
 #include "DecodeOps.h"
+#include "DecodeArithmetic.cuh"
 #include "GemvDriver.cuh"
 #include "ProgrammaticLaunch.cuh"
 
 namespace pareto::kernels {
 namespace {
 
-using detail::Act;
 using detail::aligned16;
-using detail::blockSum;
-using detail::bitsOf;
+using detail::pack8;
 using detail::unpack8;
-
-
-// Two values rounded to the dtype, packed as they lie in memory (the first in the low half).
-template <ActivationType T>
-__device__ __forceinline__ uint32_t packPair(float lo, float hi) {
-  return bitsOf(Act<T>::fromFloat(lo)) | (bitsOf(Act<T>::fromFloat(hi)) << 16);
-}
-
-template <ActivationType T>
-__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
-  return make_uint4(packPair<T>(f[0], f[1]), packPair<T>(f[2], f[3]), packPair<T>(f[4], f[5]),
-                    packPair<T>(f[6], f[7]));
-}
 
 // V: 16-byte vectors (8 values) a thread holds; the block has ceil(hidden / 8 / V) threads, rounded to warps.
 template <ActivationType T, int V>
 __global__ void __launch_bounds__(1024) addRmsNormKernel(const AddRmsNormProblem p) {
-  __shared__ float warpTotals[32];
+  // The spans' totals of the sum of squares (DecodeArithmetic.cuh: the order the fused GEMVs use too).
+  __shared__ float spanTotals[kDecodeMaxHidden / detail::kNormSpanValues];
   const int64_t vectors = p.hidden / 8;
   const int64_t row = blockIdx.x;
   uint4* residual = static_cast<uint4*>(p.residual) + row * vectors;
@@ -45,43 +32,35 @@ __global__ void __launch_bounds__(1024) addRmsNormKernel(const AddRmsNormProblem
   detail::allowDependentLaunch();
   detail::waitForPreviousGrid();  // residual and delta come from the kernels before (ProgrammaticLaunch.cuh)
 
+  // Thread t holds vectors t, t + blockDim, ...: a warp's 32 lanes hold one span (blockDim is a multiple of 32).
   uint4 r[V];
-  float squares = 0.f;
 #pragma unroll
   for (int i = 0; i < V; ++i) {
     const int64_t v = threadIdx.x + int64_t(i) * blockDim.x;
-    if (v >= vectors) continue;
-    r[i] = residual[v];
-    float x[8];
-    unpack8<T>(r[i], x);
-    if (delta != nullptr) {
-      float d[8];
-      unpack8<T>(delta[v], d);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) x[k] += d[k];
-      r[i] = pack8<T>(x);  // h = x + attn, in the dtype
-      residual[v] = r[i];
+    float x[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (v < vectors) {
+      r[i] = residual[v];
       unpack8<T>(r[i], x);
-    }
+      if (delta != nullptr) {
+        float d[8];
+        unpack8<T>(delta[v], d);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) squares = fmaf(x[k], x[k], squares);
+        for (int k = 0; k < 8; ++k) x[k] += d[k];
+        r[i] = pack8<T>(x);  // h = x + attn, in the dtype
+        residual[v] = r[i];
+        unpack8<T>(r[i], x);
+      }
+    }
+    const float span = detail::spanTotal(detail::vectorSquares(x));  // every lane of the warp takes part
+    if (threadIdx.x % 32 == 0 && v < vectors) spanTotals[v / 32] = span;
   }
-  // var + eps then 1/sqrt, both correctly rounded in fp32 (no rsqrtf approximation), as torch.rsqrt on the CPU.
-  const float inv = 1.f / sqrtf(blockSum(squares, warpTotals) / float(p.hidden) + p.eps);
+  __syncthreads();
+  const float inv = detail::rmsInverse(spanTotals, int((vectors + 31) / 32), p.hidden, p.eps);
 #pragma unroll
   for (int i = 0; i < V; ++i) {
     const int64_t v = threadIdx.x + int64_t(i) * blockDim.x;
     if (v >= vectors) continue;
-    float x[8], w[8];
-    unpack8<T>(r[i], x);
-    unpack8<T>(__ldg(weight + v), w);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) x[k] *= inv;
-    const uint4 normed = pack8<T>(x);  // xf.to(dtype)
-    unpack8<T>(normed, x);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) x[k] *= w[k];
-    out[v] = pack8<T>(x);
+    out[v] = detail::normed8<T>(r[i], inv, __ldg(weight + v));
   }
 }
 

@@ -1,36 +1,19 @@
 // decode_silu_mul: out = silu(gate) · up for gateUp = [gate | up] (DecodeOps.h), with silu rounded to the dtype
-// before the product, as transformers' act_fn(gate) * up.
+// before the product, as transformers' act_fn(gate) * up (DecodeArithmetic.cuh).
 //
 // Purely elementwise: a thread takes 8 consecutive columns of gate and of up with one 16-byte load each, and
 // the grid covers all rows at once, so even batch 1 of a 14336-wide MLP spreads over the whole device.
 #include "DecodeOps.h"
+#include "DecodeArithmetic.cuh"
 #include "GemvDriver.cuh"
 
 namespace pareto::kernels {
 namespace {
 
-using detail::Act;
 using detail::aligned16;
-using detail::bitsOf;
 
 constexpr int kThreads = 256;
 
-
-template <ActivationType T>
-__device__ __forceinline__ uint32_t siluMulPair(uint32_t gate, uint32_t up) {
-  using A = Act<T>;
-  const float g[2] = {A::lowToFloat(gate), A::highToFloat(gate)};
-  const float u[2] = {A::lowToFloat(up), A::highToFloat(up)};
-  uint32_t bits[2];
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    // x / (1 + exp(-x)) with the precise expf and a correctly rounded division, as ATen's silu computes it in
-    // fp32 for 16-bit inputs; then rounded, then the product rounded.
-    const float silu = A::toFloat(A::fromFloat(g[k] / (1.f + expf(-g[k]))));
-    bits[k] = bitsOf(A::fromFloat(silu * u[k]));
-  }
-  return bits[0] | (bits[1] << 16);
-}
 
 template <ActivationType T>
 __global__ void __launch_bounds__(kThreads) siluMulKernel(const SiluMulProblem p) {
@@ -42,8 +25,7 @@ __global__ void __launch_bounds__(kThreads) siluMulKernel(const SiluMulProblem p
   const int64_t row = v / perRow, column = v - row * perRow;
   const uint4* gate = static_cast<const uint4*>(p.gateUp) + row * 2 * perRow + column;
   const uint4 g = *gate, u = *(gate + perRow);
-  static_cast<uint4*>(p.out)[v] = make_uint4(siluMulPair<T>(g.x, u.x), siluMulPair<T>(g.y, u.y),
-                                             siluMulPair<T>(g.z, u.z), siluMulPair<T>(g.w, u.w));
+  static_cast<uint4*>(p.out)[v] = detail::siluMul8<T>(g, u);
 }
 
 }  // namespace

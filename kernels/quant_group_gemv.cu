@@ -47,8 +47,7 @@ struct QuantCodeStream {
 
   template <int B, ActivationType TT>
   __device__ static __forceinline__ void rowExtra(const Params&, const RowState&, int64_t, int, int,
-                                                  const typename detail::Act<TT>::type*, int64_t, int,
-                                                  float (&)[B]) {}
+                                                  const detail::InputReader<TT>&, float (&)[B]) {}
 };
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }

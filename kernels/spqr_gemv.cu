@@ -102,12 +102,13 @@ struct SpqrFormat {
   // The lane's outliers begin + part, begin + part + parts, ... in that order (as before), kU at a time: the
   // column and value loads of kU outliers are issued together, then their x loads, then the FMAs, so a batch of
   // kU outliers costs two dependent memory latencies instead of 2·kU. x rows past `batch` are not read (the
-  // compiled B may exceed the batch; x has exactly `batch` rows) and contribute 0 to lanes nobody writes out.
+  // compiled B may exceed the batch; x has exactly `batch` rows) and contribute 0 to lanes nobody writes out. x
+  // is read through the block's InputReader: a fused input (an RMSNorm, SiLU·mul) is computed for the outlier's
+  // column as the staging computes it.
   template <int B, ActivationType TT>
   __device__ static __forceinline__ void rowExtra(const Params& w, const RowState& r, int64_t, int part, int parts,
-                                                  const typename detail::Act<TT>::type* x, int64_t cols, int batch,
-                                                  float (&acc)[B]) {
-    using A = detail::Act<TT>;
+                                                  const detail::InputReader<TT>& in, float (&acc)[B]) {
+    const int batch = in.batch;
     constexpr int kU = B <= 2 ? 8 : B <= 8 ? 4 : 2;
     for (int32_t i = r.begin + part; i < r.end; i += kU * parts) {
       int32_t column[kU];
@@ -124,7 +125,7 @@ struct SpqrFormat {
       for (int u = 0; u < kU; ++u)
 #pragma unroll
         for (int b = 0; b < B; ++b)
-          xv[u][b] = b < batch && i + u * parts < r.end ? A::toFloat(x[b * cols + column[u]]) : 0.f;
+          xv[u][b] = b < batch && i + u * parts < r.end ? in.at(b, column[u]) : 0.f;
 #pragma unroll
       for (int u = 0; u < kU; ++u)
         if (i + u * parts < r.end)

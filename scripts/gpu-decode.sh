@@ -28,7 +28,7 @@ if [ "${PARETO_DECODE_BREAKDOWN:-1}" = 1 ]; then
     | tail -6
 fi
 if [ "${PARETO_DECODE_FUSION_AB:-1}" = 1 ]; then
-  step "bench decode with the small ops unfused (PARETO_DECODE_FUSED=0: RoPE, attention, merge; argmax and inputs)"
+  step "bench decode with the small ops unfused (PARETO_DECODE_FUSED=0: RoPE, attention, merge; argmax and inputs; norms, SiLU·mul and residual adds beside the packed GEMVs)"
   PARETO_DECODE_FUSED=0 "$cli" --no-record bench decode --synthetic llama-3.1-8b --format "$formats" --context 512 \
     --batch 1 --new-tokens 256 --runs 5 --output "$out/bench-decode-unfused.json" 2>>"$out/bench-decode.err" \
     | tee "$out/bench-decode-unfused.txt" | tail -8

@@ -30,6 +30,10 @@ struct FusedLinear {
   int64_t weightBytes() const;
   // out [N, rows] = x [N, cols] · Ŵᵀ
   void forward(const at::Tensor& x, const at::Tensor& out, const std::string& what) const;
+  // The same with a small op folded in (PackedLinear::forward with a GemvFusion): inside the GEMV where one packed
+  // part holds all the rows (fusesInKernel), else the op around the parts' products.
+  void forward(const at::Tensor& x, const at::Tensor& out, const std::string& what, const GemvFusion& fusion) const;
+  bool fusesInKernel() const { return parts.size() == 1 && parts.front().fusesInKernel(); }
   static FusedLinear fuse(const std::vector<const PackedLinear*>& parts);
 };
 

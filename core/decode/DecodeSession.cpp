@@ -76,13 +76,50 @@ void DecodeSession::runStep() {
   const double eps = c.rmsNormEps;
   const double scale = 1.0 / std::sqrt(double(c.headDim));
   const bool linears = parts_ & kLinears, attention = parts_ & kAttention, norms = parts_ & kNormsAndActivation;
+  // The small ops folded into the packed GEMVs next to them (PackedLinear::fusesInKernel): each norm into the GEMV
+  // that reads it, SiLU·mul into the down projection, the residual adds into the o and down projections. Only in
+  // the whole step: `bench decode --breakdown` times the parts unfused, each alone.
+  const bool fold = fused_ && parts_ == kAllParts;
+  const auto folds = [&](const auto& linear) { return fold && linear.fusesInKernel(); };
   at::index_select_out(residual_, model_.embedding(), 0, ids_);
-  at::Tensor delta;   // the previous block's output, added to the residual by the next norm
+  at::Tensor pending;  // a block's output not yet in the residual stream: the next norm adds it
+  // out = linear(weight ⊙ rmsnorm(residual + pending)).
+  const auto normedLinear = [&](const auto& linear, const at::Tensor& weight, const at::Tensor& out,
+                                const std::string& name) {
+    if (folds(linear) && !pending.defined()) {
+      GemvFusion f;
+      f.input = GemvFusion::Input::RmsNorm;
+      f.normWeight = weight;
+      f.eps = eps;
+      linear.forward(residual_, out, name, f);
+      return;
+    }
+    if (norms) addRmsNorm(residual_, pending, weight, eps, normed_);
+    pending = at::Tensor();
+    if (linears) linear.forward(normed_, out, name);
+  };
+  // residual += linear(x), or `scratch` = linear(x) left pending for the next norm.
+  const auto residualLinear = [&](const auto& linear, const at::Tensor& x, GemvFusion::Input input,
+                                  const at::Tensor& scratch, const std::string& name) {
+    if (folds(linear)) {
+      GemvFusion f;
+      f.input = input;
+      f.accumulate = true;
+      linear.forward(x, residual_, name, f);
+      return;
+    }
+    at::Tensor in = x;
+    if (input == GemvFusion::Input::SiluMul) {
+      if (norms) siluMul(x, act_);
+      in = act_;
+    }
+    if (linears) linear.forward(in, scratch, name);
+    pending = scratch;
+  };
   for (int64_t l = 0; l < model_.numLayers(); ++l) {
     const DecodeLayer& L = model_.layer(l);
     const std::string* name = &names_[size_t(l) * 4];
-    if (norms) addRmsNorm(residual_, delta, L.inputNorm, eps, normed_);
-    if (linears) L.qkv.forward(normed_, qkv_, name[0]);
+    normedLinear(L.qkv, L.inputNorm, qkv_, name[0]);
     if (attention && fused_) {
       ropeAttention(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, keys_[l], values_[l], validFrom_,
                     scale, attentionCounters_, attn_);
@@ -90,16 +127,22 @@ void DecodeSession::runStep() {
       ropeAndCacheWrite(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, q_, keys_[l], values_[l]);
       decodeAttention(q_, keys_[l], values_[l], slot_, validFrom_, scale, attn_);
     }
-    if (linears) L.o.forward(attn_, o_, name[1]);
-    if (norms) addRmsNorm(residual_, o_, L.postAttentionNorm, eps, normed_);
-    if (linears) L.gateUp.forward(normed_, gateUp_, name[2]);
-    if (norms) siluMul(gateUp_, act_);
-    if (linears) L.down.forward(act_, down_, name[3]);
-    delta = down_;
+    residualLinear(L.o, attn_, GemvFusion::Input::Plain, o_, name[1]);
+    normedLinear(L.gateUp, L.postAttentionNorm, gateUp_, name[2]);
+    residualLinear(L.down, gateUp_, GemvFusion::Input::SiluMul, down_, name[3]);
   }
   if (parts_ & kHead) {
-    addRmsNorm(residual_, delta, model_.finalNorm(), eps, normed_);
-    model_.outputHead().forward(normed_, logitsHalf_, "lm_head");
+    const PackedLinear& head = model_.outputHead();
+    if (folds(head) && !pending.defined()) {
+      GemvFusion f;
+      f.input = GemvFusion::Input::RmsNorm;
+      f.normWeight = model_.finalNorm();
+      f.eps = eps;
+      head.forward(residual_, logitsHalf_, "lm_head", f);
+    } else {
+      addRmsNorm(residual_, pending, model_.finalNorm(), eps, normed_);
+      head.forward(normed_, logitsHalf_, "lm_head");
+    }
     if (sampling_.greedy && fused_) {
       greedyNextToken(logitsHalf_, next_, ids_, positions_, slot_, generated_, stepCounter_);
       return;

@@ -157,24 +157,29 @@ void addRmsNorm(const at::Tensor& residual, const at::Tensor& delta, const at::T
   out.copy_(rmsNorm(r, weight, eps));
 }
 
-void ropeAndCacheWrite(const at::Tensor& qkv, const at::Tensor& qNorm, const at::Tensor& kNorm, double eps,
-                       const at::Tensor& positions, const at::Tensor& invFreq, const at::Tensor& slot,
-                       const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values) {
-  Checks c("ropeAndCacheWrite");
-  c.primary(qkv, "qkv", 2);
-  if (!q.defined() || q.dim() != 3) c.fail("q must be [batch, query heads, head dim]");
-  if (!keys.defined() || keys.dim() != 4) c.fail("keys must be [batch, key-value heads, capacity, head dim]");
-  const int64_t B = qkv.size(0), Hq = q.size(1), D = q.size(2), Hkv = keys.size(1), C = keys.size(2);
-  k::RopeCacheProblem p;
+namespace {
+
+// The sizes the attention problems share (batch rows, query and key-value heads, cache slots, head dim, dtype).
+template <class Problem>
+void setShape(Problem& p, const Checks& c, int64_t B, int64_t Hq, int64_t Hkv, int64_t C, int64_t D) {
   p.batch = Checks::rows(B);
   p.qHeads = Hq;
   p.kvHeads = Hkv;
   p.headDim = D;
   p.capacity = C;
   p.type = c.type();
+}
+
+// The RoPE + cache write's problem with every tensor but q checked and pointed at (the CPU's pointers are unused):
+// the part ropeAndCacheWrite and ropeAttention share.
+k::RopeCacheProblem ropeCacheProblem(const Checks& c, int64_t B, int64_t Hq, int64_t Hkv, int64_t C, int64_t D,
+                                     const at::Tensor& qkv, const at::Tensor& qNorm, const at::Tensor& kNorm,
+                                     double eps, const at::Tensor& positions, const at::Tensor& invFreq,
+                                     const at::Tensor& slot, const at::Tensor& keys, const at::Tensor& values) {
+  k::RopeCacheProblem p;
+  setShape(p, c, B, Hq, Hkv, C, D);
   p.eps = float(eps);
   c.kernelCheck(k::checkRopeCache(p));
-  c.tensor(q, "q", {B, Hq, D});
   c.tensor(keys, "keys", {B, Hkv, C, D});
   c.tensor(values, "values", {B, Hkv, C, D});
   c.tensor(qkv, "qkv", {B, (Hq + 2 * Hkv) * D});
@@ -183,19 +188,68 @@ void ropeAndCacheWrite(const at::Tensor& qkv, const at::Tensor& qNorm, const at:
   c.tensor(positions, "positions", {B}, at::kLong);
   c.tensor(invFreq, "invFreq", {D / 2}, at::kFloat);
   c.slot(slot, "slot");
+  p.qkv = qkv.data_ptr();
+  p.qNorm = qNorm.defined() ? qNorm.data_ptr() : nullptr;
+  p.kNorm = kNorm.defined() ? kNorm.data_ptr() : nullptr;
+  p.positions = positions.data_ptr<int64_t>();
+  p.invFreq = invFreq.data_ptr<float>();
+  p.slot = slot.data_ptr<int64_t>();
+  p.keys = keys.data_ptr();
+  p.values = values.data_ptr();
+  return p;
+}
+
+// The attention's problem with every tensor but q checked and pointed at: decodeAttention's and ropeAttention's.
+k::DecodeAttentionProblem attentionProblem(const Checks& c, int64_t B, int64_t Hq, int64_t Hkv, int64_t C, int64_t D,
+                                           const at::Tensor& keys, const at::Tensor& values, const at::Tensor& slot,
+                                           const at::Tensor& validFrom, double scale, const at::Tensor& out) {
+  k::DecodeAttentionProblem p;
+  setShape(p, c, B, Hq, Hkv, C, D);
+  p.scale = float(scale);
+  c.kernelCheck(k::checkDecodeAttention(p));
+  c.tensor(keys, "keys", {B, Hkv, C, D});
+  c.tensor(values, "values", {B, Hkv, C, D});
+  c.slot(slot, "slot");
+  if (validFrom.defined()) c.tensor(validFrom, "validFrom", {B}, at::kLong);
+  c.tensor(out, "out", {B, Hq * D});
+  p.keys = keys.data_ptr();
+  p.values = values.data_ptr();
+  p.slot = slot.data_ptr<int64_t>();
+  p.validFrom = validFrom.defined() ? validFrom.data_ptr<int64_t>() : nullptr;
+  p.out = out.data_ptr();
+  return p;
+}
+
+#ifdef PARETO_WITH_CUDA
+// The split attention's scratch, from the caching allocator (the graph's pool when captured), released after the
+// launch; undefined when the split needs none.
+at::Tensor attentionWorkspace(const k::DecodeAttentionProblem& p, const k::DecodeAttentionSplit& split,
+                              const at::TensorOptions& options) {
+  const size_t bytes = k::decodeAttentionWorkspaceBytes(p, split);
+  if (bytes == 0) return {};
+  return at::empty({int64_t((bytes + sizeof(float) - 1) / sizeof(float))}, options.dtype(at::kFloat));
+}
+void* pointerOf(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+#endif
+
+}  // namespace
+
+void ropeAndCacheWrite(const at::Tensor& qkv, const at::Tensor& qNorm, const at::Tensor& kNorm, double eps,
+                       const at::Tensor& positions, const at::Tensor& invFreq, const at::Tensor& slot,
+                       const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values) {
+  Checks c("ropeAndCacheWrite");
+  c.primary(qkv, "qkv", 2);
+  if (!q.defined() || q.dim() != 3) c.fail("q must be [batch, query heads, head dim]");
+  if (!keys.defined() || keys.dim() != 4) c.fail("keys must be [batch, key-value heads, capacity, head dim]");
+  const int64_t B = qkv.size(0), Hq = q.size(1), D = q.size(2), Hkv = keys.size(1), C = keys.size(2);
+  k::RopeCacheProblem p =
+      ropeCacheProblem(c, B, Hq, Hkv, C, D, qkv, qNorm, kNorm, eps, positions, invFreq, slot, keys, values);
+  c.tensor(q, "q", {B, Hq, D});
 
   if (qkv.is_cuda()) {
 #ifdef PARETO_WITH_CUDA
     const c10::cuda::CUDAGuard guard(qkv.device());
-    p.qkv = qkv.data_ptr();
-    p.qNorm = qNorm.defined() ? qNorm.data_ptr() : nullptr;
-    p.kNorm = kNorm.defined() ? kNorm.data_ptr() : nullptr;
-    p.positions = positions.data_ptr<int64_t>();
-    p.invFreq = invFreq.data_ptr<float>();
-    p.slot = slot.data_ptr<int64_t>();
     p.q = q.data_ptr();
-    p.keys = keys.data_ptr();
-    p.values = values.data_ptr();
     c.kernelCheck(k::runRopeCache(p, currentStream()));
     return;
 #else
@@ -227,37 +281,16 @@ void decodeAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tens
   c.primary(q, "q", 3);
   if (!keys.defined() || keys.dim() != 4) c.fail("keys must be [batch, key-value heads, capacity, head dim]");
   const int64_t B = q.size(0), Hq = q.size(1), D = q.size(2), Hkv = keys.size(1), C = keys.size(2);
-  k::DecodeAttentionProblem p;
-  p.batch = Checks::rows(B);
-  p.qHeads = Hq;
-  p.kvHeads = Hkv;
-  p.headDim = D;
-  p.capacity = C;
-  p.type = c.type();
-  p.scale = float(scale);
-  c.kernelCheck(k::checkDecodeAttention(p));
-  c.tensor(keys, "keys", {B, Hkv, C, D});
-  c.tensor(values, "values", {B, Hkv, C, D});
-  c.slot(slot, "slot");
-  if (validFrom.defined()) c.tensor(validFrom, "validFrom", {B}, at::kLong);
-  c.tensor(out, "out", {B, Hq * D});
+  k::DecodeAttentionProblem p = attentionProblem(c, B, Hq, Hkv, C, D, keys, values, slot, validFrom, scale, out);
 
   if (q.is_cuda()) {
 #ifdef PARETO_WITH_CUDA
     const c10::cuda::CUDAGuard guard(q.device());
     p.q = q.data_ptr();
-    p.keys = keys.data_ptr();
-    p.values = values.data_ptr();
-    p.slot = slot.data_ptr<int64_t>();
-    p.validFrom = validFrom.defined() ? validFrom.data_ptr<int64_t>() : nullptr;
-    p.out = out.data_ptr();
-    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-    const k::DecodeAttentionSplit split = k::decodeAttentionSplit(p, sms);
-    at::Tensor workspace;  // from the caching allocator (the graph's pool when captured), released after the launch
-    if (const size_t bytes = k::decodeAttentionWorkspaceBytes(p, split); bytes > 0)
-      workspace = at::empty({int64_t((bytes + sizeof(float) - 1) / sizeof(float))}, q.options().dtype(at::kFloat));
-    c.kernelCheck(k::runDecodeAttention(p, split, workspace.defined() ? workspace.data_ptr() : nullptr,
-                                        currentStream()));
+    const k::DecodeAttentionSplit split =
+        k::decodeAttentionSplit(p, at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
+    const at::Tensor workspace = attentionWorkspace(p, split, q.options());
+    c.kernelCheck(k::runDecodeAttention(p, split, pointerOf(workspace), currentStream()));
     return;
 #else
     c.fail("this build has no CUDA kernels (configure with PARETO_CUDA=ON)");
@@ -308,48 +341,15 @@ void ropeAttention(const at::Tensor& qkv, const at::Tensor& qNorm, const at::Ten
     return;
   }
   k::RopeAttentionProblem f;
-  k::RopeCacheProblem& r = f.rope;
-  k::DecodeAttentionProblem& p = f.attention;
-  r.batch = p.batch = Checks::rows(B);
-  r.qHeads = p.qHeads = Hq;
-  r.kvHeads = p.kvHeads = Hkv;
-  r.headDim = p.headDim = D;
-  r.capacity = p.capacity = C;
-  r.type = p.type = c.type();
-  r.eps = float(eps);
-  p.scale = float(scale);
-  c.kernelCheck(k::checkRopeCache(r));
-  c.kernelCheck(k::checkDecodeAttention(p));
-  c.tensor(qkv, "qkv", {B, (Hq + 2 * Hkv) * D});
-  c.tensor(keys, "keys", {B, Hkv, C, D});
-  c.tensor(values, "values", {B, Hkv, C, D});
-  if (qNorm.defined()) c.tensor(qNorm, "qNorm", {D});
-  if (kNorm.defined()) c.tensor(kNorm, "kNorm", {D});
-  c.tensor(positions, "positions", {B}, at::kLong);
-  c.tensor(invFreq, "invFreq", {D / 2}, at::kFloat);
-  c.slot(slot, "slot");
-  if (validFrom.defined()) c.tensor(validFrom, "validFrom", {B}, at::kLong);
-  c.tensor(out, "out", {B, Hq * D});
+  f.rope = ropeCacheProblem(c, B, Hq, Hkv, C, D, qkv, qNorm, kNorm, eps, positions, invFreq, slot, keys, values);
+  f.attention = attentionProblem(c, B, Hq, Hkv, C, D, keys, values, slot, validFrom, scale, out);
 #ifdef PARETO_WITH_CUDA
   const c10::cuda::CUDAGuard guard(qkv.device());
-  r.qkv = qkv.data_ptr();
-  r.qNorm = qNorm.defined() ? qNorm.data_ptr() : nullptr;
-  r.kNorm = kNorm.defined() ? kNorm.data_ptr() : nullptr;
-  r.positions = positions.data_ptr<int64_t>();
-  r.invFreq = invFreq.data_ptr<float>();
-  r.slot = p.slot = slot.data_ptr<int64_t>();
-  p.keys = r.keys = keys.data_ptr();
-  p.values = r.values = values.data_ptr();
-  p.validFrom = validFrom.defined() ? validFrom.data_ptr<int64_t>() : nullptr;
-  p.out = out.data_ptr();
   f.counters = reinterpret_cast<unsigned*>(counters.data_ptr<int32_t>());
-  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const k::DecodeAttentionSplit split = k::decodeRopeAttentionSplit(p, sms);
-  at::Tensor workspace;  // as decodeAttention's
-  if (const size_t bytes = k::decodeAttentionWorkspaceBytes(p, split); bytes > 0)
-    workspace = at::empty({int64_t((bytes + sizeof(float) - 1) / sizeof(float))}, qkv.options().dtype(at::kFloat));
-  c.kernelCheck(k::runDecodeRopeAttention(f, split, workspace.defined() ? workspace.data_ptr() : nullptr,
-                                          currentStream()));
+  const k::DecodeAttentionSplit split =
+      k::decodeRopeAttentionSplit(f.attention, at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
+  const at::Tensor workspace = attentionWorkspace(f.attention, split, qkv.options());
+  c.kernelCheck(k::runDecodeRopeAttention(f, split, pointerOf(workspace), currentStream()));
 #else
   c.fail("this build has no CUDA kernels (configure with PARETO_CUDA=ON)");
 #endif

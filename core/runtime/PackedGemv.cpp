@@ -11,6 +11,7 @@
 #include "formats/QuantGroupWeight.h"
 #include "formats/SpqrWeight.h"
 #include "kernels/reference/GemvReference.h"
+#include "runtime/DecodeOps.h"
 #include "util/Error.h"
 
 #ifdef PARETO_WITH_CUDA
@@ -67,41 +68,72 @@ k::ActivationType activationType(const at::Tensor& x, const std::string& what) {
   throw InputError(what + ": activations must be float16 or bfloat16, got " + std::string(c10::toString(x.scalar_type())));
 }
 
+// The fused input's checks (GemvFusion), naming `what`; x is [batch, cols] or, for SiLU·mul, [batch, 2·cols].
+void checkFusedInput(const at::Tensor& x, int64_t cols, const GemvFusion& f, const std::string& what) {
+  const int64_t width = f.input == GemvFusion::Input::SiluMul ? 2 * cols : cols;
+  if (!x.defined() || x.dim() != 2 || x.size(1) != width)
+    throw InputError(what + ": activations must be [batch, " + std::to_string(width) + "]" +
+                     (f.input == GemvFusion::Input::SiluMul ? " (gate | up)" : ""));
+  if (f.input == GemvFusion::Input::RmsNorm) {
+    if (!f.normWeight.defined() || f.normWeight.dim() != 1 || f.normWeight.size(0) != cols ||
+        f.normWeight.scalar_type() != x.scalar_type() || f.normWeight.device() != x.device() ||
+        !f.normWeight.is_contiguous())
+      throw InputError(what + ": the RMSNorm weight must be a contiguous [" + std::to_string(cols) +
+                       "] tensor of the activations' dtype and device");
+  }
+}
+
+
+k::GemvInput kernelInput(GemvFusion::Input i) {
+  switch (i) {
+    case GemvFusion::Input::RmsNorm: return k::GemvInput::RmsNorm;
+    case GemvFusion::Input::SiluMul: return k::GemvInput::SiluMul;
+    default: return k::GemvInput::Plain;
+  }
+}
+
 // The shared part of every gemv(): checks x, prepares y and the problem, and runs either the CUDA kernel
 // (`runKernel(problem, split, partials, counters, stream)`) or the CPU reference (`runReference(problem)`).
 template <class Split, class RunKernel, class RunReference>
 at::Tensor runGemv(const at::Tensor& xIn, at::Tensor y, int64_t rows, int64_t cols, const at::Tensor& weightTensor,
-                   const GemvCounters& launch, const std::string& what, Split split, RunKernel runKernel,
-                   RunReference runReference) {
-  if (!xIn.defined() || xIn.dim() != 2 || xIn.size(1) != cols)
-    throw InputError(what + ": activations must be [batch, " + std::to_string(cols) + "]");
+                   const GemvCounters& launch, const std::string& what, const GemvFusion& fusion, Split split,
+                   RunKernel runKernel, RunReference runReference) {
+  checkFusedInput(xIn, cols, fusion, what);
+  if (fusion.accumulate && (!y.defined() || y.scalar_type() != xIn.scalar_type()))
+    throw InputError(what + ": accumulating needs the residual as the output, in the activations' dtype");
   if (xIn.device() != weightTensor.device())
     throw InputError(what + ": activations on " + xIn.device().str() + " but the weight is on " +
                      weightTensor.device().str());
-  const at::Tensor x = xIn.contiguous();
+  const at::Tensor input = xIn.contiguous();
   if (!y.defined()) {
-    y = at::empty({x.size(0), rows}, x.options());
-  } else if (y.dim() != 2 || y.size(0) != x.size(0) || y.size(1) != rows || y.device() != x.device() ||
+    y = at::empty({input.size(0), rows}, input.options());
+  } else if (y.dim() != 2 || y.size(0) != input.size(0) || y.size(1) != rows || y.device() != input.device() ||
              !y.is_contiguous() ||
-             !(y.scalar_type() == x.scalar_type() || (y.is_cpu() && y.scalar_type() == at::kDouble))) {
-    throw InputError(what + ": the output must be a contiguous [" + std::to_string(x.size(0)) + ", " +
+             !(y.scalar_type() == input.scalar_type() ||
+               (y.is_cpu() && y.scalar_type() == at::kDouble && fusion.input == GemvFusion::Input::Plain &&
+                !fusion.accumulate))) {
+    throw InputError(what + ": the output must be a contiguous [" + std::to_string(input.size(0)) + ", " +
                      std::to_string(rows) + "] tensor of the activations' dtype and device");
   }
   k::GemvProblem p;
   p.rows = rows;
   p.cols = cols;
-  p.batch = int(x.size(0));
-  p.type = activationType(x, what);
-  p.x = x.data_ptr();
-  if (x.is_cuda()) {
+  p.batch = int(input.size(0));
+  p.type = activationType(input, what);
+  if (input.is_cuda()) {
 #ifdef PARETO_WITH_CUDA
+    p.x = input.data_ptr();
     p.y = y.data_ptr();
+    p.input = kernelInput(fusion.input);
+    p.normWeight = fusion.normWeight.defined() ? fusion.normWeight.data_ptr() : nullptr;
+    p.eps = float(fusion.eps);
+    p.accumulate = fusion.accumulate;
     if (auto e = k::checkGemvProblem(p); !e.empty()) throw InputError(what + ": " + e);
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     const k::GemvSplit s = split(p, sms);
     at::Tensor partials;
     if (const size_t n = k::gemvPartialFloats(p, s); n > 0)
-      partials = at::empty({int64_t(n)}, x.options().dtype(at::kFloat));
+      partials = at::empty({int64_t(n)}, input.options().dtype(at::kFloat));
     const std::string error =
         runKernel(p, s, partials.defined() ? partials.data_ptr<float>() : nullptr,
                   launch.counters.data_ptr<int>(), at::cuda::getCurrentCUDAStream().stream());
@@ -111,6 +143,8 @@ at::Tensor runGemv(const at::Tensor& xIn, at::Tensor y, int64_t rows, int64_t co
     throw InputError(what + ": this build has no CUDA kernels (configure with PARETO_CUDA=ON)");
 #endif
   }
+  const at::Tensor x = unfusedInput(input, cols, fusion, what);
+  p.x = x.data_ptr();
   p.y = y.data_ptr();  // the reference returns its result; y receives it below
   std::vector<double> result;
   try {
@@ -118,11 +152,33 @@ at::Tensor runGemv(const at::Tensor& xIn, at::Tensor y, int64_t rows, int64_t co
   } catch (const std::invalid_argument& e) {
     throw InputError(what + ": " + e.what());
   }
-  y.copy_(at::from_blob(result.data(), {p.batch, rows}, at::TensorOptions().dtype(at::kDouble)));
+  const at::Tensor product = at::from_blob(result.data(), {p.batch, rows}, at::TensorOptions().dtype(at::kDouble));
+  if (fusion.accumulate)
+    y.add_(product.to(y.scalar_type()));  // the product rounded to the dtype, then the sum (as addRmsNorm adds)
+  else
+    y.copy_(product);
   return y;
 }
 
 }  // namespace
+
+at::Tensor unfusedInput(const at::Tensor& x, int64_t cols, const GemvFusion& f, const std::string& what) {
+  checkFusedInput(x, cols, f, what);
+  switch (f.input) {
+    case GemvFusion::Input::RmsNorm: {
+      at::Tensor normed = at::empty_like(x);
+      addRmsNorm(x, at::Tensor(), f.normWeight, f.eps, normed);
+      return normed;
+    }
+    case GemvFusion::Input::SiluMul: {
+      at::Tensor act = at::empty({x.size(0), cols}, x.options());
+      siluMul(x, act);
+      return act;
+    }
+    default:
+      return x;
+  }
+}
 
 bool gemvKernelsBuilt() {
 #ifdef PARETO_WITH_CUDA
@@ -152,7 +208,8 @@ BitmaskNMKernelWeight BitmaskNMKernelWeight::fromPacked(const BitmaskNMWeight& w
 
 int64_t BitmaskNMKernelWeight::bytes() const { return tensorBytes(masks) + tensorBytes(values); }
 
-at::Tensor gemv(const BitmaskNMKernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what) {
+at::Tensor gemv(const BitmaskNMKernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what,
+                const GemvFusion& fusion) {
   if (x.scalar_type() != w.values.scalar_type())
     throw InputError(what + ": activations are " + std::string(c10::toString(x.scalar_type())) +
                      " but the kept values are " + std::string(c10::toString(w.values.scalar_type())));
@@ -162,7 +219,7 @@ at::Tensor gemv(const BitmaskNMKernelWeight& w, const at::Tensor& x, at::Tensor 
   kw.n = w.n;
   kw.m = w.m;
   return runGemv(
-      x, out, w.rows, w.cols, w.masks, w.launch, what,
+      x, out, w.rows, w.cols, w.masks, w.launch, what, fusion,
       [&](const k::GemvProblem& p, int sms) { return k::bitmaskNMGemvSplit(p, kw, sms); },
       [&](const k::GemvProblem& p, const k::GemvSplit& s, float* partials, int* counters, CUstream_st* stream) {
 #ifdef PARETO_WITH_CUDA
@@ -210,7 +267,8 @@ QuantGroupKernelWeight QuantGroupKernelWeight::fromPacked(const QuantGroupWeight
 
 int64_t QuantGroupKernelWeight::bytes() const { return tensorBytes(codes) + tensorBytes(scales) + tensorBytes(zeros); }
 
-at::Tensor gemv(const QuantGroupKernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what) {
+at::Tensor gemv(const QuantGroupKernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what,
+                const GemvFusion& fusion) {
   k::QuantGroupGemvWeight kw;
   kw.codes = w.codes.data_ptr();
   kw.scales = reinterpret_cast<const uint16_t*>(w.scales.data_ptr());
@@ -220,7 +278,7 @@ at::Tensor gemv(const QuantGroupKernelWeight& w, const at::Tensor& x, at::Tensor
   kw.groupSize = w.groupSize;
   kw.scaleColumns = w.scales.size(1);
   return runGemv(
-      x, out, w.rows, w.cols, w.codes, w.launch, what,
+      x, out, w.rows, w.cols, w.codes, w.launch, what, fusion,
       [&](const k::GemvProblem& p, int sms) { return k::quantGroupGemvSplit(p, kw, sms); },
       [&](const k::GemvProblem& p, const k::GemvSplit& s, float* partials, int* counters, CUstream_st* stream) {
 #ifdef PARETO_WITH_CUDA
@@ -266,7 +324,8 @@ int64_t BitmaskInt4KernelWeight::bytes() const {
   return tensorBytes(masks) + tensorBytes(codes) + tensorBytes(scales) + tensorBytes(zeros);
 }
 
-at::Tensor gemv(const BitmaskInt4KernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what) {
+at::Tensor gemv(const BitmaskInt4KernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what,
+                const GemvFusion& fusion) {
   k::BitmaskInt4GemvWeight kw;
   kw.masks = reinterpret_cast<const uint32_t*>(w.masks.data_ptr<int>());
   kw.codes = w.codes.data_ptr();
@@ -278,7 +337,7 @@ at::Tensor gemv(const BitmaskInt4KernelWeight& w, const at::Tensor& x, at::Tenso
   kw.n = w.n;
   kw.m = w.m;
   return runGemv(
-      x, out, w.rows, w.cols, w.masks, w.launch, what,
+      x, out, w.rows, w.cols, w.masks, w.launch, what, fusion,
       [&](const k::GemvProblem& p, int sms) { return k::bitmaskInt4GemvSplit(p, kw, sms); },
       [&](const k::GemvProblem& p, const k::GemvSplit& s, float* partials, int* counters, CUstream_st* stream) {
 #ifdef PARETO_WITH_CUDA
@@ -374,7 +433,8 @@ int64_t SpqrKernelWeight::bytes() const {
          tensorBytes(outlierColumns) + tensorBytes(outlierValues);
 }
 
-at::Tensor gemv(const SpqrKernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what) {
+at::Tensor gemv(const SpqrKernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what,
+                const GemvFusion& fusion) {
   k::SpqrGemvWeight kw;
   kw.codes = w.codes.data_ptr();
   kw.stats = w.stats.data_ptr<uint8_t>();
@@ -385,7 +445,7 @@ at::Tensor gemv(const SpqrKernelWeight& w, const at::Tensor& x, at::Tensor out, 
   kw.bits = w.bits;
   kw.scaleGroup = int(w.scaleGroup);
   return runGemv(
-      x, out, w.rows, w.cols, w.codes, w.launch, what,
+      x, out, w.rows, w.cols, w.codes, w.launch, what, fusion,
       [&](const k::GemvProblem& p, int sms) { return k::spqrGemvSplit(p, kw, sms); },
       [&](const k::GemvProblem& p, const k::GemvSplit& s, float* partials, int* counters, CUstream_st* stream) {
 #ifdef PARETO_WITH_CUDA

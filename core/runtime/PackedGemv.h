@@ -97,17 +97,38 @@ struct SpqrKernelWeight {
   int64_t bytes() const;
 };
 
+// The decode step's small ops folded into the GEMV next to them (kernels/GemvProblem.h: GemvInput, accumulate):
+// on CUDA inside the kernel (while x is staged, while y is stored), on the CPU as the ops themselves
+// (runtime/DecodeOps.h) around the reference; the same arithmetic either way, so a fused GEMV equals the op and
+// the plain GEMV bit for bit on the GPU.
+struct GemvFusion {
+  enum class Input {
+    Plain,    // x [batch, cols]
+    RmsNorm,  // x is the residual stream [batch, cols]; the GEMV reads normWeight ⊙ rmsnorm(x) (eps)
+    SiluMul,  // x is [gate | up] [batch, 2·cols]; the GEMV reads silu(gate) ⊙ up
+  };
+  Input input = Input::Plain;
+  at::Tensor normWeight;  // RmsNorm: [cols] in the activations' dtype, on their device
+  double eps = 0;
+  bool accumulate = false;  // out += x · Ŵᵀ (out: the residual stream, given, in the activations' dtype)
+};
+
+// x as the plain GEMV reads it: the fused input computed by its op (addRmsNorm, siluMul); x itself when Plain.
+// Throws InputError naming `what` when x's shape or the norm weight does not fit `cols`.
+at::Tensor unfusedInput(const at::Tensor& x, int64_t cols, const GemvFusion& fusion, const std::string& what);
+
 // y = x · Ŵᵀ: x [batch, cols] fp16/bf16 (batch 1..16) on the weight's device; y [batch, rows] in x's dtype,
 // written into `out` when given (contiguous, that shape and dtype: a CUDA graph's static buffer, or a poisoned
-// tensor in the tests); on the CPU `out` may be float64, which keeps the reference's result unrounded. Throws InputError for a shape, dtype or device the kernel cannot take, naming `what`.
+// tensor in the tests); on the CPU `out` may be float64, which keeps the reference's result unrounded (not with
+// a fusion). Throws InputError for a shape, dtype or device the kernel cannot take, naming `what`.
 at::Tensor gemv(const BitmaskNMKernelWeight& w, const at::Tensor& x, at::Tensor out = {},
-                const std::string& what = "bitmask weight");
+                const std::string& what = "bitmask weight", const GemvFusion& fusion = {});
 at::Tensor gemv(const QuantGroupKernelWeight& w, const at::Tensor& x, at::Tensor out = {},
-                const std::string& what = "quantized weight");
+                const std::string& what = "quantized weight", const GemvFusion& fusion = {});
 at::Tensor gemv(const BitmaskInt4KernelWeight& w, const at::Tensor& x, at::Tensor out = {},
-                const std::string& what = "bitmask int4 weight");
+                const std::string& what = "bitmask int4 weight", const GemvFusion& fusion = {});
 at::Tensor gemv(const SpqrKernelWeight& w, const at::Tensor& x, at::Tensor out = {},
-                const std::string& what = "SpQR weight");
+                const std::string& what = "SpQR weight", const GemvFusion& fusion = {});
 
 // Whether gemv() runs CUDA kernels in this build (PARETO_CUDA) — false means CPU references only.
 bool gemvKernelsBuilt();

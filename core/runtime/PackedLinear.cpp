@@ -89,6 +89,38 @@ int64_t PackedLinear::weightBytes() const {
                  weight_);
 }
 
+void PackedLinear::forward(const at::Tensor& x, const at::Tensor& out, const std::string& what,
+                           const GemvFusion& fusion) const {
+  if (!fusesInKernel()) {
+    const at::Tensor input = unfusedInput(x, cols_, fusion, what);
+    if (!fusion.accumulate) return forward(input, out, what);
+    if (!out.defined() || out.dim() != 2 || out.size(0) != x.size(0) || out.size(1) != rows_)
+      throw InputError(what + ": accumulating needs the residual [" + std::to_string(x.size(0)) + ", " +
+                       std::to_string(rows_) + "] as the output");
+    const at::Tensor y = at::empty_like(out);
+    forward(input, y, what);
+    const_cast<at::Tensor&>(out).add_(y);  // the product rounded to the dtype, then the sum
+    return;
+  }
+  runKernels(x, out, what, fusion);
+}
+
+// The packed weight's kernels (their references on the CPU), 16 rows at a time: a longer input is a prefill.
+void PackedLinear::runKernels(const at::Tensor& x, const at::Tensor& out, const std::string& what,
+                              const GemvFusion& fusion) const {
+  const int64_t n = x.size(0);
+  for (int64_t start = 0; start < n; start += kernels::kMaxBatch) {
+    const int64_t len = std::min<int64_t>(kernels::kMaxBatch, n - start);
+    const at::Tensor xs = len == n ? x : x.narrow(0, start, len);
+    const at::Tensor ys = len == n ? out : out.narrow(0, start, len);
+    std::visit(
+        [&](const auto& w) {
+          if constexpr (!std::is_same_v<std::decay_t<decltype(w)>, at::Tensor>) gemv(w, xs, ys, what, fusion);
+        },
+        weight_);
+  }
+}
+
 void PackedLinear::forward(const at::Tensor& x, const at::Tensor& out, const std::string& what) const {
   if (isDense()) {
     const at::Tensor& w = std::get<at::Tensor>(weight_);
@@ -104,17 +136,7 @@ void PackedLinear::forward(const at::Tensor& x, const at::Tensor& out, const std
     }
     return;
   }
-  const int64_t n = x.size(0);
-  for (int64_t start = 0; start < n; start += kernels::kMaxBatch) {
-    const int64_t len = std::min<int64_t>(kernels::kMaxBatch, n - start);
-    const at::Tensor xs = len == n ? x : x.narrow(0, start, len);
-    const at::Tensor ys = len == n ? out : out.narrow(0, start, len);
-    std::visit(
-        [&](const auto& w) {
-          if constexpr (!std::is_same_v<std::decay_t<decltype(w)>, at::Tensor>) gemv(w, xs, ys, what);
-        },
-        weight_);
-  }
+  runKernels(x, out, what, GemvFusion());
   if (bias_.defined()) const_cast<at::Tensor&>(out).add_(bias_);
 }
 

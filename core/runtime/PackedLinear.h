@@ -33,6 +33,12 @@ class PackedLinear {
   // errors.
   void forward(const at::Tensor& x, const at::Tensor& out, const std::string& what) const;
   at::Tensor forward(const at::Tensor& x, const std::string& what) const;
+  // The same with a small op folded in (PackedGemv.h: GemvFusion): inside the GEMV's kernel where fusesInKernel(),
+  // else as the op itself around the product; the same values either way.
+  void forward(const at::Tensor& x, const at::Tensor& out, const std::string& what, const GemvFusion& fusion) const;
+  // Whether forward() with a fusion runs it inside the packed GEMV (a packed weight without a bias) rather than as
+  // ops around the product (dense: cuBLAS takes no fused input, and the decode step keeps its own fused add+norm).
+  bool fusesInKernel() const { return !isDense() && !bias_.defined(); }
 
   bool defined() const { return rows_ > 0; }
   bool isDense() const { return std::holds_alternative<at::Tensor>(weight_); }
@@ -45,6 +51,8 @@ class PackedLinear {
   const Weight& weight() const { return weight_; }
 
  private:
+  void runKernels(const at::Tensor& x, const at::Tensor& out, const std::string& what, const GemvFusion& fusion) const;
+
   Weight weight_;
   std::string format_ = "dense";
   int64_t rows_ = 0, cols_ = 0;

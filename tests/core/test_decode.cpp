@@ -84,6 +84,111 @@ TEST_P(PackedLinearFormats, FusedRowsAndPrefillSlicesEqualThePartsOneByOne) {
     EXPECT_LT(relativeError(fused.forward(x.narrow(0, r, 1), "row"), whole.narrow(0, r, 1)), 1e-6) << r;
 }
 
+// What the decode step folds into a GEMV (GemvFusion), computed the other way: the op's own launch, then the plain
+// product; the residual add as the step did it before (addRmsNorm's h = x + attn).
+struct FoldCase {
+  at::Tensor residual, gateUp, attn, normWeight;
+  double eps = 1e-5;
+};
+FoldCase foldCase(int64_t batch, int64_t cols, at::ScalarType dtype, at::Device device, uint64_t seed) {
+  at::manual_seed(int64_t(seed));
+  FoldCase f;
+  const auto o = at::TensorOptions().dtype(dtype).device(device);
+  f.residual = (at::randn({batch, cols}) * 3).to(o);
+  f.gateUp = at::randn({batch, 2 * cols}).to(o);
+  f.attn = at::randn({batch, cols}).to(o);
+  f.normWeight = (at::rand({cols}) + 0.5).to(o);
+  return f;
+}
+GemvFusion rmsNormFold(const FoldCase& f) {
+  GemvFusion g;
+  g.input = GemvFusion::Input::RmsNorm;
+  g.normWeight = f.normWeight;
+  g.eps = f.eps;
+  return g;
+}
+GemvFusion siluMulFold(bool accumulate) {
+  GemvFusion g;
+  g.input = GemvFusion::Input::SiluMul;
+  g.accumulate = accumulate;
+  return g;
+}
+GemvFusion accumulateFold() {
+  GemvFusion g;
+  g.accumulate = true;
+  return g;
+}
+// The three folds of a linear [rows, cols]: y of the norm folded in, y of SiLU·mul folded in, and the residual
+// after o (plain x, accumulated) and after down (SiLU·mul, accumulated); `folded` runs them through forward()
+// with the fusion, otherwise through the ops and the plain product.
+std::vector<at::Tensor> foldResults(const PackedLinear& lin, const FoldCase& f, bool folded) {
+  const int64_t batch = f.residual.size(0), rows = lin.rows();
+  const auto o = f.residual.options();
+  at::Tensor normedY = at::empty({batch, rows}, o), siluY = at::empty({batch, rows}, o);
+  at::Tensor afterO = f.residual.narrow(1, 0, rows).clone(), afterDown = afterO.clone();
+  if (folded) {
+    lin.forward(f.residual, normedY, "folded", rmsNormFold(f));
+    lin.forward(f.gateUp, siluY, "folded", siluMulFold(false));
+    lin.forward(f.attn, afterO, "folded", accumulateFold());
+    lin.forward(f.gateUp, afterDown, "folded", siluMulFold(true));
+    return {normedY, siluY, afterO, afterDown};
+  }
+  at::Tensor normed = at::empty_like(f.residual), act = at::empty_like(f.attn);
+  addRmsNorm(f.residual, at::Tensor(), f.normWeight, f.eps, normed);
+  lin.forward(normed, normedY, "plain");
+  siluMul(f.gateUp, act);
+  lin.forward(act, siluY, "plain");
+  const at::Tensor ones = at::ones({rows}, o), scratch = at::empty({batch, rows}, o);
+  addRmsNorm(afterO, lin.forward(f.attn, "plain"), ones, f.eps, scratch);
+  addRmsNorm(afterDown, siluY, ones, f.eps, scratch);
+  return {normedY, siluY, afterO, afterDown};
+}
+
+// Folded into the GEMV (the CPU: the ops around the reference) the norm, SiLU·mul and the residual add give what
+// the ops and the plain product give, for one row and for a 20-row prefill that runs in 16-row slices.
+TEST_P(PackedLinearFormats, FoldedOpsEqualTheOpsAroundThePlainProduct) {
+  const at::Device cpu(at::kCPU);
+  const int64_t cols = 256;
+  const PackedLinear lin = randomPackedLinear(GetParam(), 96, cols, at::kBFloat16, cpu, 4);
+  for (int64_t batch : {1, 20}) {
+    SCOPED_TRACE(batch);
+    const FoldCase f = foldCase(batch, cols, at::kBFloat16, cpu, 5);
+    const std::vector<at::Tensor> folded = foldResults(lin, f, true), plain = foldResults(lin, f, false);
+    for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(at::equal(folded[i], plain[i])) << i;
+  }
+  // The fused input's shape is checked against the weight, naming the module.
+  const FoldCase f = foldCase(2, cols, at::kBFloat16, cpu, 6);
+  at::Tensor y = at::empty({2, 96}, f.attn.options());
+  try {
+    lin.forward(f.attn, y, "model.layers.0.mlp.down_proj", siluMulFold(false));  // [2, cols], not [2, 2·cols]
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("down_proj"));
+  }
+  GemvFusion noWeight = rmsNormFold(f);
+  noWeight.normWeight = at::Tensor();
+  EXPECT_THROW(lin.forward(f.residual, y, "q", noWeight), InputError);
+}
+
+// On the GPU the folds run inside the packed GEMV kernels (every arithmetic path: FFMA and tensor cores, split
+// and unsplit, SpQR's outliers outside the staging), and give the two launches' values bit for bit.
+TEST_P(PackedLinearFormats, FoldedOpsEqualTheTwoLaunchesBitForBitOnCuda) {
+  PARETO_REQUIRE_CUDA();
+  const at::Device gpu(at::kCUDA);
+  for (at::ScalarType dtype : {at::kHalf, at::kBFloat16}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {1024, 14336}, {96, 256}}) {
+      const PackedLinear lin = randomPackedLinear(GetParam(), rows, cols, dtype, gpu, 7);
+      for (int64_t batch : {1, 2, 3, 8, 11, 16}) {
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " batch " + std::to_string(batch) +
+                     (dtype == at::kHalf ? " fp16" : " bf16"));
+        const FoldCase f = foldCase(batch, cols, dtype, gpu, 8);
+        const std::vector<at::Tensor> folded = foldResults(lin, f, true), plain = foldResults(lin, f, false);
+        for (size_t i = 0; i < plain.size(); ++i) EXPECT_TRUE(at::equal(folded[i], plain[i])) << i;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllFormats, PackedLinearFormats,
                          ::testing::Values("dense", "bitmask-2:4", "bitmask-16:32", "int4-g128", "int8-channel",
                                            "spqr-3bit", "bitmask-2:4+int4-g64"),
@@ -251,6 +356,38 @@ TEST(SyntheticModel, EveryFormatBuildsAndDecodesOnTheCpu) {
   bad.format = "int3-g7";
   EXPECT_THROW(DecodeModel::synthetic(c, bad, rt), InputError);
   EXPECT_THROW(DecodeModel::synthetic(c, {}, makeRuntimeOptions("cpu", "float32")), InputError);
+}
+
+// The decode step with its small ops folded into the packed GEMVs (and attention and the greedy end in one launch
+// each) against the step of separate ops (PARETO_DECODE_FUSED=0): the same logits and tokens, bit for bit, in
+// every format, on `device`, eager or through the CUDA graph.
+void expectFoldedStepEqualsUnfolded(const ModelConfig& c, const std::string& device, int64_t layers, bool graph) {
+  RuntimeOptions rt = makeRuntimeOptions(device, "bfloat16");
+  for (const std::string format : {"dense", "bitmask-2:4", "int4-g128", "int8-channel", "spqr-3bit", "bitmask-2:4+int4-g128"}) {
+    SCOPED_TRACE(format);
+    DecodeModel::SyntheticOptions s;
+    s.format = format;
+    s.layers = layers;
+    if (format == "int4-g128") s.headFormat = "int8-channel";  // a packed head: the final norm folds into it
+    const DecodeModel d = DecodeModel::synthetic(c, s, rt);
+    std::vector<at::Tensor> logits, tokens;
+    for (const char* fused : {"1", "0"}) {
+      ::setenv("PARETO_DECODE_FUSED", fused, 1);
+      DecodeSession session(d, 3, 12);
+      ::unsetenv("PARETO_DECODE_FUSED");
+      session.fillRandomContext(4, 1);
+      if (graph) session.capture();
+      for (int i = 0; i < 5; ++i) session.step();
+      logits.push_back(session.logits().cpu());
+      tokens.push_back(session.generated().cpu());
+    }
+    EXPECT_TRUE(at::equal(logits[0], logits[1]));
+    EXPECT_TRUE(at::equal(tokens[0], tokens[1]));
+  }
+}
+
+TEST(SyntheticModel, FoldedStepEqualsTheStepOfSeparateOpsOnTheCpu) {
+  expectFoldedStepEqualsUnfolded(modelPreset("tiny-llama"), "cpu", 0, false);
 }
 
 // --- sampling on the device ------------------------------------------------------------------------------------
@@ -517,6 +654,11 @@ TEST_F(CompressedFolders, CudaKernelsMatchTheCpuReferencePath) {
     }
     EXPECT_LT(relativeError(sg.logits(), sc.logits()), 3e-2);
   }
+}
+
+TEST(DecodeCuda, FoldedStepEqualsTheStepOfSeparateOpsBitForBit) {
+  PARETO_REQUIRE_CUDA();
+  expectFoldedStepEqualsUnfolded(modelPreset("llama-3.1-8b"), "cuda", 2, true);
 }
 
 TEST(DecodeCuda, SyntheticLlama8bShapesDecodeInEveryFormat) {

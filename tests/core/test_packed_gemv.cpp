@@ -395,6 +395,31 @@ TEST(PackedGemvReference, RejectsWhatTheKernelsCannotTake) {
   EXPECT_THROW(QuantGroupKernelWeight::fromPacked(bad), InputError);
 }
 
+// What the kernels refuse of a problem's folded work (GemvProblem's input and accumulate), before any launch: the
+// CUDA path checks it with checkGemvProblem, so it is testable without a GPU.
+TEST(PackedGemvProblem, RefusesFoldsTheKernelsCannotDo) {
+  namespace k = kernels;
+  alignas(16) static uint16_t x[2 * 32768], y[64], weight[32768];
+  k::GemvProblem p;
+  p.rows = 32, p.cols = 4096, p.batch = 2;
+  p.x = x, p.y = y;
+  EXPECT_EQ(k::checkGemvProblem(p), "");
+  p.input = k::GemvInput::RmsNorm;
+  EXPECT_NE(k::checkGemvProblem(p).find("RMSNorm weight"), std::string::npos);  // no weight
+  p.normWeight = weight + 1;                                                      // not 16-byte aligned
+  EXPECT_NE(k::checkGemvProblem(p).find("RMSNorm weight"), std::string::npos);
+  p.normWeight = weight;
+  EXPECT_EQ(k::checkGemvProblem(p), "");
+  p.cols = k::kGemvMaxNormCols + 8;  // more spans than a block keeps
+  EXPECT_NE(k::checkGemvProblem(p).find(std::to_string(k::kGemvMaxNormCols)), std::string::npos);
+  p.cols = 4096;
+  p.eps = -1.f;
+  EXPECT_NE(k::checkGemvProblem(p).find("eps"), std::string::npos);
+  p.eps = 1e-5f;
+  p.y = x;  // the output over its own input
+  EXPECT_NE(k::checkGemvProblem(p).find("must not be the input"), std::string::npos);
+}
+
 // The quantized split must reserve the shared memory the kernel uses: on the tensor-core path (4-bit codes,
 // 8-bit codes in fp16) 16-bit rows of x padded by quantStagePadHalves, the unit sums and the warps' weight rings
 // (quant_group_gemv.cu; ring chunks of half a layout chunk from quantHalvesMinBatch) within the ring kernels'

@@ -50,11 +50,8 @@ void FusedLinear::forward(const at::Tensor& x, const at::Tensor& out, const std:
 void FusedLinear::forward(const at::Tensor& x, const at::Tensor& out, const std::string& what,
                           const GemvFusion& fusion) const {
   if (parts.size() == 1) return parts.front().forward(x, out, what, fusion);
-  const at::Tensor input = unfusedInput(x, cols(), fusion, what);
-  if (!fusion.accumulate) return forward(input, out, what);
-  const at::Tensor y = at::empty_like(out);
-  forward(input, y, what);
-  const_cast<at::Tensor&>(out).add_(y);  // the product rounded to the dtype, then the sum
+  forwardAroundOps(x, out, rows(), cols(), fusion, what,
+                   [&](const at::Tensor& in, const at::Tensor& y) { forward(in, y, what); });
 }
 
 FusedLinear FusedLinear::fuse(const std::vector<const PackedLinear*>& parts) {

@@ -83,7 +83,6 @@ void checkFusedInput(const at::Tensor& x, int64_t cols, const GemvFusion& f, con
   }
 }
 
-
 k::GemvInput kernelInput(GemvFusion::Input i) {
   switch (i) {
     case GemvFusion::Input::RmsNorm: return k::GemvInput::RmsNorm;
@@ -178,6 +177,19 @@ at::Tensor unfusedInput(const at::Tensor& x, int64_t cols, const GemvFusion& f, 
     default:
       return x;
   }
+}
+
+void forwardAroundOps(const at::Tensor& x, const at::Tensor& out, int64_t rows, int64_t cols, const GemvFusion& f,
+                      const std::string& what,
+                      const std::function<void(const at::Tensor& in, const at::Tensor& y)>& product) {
+  const at::Tensor input = unfusedInput(x, cols, f, what);
+  if (!f.accumulate) return product(input, out);
+  if (!out.defined() || out.dim() != 2 || out.size(0) != x.size(0) || out.size(1) != rows)
+    throw InputError(what + ": accumulating needs the residual [" + std::to_string(x.size(0)) + ", " +
+                     std::to_string(rows) + "] as the output");
+  const at::Tensor y = at::empty_like(out);
+  product(input, y);
+  const_cast<at::Tensor&>(out).add_(y);  // the product rounded to the dtype, then the sum
 }
 
 bool gemvKernelsBuilt() {

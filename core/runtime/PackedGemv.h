@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace pareto {
@@ -116,6 +117,13 @@ struct GemvFusion {
 // x as the plain GEMV reads it: the fused input computed by its op (addRmsNorm, siluMul); x itself when Plain.
 // Throws InputError naming `what` when x's shape or the norm weight does not fit `cols`.
 at::Tensor unfusedInput(const at::Tensor& x, int64_t cols, const GemvFusion& fusion, const std::string& what);
+
+// A fusion done as the ops around a plain product (a dense or multi-part linear): `product(in, y)` writes
+// y = in · Ŵᵀ [batch, rows] for the unfused input; out receives it, or, accumulating, out += it (rounded to the
+// dtype first, then the sum). Throws InputError naming `what` when out is not the [batch, rows] residual.
+void forwardAroundOps(const at::Tensor& x, const at::Tensor& out, int64_t rows, int64_t cols, const GemvFusion& fusion,
+                      const std::string& what,
+                      const std::function<void(const at::Tensor& in, const at::Tensor& y)>& product);
 
 // y = x · Ŵᵀ: x [batch, cols] fp16/bf16 (batch 1..16) on the weight's device; y [batch, rows] in x's dtype,
 // written into `out` when given (contiguous, that shape and dtype: a CUDA graph's static buffer, or a poisoned

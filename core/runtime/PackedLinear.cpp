@@ -91,17 +91,9 @@ int64_t PackedLinear::weightBytes() const {
 
 void PackedLinear::forward(const at::Tensor& x, const at::Tensor& out, const std::string& what,
                            const GemvFusion& fusion) const {
-  if (!fusesInKernel()) {
-    const at::Tensor input = unfusedInput(x, cols_, fusion, what);
-    if (!fusion.accumulate) return forward(input, out, what);
-    if (!out.defined() || out.dim() != 2 || out.size(0) != x.size(0) || out.size(1) != rows_)
-      throw InputError(what + ": accumulating needs the residual [" + std::to_string(x.size(0)) + ", " +
-                       std::to_string(rows_) + "] as the output");
-    const at::Tensor y = at::empty_like(out);
-    forward(input, y, what);
-    const_cast<at::Tensor&>(out).add_(y);  // the product rounded to the dtype, then the sum
-    return;
-  }
+  if (!fusesInKernel())
+    return forwardAroundOps(x, out, rows_, cols_, fusion, what,
+                            [&](const at::Tensor& in, const at::Tensor& y) { forward(in, y, what); });
   runKernels(x, out, what, fusion);
 }
 

@@ -84,7 +84,6 @@ struct GemvLaunch {
   const void* normWeight = nullptr;
   float eps = 0.f;
   bool accumulate = false;
-  bool acquireAll = false;  // arriveLast
 };
 
 // RmsNorm inputs: each block computes every batch row's 1/rms itself from the whole input row (8 KB a row at
@@ -349,23 +348,16 @@ __device__ __forceinline__ void stageSlice(const GemvLaunch& a, const InputReade
   else stageSliceAs<Format, B, T, true>(a, in, col0, xs, xsum, lane);
 }
 
-// The counter of a split row group; true for the last block to arrive. Every block's add is a release at GPU scope:
-// it publishes the partial sums the warp stored before it (ordered by the __syncwarp in front of it), and each add
-// continues the release sequence of the ones before. Only the last arrival reads the others' sums, so only it
-// follows its add with an acquire fence (a strong read followed by fence.acq_rel is an acquire pattern of the PTX
-// memory model). An acq_rel add in every block cost every warp the acquire's ERRBAR and L1 invalidation: 6% of the
-// stall samples of the int4 batch-1 gate+up GEMV (bench/NOTES.md v6g); `acquireAll` (PARETO_GEMV_ACQUIRE_ALL=1)
-// keeps that form for an A/B. Two __threadfence()s (v6b) had cost a sequentially consistent fence each.
-__device__ __forceinline__ bool arriveLast(int* counter, int splits, bool acquireAll) {
+// The counter of a split row group; true for the last block to arrive. An atomic add with acquire-release
+// semantics at GPU scope: the release publishes the partial sums the warp stored before it (ordered by the
+// __syncwarp in front of it), the acquire of the last arrival sees every earlier block's (each add continues the
+// release sequence of the ones before). Two __threadfence()s (v6b) cost a sequentially consistent fence each;
+// a release add in every block with an acquire fence in the last one alone (v6i) measured 1-2% slower than this
+// at every batch (bench/NOTES.md v6i).
+__device__ __forceinline__ bool arriveLast(int* counter, int splits) {
   int old;
-  if (acquireAll) {
-    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
-    return old == splits - 1;
-  }
-  asm volatile("atom.release.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
-  if (old != splits - 1) return false;
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
-  return true;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(counter) : "memory");
+  return old == splits - 1;
 }
 
 // Stores the row group's y (`total`, the lane's row), or, when several blocks (splits) share the row group's
@@ -394,7 +386,7 @@ __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const 
   for (int b = 0; b < B; ++b)
     if (b < a.batch) a.partials[(int64_t(split) * a.batch + b) * paddedRows + row] = total[b];
   __syncwarp();
-  if (lane == 0) lastBlock = arriveLast(&a.counters[group], a.splits, a.acquireAll);
+  if (lane == 0) lastBlock = arriveLast(&a.counters[group], a.splits);
   __syncwarp();
   if (!lastBlock) return;
   if (row < a.rows) {
@@ -654,7 +646,6 @@ inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t t
   a.normWeight = p.normWeight;
   a.eps = p.eps;
   a.accumulate = p.accumulate;
-  a.acquireAll = splitAcquireInEveryBlock();
   return a;
 }
 

@@ -1,8 +1,6 @@
 #include "GemvProblem.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 namespace pareto::kernels {
 
@@ -76,14 +74,6 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s) {
   if (s.splits <= 1) return 0;
   return size_t(s.splits) * size_t(p.batch) * size_t(rowGroups(p.rows) * kRowsPerGroup);
-}
-
-bool splitAcquireInEveryBlock() {
-  static const bool all = [] {
-    const char* v = std::getenv("PARETO_GEMV_ACQUIRE_ALL");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  return all;
 }
 
 std::string checkGemvProblem(const GemvProblem& p) {

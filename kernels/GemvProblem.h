@@ -119,10 +119,6 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 // int counter per row group that must be zero before the first launch (the kernels leave it zero).
 size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s);
 
-// PARETO_GEMV_ACQUIRE_ALL=1 in the environment (read once): every block of a split row group arrives with an
-// acquire-release add, not only the last one with an acquire fence (GemvDriver.cuh: arriveLast), for an A/B.
-bool splitAcquireInEveryBlock();
-
 // "" when the common part of a problem is launchable, else what is wrong (shapes, batch, pointers).
 std::string checkGemvProblem(const GemvProblem& p);
 

@@ -10,7 +10,8 @@
 # PARETO_DECODE_EAGER=0 skip the per-part timing and the run without the graph, PARETO_DECODE_PDL_AB=0 the batch-1
 # run with PARETO_PDL=0, PARETO_DECODE_KERNELS=0 `bench kernels` (batches PARETO_KERNEL_BATCHES, default 1,8),
 # PARETO_DECODE_SAMPLING=0 the run that samples (temperature/top-k/top-p) instead of taking the argmax,
-# PARETO_DECODE_FUSION_AB=0 the batch-1 run and breakdown with the small ops unfused (PARETO_DECODE_FUSED=0).
+# PARETO_DECODE_FUSION_AB=0 the batch-1 run and breakdown with the small ops unfused (PARETO_DECODE_FUSED=0),
+# PARETO_DECODE_HEAD_AB=0 the batch-1 runs and breakdown with a packed output head (int8-channel, int4-g128).
 # The benchmarks run before the tests, so that a call cut short by its time limit still brings back numbers.
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
 gpu_build pareto-cli test_decode test_decode_ops test_packed_gemv
@@ -35,6 +36,14 @@ if [ "${PARETO_DECODE_FUSION_AB:-1}" = 1 ]; then
   PARETO_DECODE_FUSED=0 "$cli" --no-record bench decode --synthetic llama-3.1-8b --format dense,int4-g128 \
     --context 512 --batch 1 --new-tokens 128 --runs 3 --breakdown --output "$out/bench-decode-breakdown-unfused.json" \
     2>>"$out/bench-decode.err" | tail -6
+fi
+if [ "${PARETO_DECODE_HEAD_AB:-1}" = 1 ]; then
+  for head in int8-channel int4-g128; do
+    step "bench decode with a packed output head ($head; batch 1, context 512)"
+    "$cli" --no-record bench decode --synthetic llama-3.1-8b --format dense,int4-g128,bitmask-2:4+int4-g128 \
+      --head-format "$head" --context 512 --batch 1 --new-tokens 256 --runs 5 --breakdown \
+      --output "$out/bench-decode-head-$head.json" 2>>"$out/bench-decode.err" | tee "$out/bench-decode-head-$head.txt" | tail -8
+  done
 fi
 if [ "${PARETO_DECODE_EAGER:-1}" = 1 ]; then
   step "bench decode: dense without the CUDA graph (launch overhead)"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Search under a tokens/s budget on a CUDA machine (issue 24): this device's kernel table at the model's own shapes
-# (bench kernels, recorded in the store the search reads), the dense decode speed, then for each budget the searched
+# (bench kernels --per-shape: each GEMV alone, recorded in the store the search reads), the dense decode speed
+# (recorded too: the rest of the step), then for each budget the searched
 # recipe compressed and decoded: predicted tokens/s against measured.
 #   scripts/gpu-search.sh [OUTDIR]
-# PARETO_SEARCH_MODEL (default $PARETO_SHARED/models/ref-small); PARETO_SEARCH_FACTORS: budgets as multiples of
-# the predicted dense tokens/s (default "1.3 1.6 2.0"). See scripts/gpu-common.sh for the rest.
+# PARETO_SEARCH_MODEL (default $PARETO_SHARED/models/ref-small); PARETO_SEARCH_FACTORS: budgets as fractions of
+# the way from the predicted dense tokens/s to the fastest the candidates reach (default "0.3 0.6 0.9"). See
+# scripts/gpu-common.sh for the rest.
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
 gpu_build pareto-cli
 model="${PARETO_SEARCH_MODEL:-$PARETO_SHARED/models/ref-small}"
@@ -21,7 +23,7 @@ json.dump({"name": "searched-model", "layers": c["num_hidden_layers"],
           open(sys.argv[2], "w"))
 PY
 step "bench kernels at the model's shapes (recorded for the search)"
-"$cli" bench kernels --shapes "$work/shape.json" --batch 1 --runs 50 >"$out/search-bench-kernels.txt" 2>&1 || status=1
+"$cli" bench kernels --shapes "$work/shape.json" --batch 1 --runs 50 --per-shape >"$out/search-bench-kernels.txt" 2>&1 || status=1
 tail -12 "$out/search-bench-kernels.txt"
 cat >"$work/base.json" <<JSON
 {"calibration": {"source": "text", "text": "$PARETO_SHARED/data/heldout-prose.txt", "tokens": 8192, "window": 256},
@@ -33,11 +35,11 @@ dense=$(python3 -c "import json,sys;r=json.load(open(sys.argv[1]));print(r)" "$o
 step "predicted dense tokens/s (the search at the dense budget)"
 "$cli" search --model "$model" --recipe "$work/base.json" --budget-bpw 16 --out "$work/dense.json" --device cuda \
   --dtype float16 --json >"$out/search-16bpw.json" 2>"$out/search-16bpw.log" || { tail -5 "$out/search-16bpw.log"; status=1; }
-pred=$(python3 -c "import json,sys;r=json.load(open(sys.argv[1]));print(r['chosen']['predicted_tokens_per_second'])" "$out/search-16bpw.json")
-echo "predicted dense: $pred tok/s"
-for k in ${PARETO_SEARCH_FACTORS:-1.3 1.6 2.0}; do
-  t=$(python3 -c "print(round($pred*$k))")
-  step "budget $t tok/s (${k}x the predicted dense)"
+read -r pred fastest < <(python3 -c "import json,sys;r=json.load(open(sys.argv[1]));print(r['chosen']['predicted_tokens_per_second'], r['reachable']['tokens_per_second'][1])" "$out/search-16bpw.json")
+echo "predicted dense: $pred tok/s; the fastest allocation: $fastest tok/s"
+for k in ${PARETO_SEARCH_FACTORS:-0.3 0.6 0.9}; do
+  t=$(python3 -c "print(round($pred + $k * ($fastest - $pred)))")
+  step "budget $t tok/s ($k of the way from the predicted dense to the fastest)"
   "$cli" search --model "$model" --recipe "$work/base.json" --budget-tok-s "$t" --out "$work/r-$k.json" --device cuda \
     --dtype float16 --json >"$out/search-$k.json" 2>"$out/search-$k.log" || { tail -3 "$out/search-$k.log"; status=1; continue; }
   "$cli" compress --model "$model" --recipe "$work/r-$k.json" --out "$work/c-$k" --device cuda >/dev/null 2>"$out/compress-$k.log" \

@@ -25,10 +25,11 @@ namespace {
 
 using nlohmann::json;
 
-// The bandwidths tokens/s is predicted from, as the workbench takes them (jobs/DeviceBandwidth.h): this device's
-// stored kernel benchmarks (`bench kernels`), else its stored copy bandwidth (`bench copy`), measured and stored
-// now when there is none.
-DecodeBandwidth predictionBandwidth(const std::string& device) {
+// What tokens/s is predicted from (jobs/DeviceBandwidth.h, search/DecodeTimeModel.h): this device's stored
+// kernel benchmarks (single GEMVs from `bench kernels --per-shape`, else whole steps), else its stored copy
+// bandwidth (`bench copy`), measured and stored now when there is none; and the model's own measured dense decode
+// step (`bench decode --model DIR`) where the store has one.
+DecodeBandwidth predictionBandwidth(const std::string& device, const std::string& modelDir) {
   const c10::Device d = parseDevice(device);
   std::unique_ptr<ExperimentStore> store;
   std::string problem;
@@ -39,6 +40,7 @@ DecodeBandwidth predictionBandwidth(const std::string& device) {
   }
   const StoredCopyBandwidth copy = copyBandwidthForPredictions(store.get(), d, /*fresh=*/false, &problem);
   DecodeBandwidth b = decodeBandwidth(copy, copy.device, store.get());
+  if (store) addDenseDecodeStep(b, *store, copy.device, modelDir);
   if (!problem.empty()) b.source += " (not stored: " + (recordingDisabled() ? "--no-record" : problem) + ")";
   return b;
 }
@@ -87,9 +89,12 @@ void addSearchCommand(CLI::App& app) {
       "knapsack that gives the whole front in one sweep). Writes the chosen allocation as an ordinary recipe "
       "(BASE.json's calibration block + one override per module) that `compress` runs as it is, and prints the "
       "predicted front: bits per weight over the block linears, bytes, estimated loss, predicted tokens/s. "
-      "Tokens/s are predictions: from this device's stored kernel benchmarks (`bench kernels`), else from its "
-      "copy bandwidth as stored by `bench copy` or the workbench (measured and stored now when none is), with the "
-      "measurement's date. A budget outside what the candidates can reach is refused with the reachable range, before any "
+      "Tokens/s are predictions of the decode step as the runtime runs it (q/k/v and gate/up one GEMV when they "
+      "share a format): each GEMV's time from this device's stored kernel benchmarks (`bench kernels --shapes "
+      "FILE --per-shape` at the model's shapes is best; else whole-step bandwidths of `bench kernels`, else the "
+      "copy bandwidth stored by `bench copy` or the workbench, measured and stored now when none is), and the rest "
+      "of the step from the dense model's own `bench decode --model DIR` when the store has one (else from its "
+      "bytes, which misses attention, norms and launches). A budget outside what the candidates can reach is refused with the reachable range, before any "
       "work; a candidate that cannot apply to a module is left out for that module and listed.");
   cmd->add_option("--model", args->model, "Dense Hugging Face model folder")->required();
   cmd->add_option("--recipe", args->recipe,
@@ -150,7 +155,7 @@ void addSearchCommand(CLI::App& app) {
     options.device = args->device;
     options.dtype = args->dtype;
     options.batch = args->batch;
-    options.bandwidth = predictionBandwidth(args->device);
+    options.bandwidth = predictionBandwidth(args->device, args->model);
     if (args->noRefine) {
       if (args->refineWindows >= 0 || args->refineModules >= 0 || !args->refineReference.empty())
         throw InputError("--no-refine: the --refine-* options set the refinement it turns off; give one or the other");

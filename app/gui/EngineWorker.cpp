@@ -235,6 +235,13 @@ void EngineWorker::search(const SearchRequest& request) {
     options.budget = {BudgetKind(request.budgetKind), request.budget};
     options.device = str(request.device);
     options.bandwidth = request.bandwidth;
+    // The window's bandwidth carries the step benchmarks; the time model also wants the single GEMVs and this
+    // model's measured decode step (search/DecodeTimeModel.h), which the worker reads from the store itself.
+    if (ExperimentStore* s = store()) {
+      const std::string deviceName = deviceDescription(parseDevice(options.device));
+      addStoredGemvs(options.bandwidth, *s, deviceName);
+      addDenseDecodeStep(options.bandwidth, *s, deviceName, options.modelDir);
+    }
     options.refine = request.refine;
     SearchJob job(options);
     job.run([this](const ProgressUpdate& u) {

@@ -193,6 +193,36 @@ std::vector<KernelMeasurement> selectKernelMeasurements(const std::vector<Kernel
   return chosen;
 }
 
+std::string gemvShapeText(int64_t rows, int64_t cols, const std::string& what) {
+  return "gemv " + std::to_string(rows) + "x" + std::to_string(cols) + (what.empty() ? "" : " (" + what + ")");
+}
+
+bool parseGemvShape(const std::string& shape, int64_t& rows, int64_t& cols) {
+  long long r = 0, c = 0;
+  int used = 0;
+  if (shape.rfind("gemv ", 0) != 0 || std::sscanf(shape.c_str(), "gemv %lldx%lld%n", &r, &c, &used) != 2) return false;
+  if (r <= 0 || c <= 0 || (used < int(shape.size()) && shape[size_t(used)] != ' ')) return false;
+  rows = r;
+  cols = c;
+  return true;
+}
+
+std::vector<KernelMeasurement> selectGemvMeasurements(const std::vector<KernelMeasurement>& newestFirst,
+                                                      const std::string& deviceName) {
+  std::vector<KernelMeasurement> chosen;
+  for (const KernelMeasurement& m : newestFirst) {
+    int64_t rows = 0, cols = 0;
+    if (m.batch != 1 || !(m.secondsPerCall > 0) || !std::isfinite(m.secondsPerCall)) continue;
+    if (!parseGemvShape(m.shape, rows, cols) || !benchmarkDeviceMatches(m.device, deviceName)) continue;
+    const bool seen = std::any_of(chosen.begin(), chosen.end(), [&](const KernelMeasurement& c) {
+      int64_t r = 0, k = 0;
+      return c.kernel == m.kernel && parseGemvShape(c.shape, r, k) && r == rows && k == cols;
+    });
+    if (!seen) chosen.push_back(m);
+  }
+  return chosen;
+}
+
 double linearStepTokensPerSecond(double msPerStep, int benchLayers, int64_t modelLayers) {
   if (!(msPerStep > 0) || benchLayers <= 0 || modelLayers <= 0) return 0;
   return 1000.0 / (msPerStep * double(modelLayers) / double(benchLayers));

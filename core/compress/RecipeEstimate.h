@@ -58,7 +58,13 @@ struct KernelMeasurement {
   int64_t batch = 1;
   double bytesPerSecond = 0;   // achieved bandwidth (the row's GB/s · 1e9); 0 or NaN: not usable
   double recordedAt = 0;       // seconds since the Unix epoch; 0: unknown
+  double secondsPerCall = 0;   // the row's time (a step of the shape's linears, one GEMV, or one decoded token)
 };
+
+// The shape text of a benchmark row that times one GEMV of one linear shape alone (`bench kernels --per-shape`):
+// "gemv 6144x4096 (llama-3.1-8b qkv)". parseGemvShape reads rows and cols back; false for other shapes.
+std::string gemvShapeText(int64_t rows, int64_t cols, const std::string& what);
+bool parseGemvShape(const std::string& shape, int64_t& rows, int64_t& cols);
 
 // Whether a benchmark row recorded on `recordedDevice` ("NVIDIA H200 (132 SMs)") measured the device called
 // `deviceName` (model/Device.h deviceDescription: "NVIDIA H200"). CPU rows never match: on the CPU `bench
@@ -70,6 +76,11 @@ bool benchmarkDeviceMatches(const std::string& recordedDevice, const std::string
 std::vector<KernelMeasurement> selectKernelMeasurements(const std::vector<KernelMeasurement>& newestFirst,
                                                         const std::string& deviceName);
 
+// The per-GEMV rows usable for predicting batch-1 decode on `deviceName` (parseGemvShape's shapes, batch 1, a
+// positive time, the device matching), the newest per kernel and shape.
+std::vector<KernelMeasurement> selectGemvMeasurements(const std::vector<KernelMeasurement>& newestFirst,
+                                                      const std::string& deviceName);
+
 // Where a bandwidth figure comes from, shown with every tokens/s predicted from it.
 struct DecodeBandwidth {
   double bytesPerSecond = 0;   // 0: unknown (no tokens/s is predicted unless the kernels cover the recipe)
@@ -77,6 +88,14 @@ struct DecodeBandwidth {
   // Kernel benchmarks of this device (selectKernelMeasurements); preferred over bytesPerSecond when they cover
   // dense and every kernel format of the recipe.
   std::vector<KernelMeasurement> kernels;
+  // Single GEMVs timed alone on this device (selectGemvMeasurements): what the search's time model
+  // (search/DecodeTimeModel.h) prefers, since a small GEMV's time is mostly not its bytes.
+  std::vector<KernelMeasurement> gemvs;
+  // The measured batch-1 decode step of the dense model a prediction is about (`bench decode --model`), in
+  // seconds, and where it comes from; 0 when none is stored. It carries everything a step does besides the
+  // linears (attention, norms, head, launches), which bytes alone do not.
+  double denseStepSeconds = 0;
+  std::string denseStepSource;
 };
 
 struct RecipeEstimate {

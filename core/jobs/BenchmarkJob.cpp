@@ -109,7 +109,10 @@ void BenchmarkJob::run(const ProgressCallback& progress, const CancelToken& canc
       if (cancel.isCancelled()) throw Cancelled();   // asked while this format was timed: it is not shown either
       report_.device = r.device;
       for (const KernelBenchResult& result : r.results) {
-        if (result.available) report_.rows.push_back(benchmarkRow(r, result));
+        if (result.available) {
+          report_.rows.push_back(benchmarkRow(r, result));
+          for (BenchmarkRow& row : gemvRows(r, result)) report_.rows.push_back(std::move(row));
+        }
         if (callbacks_.kernel) callbacks_.kernel(r, result);
       }
       report_.kernels.push_back(std::move(r));

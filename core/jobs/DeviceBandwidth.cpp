@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 
 #include "model/Device.h"
 #include "runtime/CopyBandwidth.h"
@@ -77,10 +78,47 @@ DecodeBandwidth decodeBandwidth(const StoredCopyBandwidth& copy, const std::stri
   if (store == nullptr) return b;
   std::vector<KernelMeasurement> rows;
   for (const BenchmarkRow& r : store->benchmarks())
-    if (r.kernel != kCopyBandwidthKernel) rows.push_back({r.kernel, r.device, r.shape, r.batch, r.gbps * 1e9, r.recordedAt});
+    if (r.kernel != kCopyBandwidthKernel)
+      rows.push_back({r.kernel, r.device, r.shape, r.batch, r.gbps * 1e9, r.recordedAt, r.timeUs * 1e-6});
   b.kernels = selectKernelMeasurements(rows, copy.device);
+  b.gemvs = selectGemvMeasurements(rows, copy.device);
   if (b.kernels.empty()) b.source += " (no stored kernel benchmarks of this device)";
   return b;
+}
+
+void addStoredGemvs(DecodeBandwidth& b, const ExperimentStore& store, const std::string& deviceName) {
+  std::vector<KernelMeasurement> rows;
+  for (const BenchmarkRow& r : store.benchmarks())
+    rows.push_back({r.kernel, r.device, r.shape, r.batch, r.gbps * 1e9, r.recordedAt, r.timeUs * 1e-6});
+  b.gemvs = selectGemvMeasurements(rows, deviceName);
+}
+
+namespace {
+
+std::string canonicalFolder(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  return ec ? path : p.lexically_normal().string();
+}
+
+}  // namespace
+
+void addDenseDecodeStep(DecodeBandwidth& b, const ExperimentStore& store, const std::string& deviceName,
+                        const std::string& modelDir) {
+  const std::string model = canonicalFolder(modelDir);
+  static constexpr const char* kContext = " context ";
+  for (const BenchmarkRow& r : store.benchmarks("", "decode dense")) {   // newest first
+    const size_t at = r.shape.rfind(kContext);
+    if (r.batch != 1 || !(r.timeUs > 0) || at == std::string::npos || !benchmarkDeviceMatches(r.device, deviceName))
+      continue;
+    if (canonicalFolder(r.shape.substr(0, at)) != model) continue;
+    b.denseStepSeconds = r.timeUs * 1e-6;
+    char text[64];
+    std::snprintf(text, sizeof text, "%.3f ms", r.timeUs * 1e-3);
+    b.denseStepSource = "the dense model's decode step measured on " + r.device + ": " + text + " a token at" +
+                        r.shape.substr(at);
+    return;
+  }
 }
 
 }  // namespace pareto

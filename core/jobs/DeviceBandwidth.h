@@ -41,8 +41,19 @@ StoredCopyBandwidth copyBandwidthForPredictions(ExperimentStore* store, const c1
 // named by `label` (the workbench's "CPU", "NVIDIA H200 (cuda:0)").
 std::string copyBandwidthSource(const StoredCopyBandwidth& bandwidth, const std::string& label);
 
-// A prediction's bandwidth: `copy`, with the device's stored kernel benchmarks where the store has any.
+// A prediction's bandwidth: `copy`, with the device's stored kernel benchmarks (steps and single GEMVs) where the
+// store has any.
 DecodeBandwidth decodeBandwidth(const StoredCopyBandwidth& copy, const std::string& label,
                                 const ExperimentStore* store);
+
+// Sets b.gemvs from the store's single-GEMV rows of `deviceName` (decodeBandwidth does it too; for a bandwidth
+// built elsewhere, as the workbench builds its own).
+void addStoredGemvs(DecodeBandwidth& b, const ExperimentStore& store, const std::string& deviceName);
+
+// Sets b.denseStepSeconds / denseStepSource from the newest stored batch-1 `bench decode` of the dense model in
+// `modelDir` on `deviceName` (the row's "<model> context N" names the folder as it was given: compared as
+// canonical paths). Leaves `b` as it is when there is none.
+void addDenseDecodeStep(DecodeBandwidth& b, const ExperimentStore& store, const std::string& deviceName,
+                        const std::string& modelDir);
 
 }  // namespace pareto

@@ -219,6 +219,7 @@ KernelBenchReport runKernelBenchmark(const KernelBenchOptions& o, const Progress
   if (!cuda && o.device != "cpu") throw InputError("device must be cuda or cpu, not \"" + o.device + "\"");
   KernelBenchReport report;
   report.shape = o.shape.name;
+  report.linears = o.shape.linears;
   for (const auto& l : o.shape.linears) report.weightsPerStep += l.rows * l.cols * o.shape.layers;
 #ifdef PARETO_WITH_CUDA
   if (cuda) {

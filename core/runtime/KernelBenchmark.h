@@ -81,6 +81,7 @@ struct KernelBenchResult {
 struct KernelBenchReport {
   std::string device;             // e.g. "NVIDIA H200 (132 SMs)" or "cpu (float64 references)"
   std::string shape;
+  std::vector<LinearShape> linears;   // the shape's linears (KernelBenchResult::usPerGemvOfShape follows them)
   int64_t weightsPerStep = 0;
   double copyGbPerSecond = 0;     // device-to-device copy: (read + write) bytes / time
   std::vector<KernelBenchResult> results;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 
+#include "search/DecodeTimeModel.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -19,63 +20,168 @@ std::string fixed(double v, int digits) {
   return text;
 }
 
-// Seconds per token of a module's bytes: at its kernel's measured bandwidth, or at the one bandwidth.
-class SpeedModel {
- public:
-  explicit SpeedModel(const DecodeBandwidth& b) {
-    for (const KernelMeasurement& k : b.kernels)
-      if (std::isfinite(k.bytesPerSecond) && k.bytesPerSecond > 0) kernels_.emplace(k.kernel, k.bytesPerSecond);
-    byKernel_ = kernels_.count("dense") != 0;
-    one_ = b.bytesPerSecond > 0 && std::isfinite(b.bytesPerSecond) ? b.bytesPerSecond : 0;
-    if (byKernel_) {
-      source_ = "stored kernel benchmarks of " + b.kernels.front().device + " (" + std::to_string(kernels_.size()) +
-                " kernels)";
-    } else if (one_ > 0) {
-      source_ = b.source.empty() ? "bytes / " + fixed(one_ / 1e9, 1) + " GB/s" : b.source;
-    }
-  }
-  bool known() const { return byKernel_ || one_ > 0; }
-  bool byKernel() const { return byKernel_; }
-  const std::string& source() const { return source_; }
-  // NaN when the kernel has no measurement (kernel benchmarks) or nothing is known.
-  double seconds(uint64_t bytes, const std::string& kernel) const {
-    if (byKernel_) {
-      const auto it = kernels_.find(kernel);
-      return it == kernels_.end() ? std::numeric_limits<double>::quiet_NaN() : double(bytes) / it->second;
-    }
-    return one_ > 0 ? double(bytes) / one_ : std::numeric_limits<double>::quiet_NaN();
-  }
-  double otherSeconds(uint64_t bytes) const { return seconds(bytes, "dense"); }
-
- private:
-  std::map<std::string, double> kernels_;
-  bool byKernel_ = false;
-  double one_ = 0;
-  std::string source_;
-};
-
 uint64_t picoseconds(double seconds) { return uint64_t(std::llround(seconds * 1e12)); }
 
+// A decode group's allocations offered to a tokens/s knapsack: its own front, thinned to this many (the
+// knapsack's time grows with it; 11 candidates give q, k, v 1331 allocations, of which a few dozen are on the
+// group's front).
+constexpr size_t kGroupOptions = 64;
+
+// The modules of the table that the decode runtime runs as one GEMV when they share a format (decode/
+// DecodeModel.h): q, k and v of a layer, gate and up; every other module alone. A group some of whose members are
+// not in the table (skipped) is costed member by member.
+std::vector<std::vector<size_t>> decodeGroups(const SensitivityTable& t) {
+  static const std::map<std::string, std::string> kFused = {
+      {"q_proj", "qkv"}, {"k_proj", "qkv"}, {"v_proj", "qkv"}, {"gate_proj", "gate_up"}, {"up_proj", "gate_up"}};
+  std::vector<std::vector<size_t>> groups;
+  std::map<std::string, size_t> byKey;
+  std::map<std::string, size_t> members;
+  for (const SensitivityModule& m : t.modules) {
+    const size_t dot = m.name.rfind('.');
+    const auto f = kFused.find(m.name.substr(dot + 1));
+    if (dot != std::string::npos && f != kFused.end()) ++members[m.name.substr(0, dot) + "#" + f->second];
+  }
+  for (size_t i = 0; i < t.modules.size(); ++i) {
+    const std::string& name = t.modules[i].name;
+    const size_t dot = name.rfind('.');
+    const auto f = dot == std::string::npos ? kFused.end() : kFused.find(name.substr(dot + 1));
+    const std::string key = f == kFused.end() ? "" : name.substr(0, dot) + "#" + f->second;
+    const size_t complete = f == kFused.end() ? 0 : (f->second == "qkv" ? 3 : 2);
+    if (key.empty() || members[key] != complete) {
+      groups.push_back({i});
+      continue;
+    }
+    const auto [it, added] = byKey.emplace(key, groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(i);
+  }
+  return groups;
+}
+
+// The step's seconds for an allocation (search/DecodeTimeModel.h), group by group.
+class StepCost {
+ public:
+  StepCost(const SensitivityTable& t, const DecodeBandwidth& b) : t_(t), model_(b), groups_(decodeGroups(t)) {
+    const double bytesPerWeight = t.linearWeights ? double(t.denseLinearBytes) / double(t.linearWeights) : 2.0;
+    double dense = 0;
+    for (const std::vector<size_t>& g : groups_) {
+      int64_t rows = 0;
+      for (size_t m : g) rows += t.modules[m].rows;
+      const int64_t cols = t.modules[g.front()].cols;
+      dense += model_.gemvSeconds("dense", rows, cols, uint64_t(std::llround(double(rows * cols) * bytesPerWeight)));
+    }
+    other_ = model_.otherSeconds(dense, t.otherBytesPerToken);
+  }
+  bool known() const { return model_.known(); }
+  std::string source() const { return model_.source(); }
+  const std::vector<std::vector<size_t>>& groups() const { return groups_; }
+  double other() const { return other_; }
+
+  // One module's cell alone; NaN when unmeasured.
+  double cellSeconds(size_t module, int cell) const {
+    const SensitivityModule& m = t_.modules[module];
+    const SensitivityCell& c = m.cells[size_t(cell)];
+    return model_.gemvSeconds(c.kernel, m.rows, m.cols, c.bytes);
+  }
+  // A group with `cells[k]` the choice of its k-th member: one fused GEMV when the members share a format.
+  double groupSeconds(const std::vector<size_t>& group, const std::vector<int>& cells) const {
+    const SensitivityCell& first = t_.modules[group.front()].cells[size_t(cells.front())];
+    bool same = group.size() > 1;
+    int64_t rows = 0;
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < group.size(); ++k) {
+      const SensitivityCell& c = t_.modules[group[k]].cells[size_t(cells[k])];
+      same = same && c.format == first.format;
+      rows += t_.modules[group[k]].rows;
+      bytes += c.bytes;
+    }
+    if (same) return model_.gemvSeconds(first.kernel, rows, t_.modules[group.front()].cols, bytes);
+    double seconds = 0;
+    for (size_t k = 0; k < group.size(); ++k) seconds += cellSeconds(group[k], cells[k]);
+    return seconds;
+  }
+  // The whole step for a choice per module of the table.
+  double stepSeconds(const std::vector<int>& choice) const {
+    double seconds = other_;
+    std::vector<int> cells;
+    for (const std::vector<size_t>& g : groups_) {
+      cells.clear();
+      for (size_t m : g) cells.push_back(choice[m]);
+      seconds += groupSeconds(g, cells);
+    }
+    return seconds;
+  }
+
+ private:
+  const SensitivityTable& t_;
+  DecodeTimeModel model_;
+  std::vector<std::vector<size_t>> groups_;
+  double other_ = 0;
+};
+
 // Whether a cell takes part in a search of `kind` (tokens/s: its seconds must be known).
-bool eligible(const SensitivityCell& cell, BudgetKind kind, const SpeedModel& speed) {
-  if (!cell.applies) return false;
-  return kind != BudgetKind::TokensPerSecond || !std::isnan(speed.seconds(cell.bytes, cell.kernel));
+bool eligible(const SensitivityTable& t, size_t module, int cell, BudgetKind kind, const StepCost& cost) {
+  if (!t.modules[module].cells[size_t(cell)].applies) return false;
+  return kind != BudgetKind::TokensPerSecond || !std::isnan(cost.cellSeconds(module, cell));
+}
+
+// One way a decode group can be allocated: a cell per member, their summed loss and the group's seconds.
+struct GroupOption {
+  std::vector<int> cells;
+  double loss = 0;
+  double seconds = 0;
+};
+
+// The group's allocations of the cells that take part in a tokens/s search, those on its own front (no other
+// is both faster and of less loss), at most `limit` of them (evenly thinned, the fastest and the best kept).
+std::vector<GroupOption> groupFront(const SensitivityTable& t, const std::vector<size_t>& group, const StepCost& cost,
+                                    size_t limit) {
+  std::vector<std::vector<int>> choices(group.size());
+  for (size_t k = 0; k < group.size(); ++k)
+    for (size_t c = 0; c < t.modules[group[k]].cells.size(); ++c)
+      if (eligible(t, group[k], int(c), BudgetKind::TokensPerSecond, cost)) choices[k].push_back(int(c));
+  std::vector<GroupOption> all;
+  for (const auto& c : choices)
+    if (c.empty()) return all;
+  std::vector<size_t> pick(group.size(), 0);
+  while (true) {
+    GroupOption o;
+    for (size_t k = 0; k < group.size(); ++k) {
+      o.cells.push_back(choices[k][pick[k]]);
+      o.loss += t.modules[group[k]].cells[size_t(o.cells.back())].loss;
+    }
+    o.seconds = cost.groupSeconds(group, o.cells);
+    all.push_back(std::move(o));
+    size_t k = 0;
+    while (k < group.size() && ++pick[k] == choices[k].size()) pick[k++] = 0;
+    if (k == group.size()) break;
+  }
+  std::sort(all.begin(), all.end(), [](const GroupOption& a, const GroupOption& b) {
+    return a.seconds != b.seconds ? a.seconds < b.seconds : a.loss < b.loss;
+  });
+  std::vector<GroupOption> front;
+  for (GroupOption& o : all)
+    if (front.empty() || o.loss < front.back().loss) front.push_back(std::move(o));
+  if (front.size() <= limit) return front;
+  std::vector<GroupOption> thinned;
+  for (size_t k = 0; k < limit; ++k) thinned.push_back(front[k * (front.size() - 1) / (limit - 1)]);
+  return thinned;
 }
 
 struct Ranges {
   uint64_t minBytes = 0, maxBytes = 0;
-  double minSeconds = 0, maxSeconds = 0;   // of the linears
+  double minSeconds = 0, maxSeconds = 0;   // of the whole step; NaN when some group has no measured option
   std::vector<std::string> unmeasured;
 };
 
-Ranges rangesOf(const SensitivityTable& t, BudgetKind kind, const SpeedModel& speed) {
+Ranges rangesOf(const SensitivityTable& t, BudgetKind kind, const StepCost& cost) {
   Ranges r;
-  for (const SensitivityModule& m : t.modules) {
+  for (size_t i = 0; i < t.modules.size(); ++i) {
+    const SensitivityModule& m = t.modules[i];
     uint64_t lo = std::numeric_limits<uint64_t>::max(), hi = 0;
-    double slo = std::numeric_limits<double>::infinity(), shi = 0;
     for (size_t c = 0; c < m.cells.size(); ++c) {
       const SensitivityCell& cell = m.cells[c];
-      if (!eligible(cell, kind, speed)) {
+      if (!eligible(t, i, int(c), kind, cost)) {
         if (cell.applies)
           r.unmeasured.push_back(m.name + " × " + t.candidates[c] + ": " +
                                  (cell.kernel.empty() ? "no benchmarked kernel decodes " + cell.format
@@ -84,17 +190,32 @@ Ranges rangesOf(const SensitivityTable& t, BudgetKind kind, const SpeedModel& sp
       }
       lo = std::min(lo, cell.bytes);
       hi = std::max(hi, cell.bytes);
-      const double s = speed.seconds(cell.bytes, cell.kernel);
-      if (!std::isnan(s)) {
-        slo = std::min(slo, s);
-        shi = std::max(shi, s);
-      }
     }
     if (hi == 0) throw InputError(m.name + ": no candidate applies (not even dense)");
     r.minBytes += lo;
     r.maxBytes += hi;
-    r.minSeconds += slo;
-    r.maxSeconds += shi;
+  }
+  r.minSeconds = r.maxSeconds = cost.known() ? cost.other() : std::numeric_limits<double>::quiet_NaN();
+  for (const std::vector<size_t>& g : cost.groups()) {
+    const std::vector<GroupOption> options = groupFront(t, g, cost, std::numeric_limits<size_t>::max());
+    if (options.empty()) {
+      r.minSeconds = r.maxSeconds = std::numeric_limits<double>::quiet_NaN();
+      continue;
+    }
+    r.minSeconds += options.front().seconds;
+    double slowest = 0;   // the front drops slow options of more loss; the slowest allocation is every member slowest
+    std::vector<int> cells;
+    for (size_t m : g) {
+      int worst = -1;
+      double worstSeconds = -1;
+      for (size_t c = 0; c < t.modules[m].cells.size(); ++c)
+        if (eligible(t, m, int(c), BudgetKind::TokensPerSecond, cost) && cost.cellSeconds(m, int(c)) > worstSeconds)
+          worst = int(c), worstSeconds = cost.cellSeconds(m, int(c));
+      cells.push_back(worst);
+    }
+    slowest = cost.groupSeconds(g, cells);
+    for (const GroupOption& o : options) slowest = std::max(slowest, o.seconds);
+    r.maxSeconds += slowest;
   }
   return r;
 }
@@ -103,10 +224,8 @@ double bitsOf(uint64_t bytes, const SensitivityTable& t) {
   return t.linearWeights ? 8.0 * double(bytes) / double(t.linearWeights) : 0;
 }
 
-double tokensPerSecond(double linearSeconds, const SensitivityTable& t, const SpeedModel& speed) {
-  const double other = speed.otherSeconds(t.otherBytesPerToken);
-  if (std::isnan(linearSeconds) || std::isnan(other) || linearSeconds + other <= 0) return 0;
-  return 1.0 / (linearSeconds + other);
+double tokensPerSecond(double stepSeconds) {
+  return std::isnan(stepSeconds) || stepSeconds <= 0 ? 0 : 1.0 / stepSeconds;
 }
 
 std::string rangeText(BudgetKind kind, const SearchFront& f) {
@@ -122,14 +241,14 @@ std::string rangeText(BudgetKind kind, const SearchFront& f) {
   return "";
 }
 
-void fillRanges(SearchFront& f, const SensitivityTable& t, const Ranges& r, const SpeedModel& speed) {
+void fillRanges(SearchFront& f, const SensitivityTable& t, const Ranges& r, const StepCost& cost) {
   f.minBytes = r.minBytes;
   f.maxBytes = r.maxBytes;
   f.minBitsPerWeight = bitsOf(r.minBytes, t);
   f.maxBitsPerWeight = bitsOf(r.maxBytes, t);
-  f.minTokensPerSecond = tokensPerSecond(r.maxSeconds, t, speed);
-  f.maxTokensPerSecond = tokensPerSecond(r.minSeconds, t, speed);
-  f.speedSource = speed.source();
+  f.minTokensPerSecond = tokensPerSecond(r.maxSeconds);
+  f.maxTokensPerSecond = tokensPerSecond(r.minSeconds);
+  f.speedSource = cost.source();
   f.unmeasured = r.unmeasured;
 }
 
@@ -169,26 +288,37 @@ std::string budgetText(const SearchBudget& budget) {
 }
 
 void checkBudget(const SensitivityTable& table, const SearchBudget& budget, const DecodeBandwidth& bandwidth) {
-  const SpeedModel speed(bandwidth);
+  const StepCost cost(table, bandwidth);
   SearchFront f;
-  fillRanges(f, table, rangesOf(table, budget.kind, speed), speed);
+  fillRanges(f, table, rangesOf(table, budget.kind, cost), cost);
   requireReachable(f, budget);
 }
 
 SearchFront searchFront(const SensitivityTable& table, BudgetKind kind, const DecodeBandwidth& bandwidth) {
   if (!table.measured) throw Error("searchFront: the sensitivity table has no measured losses");
-  const SpeedModel speed(bandwidth);
+  const StepCost cost(table, bandwidth);
   SearchFront f;
   f.timeCost = kind == BudgetKind::TokensPerSecond;
-  fillRanges(f, table, rangesOf(table, kind, speed), speed);
-  std::vector<std::vector<KnapsackItem>> items(table.modules.size());
-  for (size_t i = 0; i < table.modules.size(); ++i) {
-    const SensitivityModule& m = table.modules[i];
-    for (size_t c = 0; c < m.cells.size(); ++c) {
-      const SensitivityCell& cell = m.cells[c];
-      if (!eligible(cell, kind, speed)) continue;
-      const uint64_t cost = f.timeCost ? picoseconds(speed.seconds(cell.bytes, cell.kernel)) : cell.bytes;
-      items[i].push_back({int(c), cost, cell.loss});
+  fillRanges(f, table, rangesOf(table, kind, cost), cost);
+  // Bytes add up module by module; time adds up by the runtime's GEMVs, so a tokens/s search allocates each
+  // decode group as one item (its members' cells together), the fused GEMV of a shared format priced as one.
+  std::vector<std::vector<KnapsackItem>> items;
+  std::vector<std::vector<GroupOption>> options;
+  if (f.timeCost) {
+    for (const std::vector<size_t>& g : cost.groups()) {
+      options.push_back(groupFront(table, g, cost, kGroupOptions));
+      if (options.back().empty())
+        throw InputError(table.modules[g.front()].name + ": no candidate with a measured kernel (see the unmeasured list)");
+      items.emplace_back();
+      for (size_t o = 0; o < options.back().size(); ++o)
+        items.back().push_back({int(o), picoseconds(options.back()[o].seconds), options.back()[o].loss});
+    }
+  } else {
+    items.resize(table.modules.size());
+    for (size_t i = 0; i < table.modules.size(); ++i) {
+      const SensitivityModule& m = table.modules[i];
+      for (size_t c = 0; c < m.cells.size(); ++c)
+        if (eligible(table, i, int(c), kind, cost)) items[i].push_back({int(c), m.cells[c].bytes, m.cells[c].loss});
     }
   }
   const KnapsackFront k = solveKnapsackFront(items);
@@ -196,15 +326,18 @@ SearchFront searchFront(const SensitivityTable& table, BudgetKind kind, const De
   for (const FrontPoint& p : k.points) {
     SearchPoint s;
     s.loss = p.loss;
-    s.choice = p.choice;
-    double seconds = 0;
-    for (size_t i = 0; i < table.modules.size(); ++i) {
-      const SensitivityCell& cell = table.modules[i].cells[size_t(p.choice[i])];
-      s.bytes += cell.bytes;
-      seconds += speed.seconds(cell.bytes, cell.kernel);
+    if (f.timeCost) {
+      s.choice.assign(table.modules.size(), 0);
+      for (size_t g = 0; g < cost.groups().size(); ++g) {
+        const GroupOption& o = options[g][size_t(p.choice[g])];
+        for (size_t k2 = 0; k2 < cost.groups()[g].size(); ++k2) s.choice[cost.groups()[g][k2]] = o.cells[k2];
+      }
+    } else {
+      s.choice = p.choice;
     }
+    for (size_t i = 0; i < table.modules.size(); ++i) s.bytes += table.modules[i].cells[size_t(s.choice[i])].bytes;
     s.bitsPerWeight = bitsOf(s.bytes, table);
-    s.tokensPerSecond = tokensPerSecond(seconds, table, speed);
+    s.tokensPerSecond = cost.known() ? tokensPerSecond(cost.stepSeconds(s.choice)) : 0;
     f.points.push_back(std::move(s));
   }
   return f;

@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "SharedData.h"
+#include "jobs/BenchmarkRecords.h"
 #include "jobs/DeviceBandwidth.h"
 #include "store/ExperimentStore.h"
 
@@ -58,6 +59,41 @@ TEST(DeviceBandwidth, AStoreThatCannotBeWrittenGivesAMeasuredFigureAndSaysWhy) {
   EXPECT_FALSE(storedCopyBandwidth(reader, "cpu").has_value());
   // No store at all: measured, nothing to say.
   EXPECT_GT(copyBandwidthForPredictions(nullptr, kCpu).bytesPerSecond, 1e8);
+}
+
+// What the search's time model reads besides the step bandwidths: single GEMVs timed alone and the model's own
+// measured decode step, the newest of each for the device.
+TEST(DeviceBandwidth, SingleGemvsAndTheModelsDecodeStepAreReadForTheDevice) {
+  ExperimentStore store(test::scratchDir("device-bandwidth-gemv") + "/pareto.db");
+  // `bench kernels --per-shape` rows, as the benchmark job records them.
+  KernelBenchReport report;
+  report.device = "NVIDIA H200 (132 SMs)";
+  report.shape = "ref-small";
+  report.linears = {{"qkv", 2304, 768}, {"o", 768, 768}};
+  KernelBenchResult dense;
+  dense.format = "dense";
+  dense.usPerGemvOfShape = {{"qkv", 6.5}, {"o", 5.0}};
+  const std::vector<BenchmarkRow> rows = gemvRows(report, dense);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].shape, "gemv 2304x768 (ref-small qkv)");
+  EXPECT_DOUBLE_EQ(rows[0].timeUs, 6.5);
+  store.addBenchmarks(std::nullopt, rows);
+  const std::string model = test::scratchDir("device-bandwidth-gemv") + "/model";
+  store.addBenchmarks(std::nullopt, {{"NVIDIA H200 (132 SMs)", "decode dense", model + " context 512", 1, 250.0, 3000},
+                                     {"NVIDIA H200 (132 SMs)", "decode dense", model + " context 512", 8, 300.0, 3000},
+                                     {"NVIDIA H200 (132 SMs)", "decode dense", "/elsewhere context 512", 1, 90.0, 3000},
+                                     {"NVIDIA H100 (132 SMs)", "decode dense", model + " context 512", 1, 80.0, 3000}});
+
+  DecodeBandwidth b;
+  addStoredGemvs(b, store, "NVIDIA H200");
+  ASSERT_EQ(b.gemvs.size(), 2u);
+  EXPECT_DOUBLE_EQ(b.gemvs[0].secondsPerCall + b.gemvs[1].secondsPerCall, 11.5e-6);
+  addDenseDecodeStep(b, store, "NVIDIA H200", model + "/../model");   // the same folder, spelled otherwise
+  EXPECT_DOUBLE_EQ(b.denseStepSeconds, 250e-6);
+  EXPECT_THAT(b.denseStepSource, HasSubstr("0.250 ms a token at context 512"));
+  DecodeBandwidth none;
+  addDenseDecodeStep(none, store, "NVIDIA H200", model + "-other");
+  EXPECT_EQ(none.denseStepSeconds, 0);
 }
 
 }  // namespace

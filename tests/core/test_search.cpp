@@ -17,6 +17,7 @@
 #include "model/LlamaModel.h"
 #include "model/ModelSummary.h"
 #include "search/Allocation.h"
+#include "search/DecodeTimeModel.h"
 #include "search/Search.h"
 #include "search/SearchBase.h"
 #include "search/Sensitivity.h"
@@ -243,6 +244,120 @@ TEST(SearchFrontTest, TokensPerSecondUsesEachKernelsBandwidthAndLeavesOutUnmeasu
   EXPECT_NEAR(f.maxTokensPerSecond, 1.0 / (2 * 5200 / 0.5e9), 1e-6);
   const SearchPoint& p = chooseForBudget(f, {BudgetKind::TokensPerSecond, f.maxTokensPerSecond});
   EXPECT_EQ(p.choice, (std::vector<int>{2, 2}));
+}
+
+KernelMeasurement gemv(const std::string& kernel, int64_t rows, int64_t cols, double micros) {
+  return {kernel, "NVIDIA H200 (132 SMs)", gemvShapeText(rows, cols, "m"), 1, NAN, 0, micros * 1e-6};
+}
+
+TEST(SearchTimeModel, MeasuredShapesWinAFitCoversTheOthersAndBytesOnlyWithoutThem) {
+  DecodeBandwidth b;
+  b.kernels = {{"dense", "NVIDIA H200 (132 SMs)", "s step", 1, 1e9, 0, 0}};
+  b.gemvs = {gemv("dense", 100, 100, 5.0), gemv("dense", 200, 100, 6.0), gemv("dense", 400, 100, 8.0),
+             gemv("int4-g128", 300, 100, 4.0)};
+  const DecodeTimeModel m(b);
+  ASSERT_TRUE(m.perGemv());
+  EXPECT_NEAR(m.gemvSeconds("dense", 200, 100, 1), 6.0e-6, 1e-12);   // measured: its own time, not the fit
+  // 4 µs a launch + 1e-4 µs a weight fits the three dense shapes exactly.
+  EXPECT_NEAR(m.gemvSeconds("dense", 300, 100, 1), 7.0e-6, 1e-12);
+  EXPECT_NEAR(m.gemvSeconds("dense", 1000, 1000, 1), 104e-6, 1e-10);
+  // One shape: a line through the origin.
+  EXPECT_NEAR(m.gemvSeconds("int4-g128", 600, 100, 1), 8.0e-6, 1e-12);
+  // Once dense has single-GEMV times, a kernel without them is unmeasured, not priced by its bytes.
+  EXPECT_TRUE(std::isnan(m.gemvSeconds("int8-channel", 100, 100, 10000)));
+  EXPECT_THAT(m.source(), HasSubstr("GEMVs timed alone on NVIDIA H200 (132 SMs) (2 kernels)"));
+  EXPECT_THAT(m.source(), HasSubstr("no stored `bench decode` of this model"));
+  // The rest of the step: the measured dense step less the dense linears' predicted time.
+  b.denseStepSeconds = 50e-6;
+  b.denseStepSource = "the dense model's decode step measured";
+  EXPECT_NEAR(DecodeTimeModel(b).otherSeconds(20e-6, 123), 30e-6, 1e-15);
+  EXPECT_THAT(DecodeTimeModel(b).source(), HasSubstr("the rest of the step from the dense model's decode step"));
+  // Without single GEMVs: bytes over the step bandwidths, as RecipeEstimate predicts.
+  b.gemvs.clear();
+  b.denseStepSeconds = 0;
+  const DecodeTimeModel bytes(b);
+  EXPECT_FALSE(bytes.perGemv());
+  EXPECT_NEAR(bytes.gemvSeconds("dense", 100, 100, 20000), 20e-6, 1e-15);
+  EXPECT_TRUE(std::isnan(bytes.gemvSeconds("int4-g128", 100, 100, 5200)));
+  EXPECT_NEAR(bytes.otherSeconds(20e-6, 3000), 3e-6, 1e-15);
+}
+
+TEST(SearchTimeModel, GemvShapesReadBack) {
+  int64_t r = 0, c = 0;
+  EXPECT_TRUE(parseGemvShape(gemvShapeText(6144, 4096, "llama-3.1-8b qkv"), r, c));
+  EXPECT_EQ(r, 6144);
+  EXPECT_EQ(c, 4096);
+  EXPECT_TRUE(parseGemvShape("gemv 8x16", r, c));
+  EXPECT_FALSE(parseGemvShape("llama-3.1-8b step", r, c));
+  EXPECT_FALSE(parseGemvShape("gemv 8x16x3", r, c));
+  EXPECT_FALSE(parseGemvShape("gemv 0x16", r, c));
+  // The newest row per kernel and shape; other batches, devices and step rows left out.
+  std::vector<KernelMeasurement> rows = {gemv("dense", 8, 16, 2.0), gemv("dense", 8, 16, 3.0),
+                                         gemv("dense", 16, 16, 4.0), gemv("int4-g128", 8, 16, 1.0),
+                                         {"dense", "NVIDIA H200 (132 SMs)", "s step", 1, 1e9, 0, 1e-3}};
+  rows.push_back(gemv("dense", 32, 16, 1.0));
+  rows.back().batch = 8;
+  rows.push_back(gemv("dense", 64, 16, 1.0));
+  rows.back().device = "NVIDIA H100 (132 SMs)";
+  const std::vector<KernelMeasurement> chosen = selectGemvMeasurements(rows, "NVIDIA H200");
+  ASSERT_EQ(chosen.size(), 3u);
+  EXPECT_DOUBLE_EQ(chosen[0].secondsPerCall, 2e-6);
+  EXPECT_EQ(chosen[1].shape, gemvShapeText(16, 16, "m"));
+  EXPECT_EQ(chosen[2].kernel, "int4-g128");
+}
+
+// q, k and v of one layer, two candidates: the decode runtime runs the three as one GEMV only when they share a
+// format, so with launches that cost more than the bytes a mixed allocation is slower than either uniform one.
+SensitivityTable attentionTable() {
+  SensitivityTable t;
+  t.candidates = {"dense", "int4"};
+  for (const char* name : {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
+                           "model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.o_proj"}) {
+    SensitivityModule m;
+    m.name = name;
+    m.rows = m.cols = 100;
+    m.cells = {{true, "", "dense", "dense", "", 20000, 0.0}, {true, "", "int4-g128", "int4-g128", "", 5200, 1.0}};
+    t.modules.push_back(m);
+  }
+  t.modules[2].cells[1].loss = 10.0;   // v_proj is the sensitive one
+  t.linearWeights = 40000;
+  t.denseLinearBytes = 80000;
+  t.otherBytesPerToken = 1000;
+  t.measured = true;
+  return t;
+}
+
+TEST(SearchFrontTest, TokensPerSecondPricesTheGemvsTheRuntimeLaunches) {
+  const SensitivityTable t = attentionTable();
+  DecodeBandwidth b;
+  // A GEMV: 10 µs of launch and latency + 1e-4 µs a weight dense, 0.25e-4 int4 (measured at the fused and the
+  // single shapes, so the fit is exact).
+  b.gemvs = {gemv("dense", 100, 100, 11.0), gemv("dense", 300, 100, 13.0), gemv("int4-g128", 100, 100, 10.25),
+             gemv("int4-g128", 300, 100, 10.75)};
+  b.denseStepSeconds = 100e-6;   // measured: 24 µs of dense linears (qkv 13 + o 11) and 76 µs of the rest
+  b.denseStepSource = "a measured step";
+  const SearchFront f = searchFront(t, BudgetKind::TokensPerSecond, b);
+  EXPECT_TRUE(f.unmeasured.empty());
+  const auto stepOf = [&](const std::vector<int>& choice) {
+    for (const SearchPoint& p : f.points)
+      if (p.choice == choice) return 1.0 / p.tokensPerSecond;
+    return std::numeric_limits<double>::quiet_NaN();
+  };
+  // All dense: the measured step itself.
+  EXPECT_NEAR(stepOf({0, 0, 0, 0}), 100e-6, 1e-12);
+  // All int4: one fused qkv GEMV of int4 (10.75) and o (10.25).
+  EXPECT_NEAR(f.maxTokensPerSecond, 1.0 / (76e-6 + 10.75e-6 + 10.25e-6), 1e-6);
+  // v dense and q, k int4 saves bytes but launches three GEMVs (10.25 + 10.25 + 11 = 31.5 µs against 13): slower
+  // than all dense, so it is on no front of time, and a budget just under the all-int4 speed takes all int4
+  // although v's loss is 10.
+  for (const SearchPoint& p : f.points) EXPECT_NE(p.choice, (std::vector<int>{1, 1, 0, 0}));
+  const SearchPoint& fast = chooseForBudget(f, {BudgetKind::TokensPerSecond, 1.0 / (76e-6 + 10.75e-6 + 11e-6)});
+  EXPECT_EQ(fast.choice, (std::vector<int>{1, 1, 1, 0}));
+  EXPECT_NEAR(fast.loss, 12.0, 1e-12);
+  // A bytes search is module by module; its points still carry the step time of what the runtime would launch.
+  const SearchFront bytes = searchFront(t, BudgetKind::Bytes, b);
+  for (const SearchPoint& p : bytes.points)
+    if (p.choice == std::vector<int>{1, 1, 0, 0}) EXPECT_NEAR(1.0 / p.tokensPerSecond, 76e-6 + 31.5e-6 + 11e-6, 1e-12);
 }
 
 TEST(SearchFrontTest, TheRecipeReadsBackAsOneOverridePerModule) {

@@ -36,6 +36,14 @@ if [ "${PARETO_DECODE_FUSION_AB:-1}" = 1 ]; then
   PARETO_DECODE_FUSED=0 "$cli" --no-record bench decode --synthetic llama-3.1-8b --format dense,int4-g128 \
     --context 512 --batch 1 --new-tokens 128 --runs 3 --breakdown --output "$out/bench-decode-breakdown-unfused.json" \
     2>>"$out/bench-decode.err" | tail -6
+  # Each fusion alone against all of them: the step without it (PARETO_DECODE_FUSED keeps the named ones).
+  for without in attention next-token folds; do
+    keep=$(echo attention next-token folds | tr ' ' '\n' | grep -v "^$without\$" | paste -sd, -)
+    step "bench decode without the $without fusion (PARETO_DECODE_FUSED=$keep)"
+    PARETO_DECODE_FUSED=$keep "$cli" --no-record bench decode --synthetic llama-3.1-8b --format "$formats" \
+      --context 512 --batch 1 --new-tokens 256 --runs 5 --output "$out/bench-decode-without-$without.json" \
+      2>>"$out/bench-decode.err" | tail -6
+  done
 fi
 if [ "${PARETO_DECODE_HEAD_AB:-1}" = 1 ]; then
   for head in int8-channel int4-g128; do

@@ -54,8 +54,16 @@ DecodeSession::DecodeSession(const DecodeModel& model, int64_t batch, int64_t ca
   logitsHalf_ = at::zeros({batch, model.outputHead().rows()}, act);
   logits_ = at::zeros({batch, model.outputHead().rows()}, act.dtype(at::kFloat));
   generated_ = at::zeros({batch, capacity + 1}, longs);
+  // PARETO_DECODE_FUSED: unset or 1 all fusions, 0 none, else a comma list of those kept (attention, next-token,
+  // folds), for an A/B of each.
   const char* fused = std::getenv("PARETO_DECODE_FUSED");
-  fused_ = fused == nullptr || std::string(fused) != "0";
+  const std::string kept = fused == nullptr ? "1" : fused;
+  const auto keeps = [&](const std::string& name) {
+    return kept == "1" || ("," + kept + ",").find("," + name + ",") != std::string::npos;
+  };
+  fuseAttention_ = keeps("attention");
+  fuseNextToken_ = keeps("next-token");
+  fold_ = keeps("folds");
   attentionCounters_ = at::zeros({decodeAttentionCounters(batch, c.numHeads, c.numKvHeads)}, longs.dtype(at::kInt));
   stepCounter_ = at::zeros({1}, longs.dtype(at::kInt));
   for (int64_t l = 0; l < model.numLayers(); ++l) {
@@ -79,7 +87,7 @@ void DecodeSession::runStep() {
   // The small ops folded into the packed GEMVs next to them (PackedLinear::fusesInKernel): each norm into the GEMV
   // that reads it, SiLU·mul into the down projection, the residual adds into the o and down projections. Only in
   // the whole step: `bench decode --breakdown` times the parts unfused, each alone.
-  const bool fold = fused_ && parts_ == kAllParts;
+  const bool fold = fold_ && parts_ == kAllParts;
   const auto folds = [&](const auto& linear) { return fold && linear.fusesInKernel(); };
   at::index_select_out(residual_, model_.embedding(), 0, ids_);
   at::Tensor pending;  // a block's output not yet in the residual stream: the next norm adds it
@@ -120,7 +128,7 @@ void DecodeSession::runStep() {
     const DecodeLayer& L = model_.layer(l);
     const std::string* name = &names_[size_t(l) * 4];
     normedLinear(L.qkv, L.inputNorm, qkv_, name[0]);
-    if (attention && fused_) {
+    if (attention && fuseAttention_) {
       ropeAttention(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, keys_[l], values_[l], validFrom_,
                     scale, attentionCounters_, attn_);
     } else if (attention) {
@@ -143,7 +151,7 @@ void DecodeSession::runStep() {
       addRmsNorm(residual_, pending, model_.finalNorm(), eps, normed_);
       head.forward(normed_, logitsHalf_, "lm_head");
     }
-    if (sampling_.greedy && fused_) {
+    if (sampling_.greedy && fuseNextToken_) {
       greedyNextToken(logitsHalf_, next_, ids_, positions_, slot_, generated_, stepCounter_);
       return;
     }

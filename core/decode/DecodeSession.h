@@ -87,10 +87,11 @@ class DecodeSession {
   at::Tensor ids_, positions_, slot_, validFrom_, next_;
   at::Tensor residual_, normed_, qkv_, q_, attn_, o_, gateUp_, act_, down_, logitsHalf_, logits_, generated_;
   std::vector<at::Tensor> keys_, values_;
-  // Fused small ops (runtime/DecodeOps.h): RoPE, cache write and attention as one (ropeAttention), and the greedy
-  // argmax with the next step's inputs as one (greedyNextToken), unless PARETO_DECODE_FUSED=0 (the separate ops:
-  // an A/B of the fusions). Their counters, zeros between launches.
-  bool fused_ = true;
+  // Fused small ops (runtime/DecodeOps.h): RoPE, cache write and attention as one (ropeAttention), the greedy
+  // argmax with the next step's inputs as one (greedyNextToken), and the norms, SiLU·mul and residual adds folded
+  // into the packed GEMVs; PARETO_DECODE_FUSED=0 turns all off, a list (attention,next-token,folds) keeps those
+  // named: the A/Bs of scripts/gpu-decode.sh. Their counters, zeros between launches.
+  bool fuseAttention_ = true, fuseNextToken_ = true, fold_ = true;
   at::Tensor attentionCounters_, stepCounter_;
   std::vector<std::string> names_;   // module names for errors, per layer × {qkv, o, gate_up, down}
   struct Graph;

@@ -89,6 +89,12 @@ int64_t PackedLinear::weightBytes() const {
                  weight_);
 }
 
+bool PackedLinear::fusesInKernel() const {
+  if (isDense() || bias_.defined() || std::holds_alternative<SpqrKernelWeight>(weight_)) return false;
+  const auto* bitmask = std::get_if<BitmaskNMKernelWeight>(&weight_);
+  return bitmask == nullptr || (bitmask->n == 2 && bitmask->m == 4);
+}
+
 void PackedLinear::forward(const at::Tensor& x, const at::Tensor& out, const std::string& what,
                            const GemvFusion& fusion) const {
   if (!fusesInKernel())

@@ -299,7 +299,16 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
   if (opts.restoredLayers < 0 || opts.restoredLayers > layers)
     throw Error("sequential pass: " + std::to_string(opts.restoredLayers) + " restored layers of a model with " +
                 std::to_string(layers));
-  for (int64_t layer = 0; layer < layers; ++layer) {
+  if (opts.restoredLayers > 0 && opts.restoredLayers < layers)
+    for (size_t i = 0; i < state.batches.size(); ++i) state.hidden->put(i, opts.restoredInput(i));
+  SequentialPassOptions::BlockInputs inputs;
+  if (opts.blockInputs) {
+    for (const CalibrationBatch& b : state.batches)
+      inputs.shapes.push_back({b.ids.size(0), b.ids.size(1), model.config().hiddenSize});
+    inputs.dtype = model.options().dtype;
+    inputs.input = [&](size_t i) { return state.hidden->get(i); };
+  }
+  for (int64_t layer = opts.restoredLayers; layer < layers; ++layer) {
     bool cancelled = opts.cancel != nullptr && opts.cancel->isCancelled();
     if (opts.group != nullptr) {
       opts.group->faultPoint(layer);
@@ -308,13 +317,6 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
     if (cancelled) throw Cancelled();
     StageClock clock(model.options().device, opts.stageSeconds);
     model.loadLayer(layer);
-    if (layer < opts.restoredLayers) {
-      opts.restoreLayer(layer);
-      advance(model, layer, state);
-      model.releaseLayer(layer);
-      reportLayer(opts, layer, layers);
-      continue;
-    }
     clock.end("read");
     {
       std::map<LinearGroup, HessianAccumulator> hessians = makeAccumulators(model, layer);
@@ -328,6 +330,10 @@ void runSequentialPass(LlamaModel& model, const CalibrationSet& data, const Modu
     }   // the Hessians are freed before the outputs are computed
     advance(model, layer, state);
     clock.end("advance");
+    if (opts.blockInputs && layer + 1 < layers) {
+      opts.blockInputs(layer + 1, inputs);
+      clock.end("inputs saved");
+    }
     if (opts.layerDone) opts.layerDone(layer);
     model.releaseLayer(layer);
     clock.end("finish");

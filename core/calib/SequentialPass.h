@@ -34,11 +34,19 @@ struct SequentialPassOptions {
   int64_t batch = 0;   // calibration sequences per forward; 0 picks one for the device
   ProgressCallback progress;
   const CancelToken* cancel = nullptr;   // checked between blocks
-  // Resuming: blocks [0, restoredLayers) were processed by an earlier run. For each, restoreLayer installs its
-  // weights as that run left them, and the pass only carries the activations through it (no Hessians, no
-  // callback), so the blocks after it see exactly the inputs an uninterrupted pass gives them.
+  // Resuming: blocks [0, restoredLayers) were processed by an earlier run, which saved the inputs of block
+  // restoredLayers (blockInputs). restoredInput(i) gives batch i's, and the pass starts at that block, so the
+  // blocks after it see exactly the inputs an uninterrupted pass gives them, and the earlier blocks are not read.
   int64_t restoredLayers = 0;
-  std::function<void(int64_t layer)> restoreLayer;
+  std::function<at::Tensor(size_t batch)> restoredInput;
+  // Called after each block but the last, once its outputs have replaced the inputs: the next block's inputs,
+  // batch by batch (`input(i)` on the device, of `shapes[i]` in `dtype`), for a later resume.
+  struct BlockInputs {
+    std::vector<std::vector<int64_t>> shapes;
+    c10::ScalarType dtype;
+    std::function<at::Tensor(size_t batch)> input;
+  };
+  std::function<void(int64_t nextLayer, const BlockInputs& inputs)> blockInputs;
   // Called once every linear of a block has its new weight, before the next block starts (and before a streamed
   // model frees the block).
   std::function<void(int64_t layer)> layerDone;

@@ -69,16 +69,7 @@ PackedModule packOutcome(const ModuleOutcome& o, const at::Tensor& weight) {
   return p;
 }
 
-// A host copy of `t` that the write thread may read once syncHostCopies has returned: from a GPU into page-locked
-// memory without waiting (the held weights are ~0.9 GB a block of an 8B, which a pageable copy moves at ~1.5 GB/s;
-// LibTorch's caching host allocator hands the same pages back for the next block).
-at::Tensor hostCopy(const at::Tensor& t) {
-  if (!t.is_cuda()) return t.to(at::kCPU).contiguous();
-  at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
-  host.copy_(t, /*non_blocking=*/true);
-  return host;
-}
-
+// Waits for the device's copies to the host (the packed parts) before the write thread reads them.
 void syncHostCopies(const c10::Device& device) {
   if (!device.is_cuda()) return;
   const c10::impl::VirtualGuardImpl guard(device.type());
@@ -386,7 +377,6 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
       }
       if (group != nullptr && owner[j] != 0) solved = shareSolved(*group, owner[j], std::move(solved));
       if (!writer || !solved) continue;
-      solved->finished.heldWeight = hostCopy(linear->weight());
       reports.push_back(std::move(solved->report));
       finished.push_back(std::move(solved->finished));
     }
@@ -403,13 +393,6 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
   auto finishAndRelease = [&](int64_t layer) {
     finishLayer(layer);
     m.model->releaseLayer(layer);
-  };
-  auto restoreLayer = [&](int64_t layer) {
-    const std::map<std::string, at::Tensor> held = resume->heldWeights(layer);
-    for (const auto& [group, linear] : m.model->layerLinears(layer)) {
-      const auto it = held.find(linear->name());
-      if (it != held.end()) linear->setWeight(it->second.to(m.model->options().device));
-    }
   };
 
   const auto calibStart = clock::now();
@@ -445,7 +428,16 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     pass.progress = progress;
     pass.cancel = cancel;
     pass.restoredLayers = restored;
-    pass.restoreLayer = restoreLayer;
+    const std::vector<std::vector<int64_t>> shapes =
+        activationShapes(data, m.config.hiddenSize, opts.batch, opts.runtime.device);
+    pass.restoredInput = [&](size_t batch) {
+      return resume->restoredInput(batch, shapes.at(batch), m.model->options().device);
+    };
+    // Each block's inputs saved for a resume (one process: a distributed run does not resume).
+    if (writer && group == nullptr)
+      pass.blockInputs = [&](int64_t layer, const SequentialPassOptions::BlockInputs& inputs) {
+        resume->writeInputs(layer, inputs);
+      };
     pass.layerDone = finishLayer;
     pass.activations = plan.placement;
     pass.scratchDir = !opts.scratchDir.empty() ? opts.scratchDir : writer ? output->staging() : std::string();

@@ -54,9 +54,9 @@ CompressMemoryPlan planCompressMemory(const ModelConfig& c, const RuntimeOptions
   const uint64_t cols = std::max(F, std::max(H, Q)), rows = cols == F ? H : std::max(F, H);
   p.solver = solverBytes(rows, cols);
   p.activations = ActivationStore::bytesOf(shapes, runtime.dtype);
-  // A finished layer on its way to the staging folder: each module's weight as held (compute dtype), in the
-  // checkpoint's dtype, and packed.
-  p.staging = p.blockWeights * 2 + p.blockWeights / e * 2;
+  // A finished layer on its way to the staging folder (its stored parts: at most 4 bytes a weight, a float32
+  // checkpoint's module kept dense), and the batch of the next block's inputs being saved for a resume.
+  p.staging = p.blockWeights / e * 4 + batchTokens * H * e;
 
   const uint64_t work = p.blockWeights + p.hessians + std::max(p.forward, p.solver);
   const bool cuda = runtime.device.is_cuda();

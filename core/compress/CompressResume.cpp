@@ -17,9 +17,6 @@ namespace pareto {
 namespace fs = std::filesystem;
 namespace {
 
-// The weight as held is stored beside the module's stored tensors under a name no checkpoint tensor has.
-const char* kHeldSuffix = ".weight:held";
-
 nlohmann::json reportJson(const ModuleReport& r) {
   return {{"name", r.name},           {"method", r.method},   {"pattern", r.pattern},
           {"format", r.format},       {"sparsity", r.sparsity}, {"bits_per_weight", r.bitsPerWeight},
@@ -44,6 +41,12 @@ ModuleReport reportFrom(const nlohmann::json& j) {
 
 CompressResume::CompressResume(std::string staging, nlohmann::json identity, int64_t layers)
     : dir_((fs::path(staging) / kResumeFolder).string()), identity_(std::move(identity)), layers_(layers) {}
+
+std::string CompressResume::inputsPath(int64_t layer) const {
+  char name[64];
+  std::snprintf(name, sizeof name, "inputs-%05lld.safetensors", static_cast<long long>(layer));
+  return (fs::path(dir_) / name).string();
+}
 
 std::string CompressResume::path(const char* kind, int64_t layer) const {
   char name[64];
@@ -81,7 +84,6 @@ void CompressResume::writeLayer(int64_t layer, const std::vector<FinishedModule>
   nlohmann::json doc = {{"modules", nlohmann::json::object()}, {"reports", nlohmann::json::array()}};
   for (const FinishedModule& m : modules) {
     for (const auto& named : m.stored) tensors.push_back(named);
-    tensors.emplace_back(m.module + kHeldSuffix, m.heldWeight.contiguous());
     doc["modules"][m.module] = {{"entry", m.manifestEntry},
                                 {"stored_bytes", m.storedBytes},
                                 {"tensors", nlohmann::json::array()}};
@@ -93,16 +95,37 @@ void CompressResume::writeLayer(int64_t layer, const std::vector<FinishedModule>
   ++done_;
   const nlohmann::json state = {{"identity", identity_}, {"layers_done", done_}};
   writeFileAtomically((fs::path(dir_).parent_path() / kResumeStateFile).string(), state.dump(2) + "\n");
+  // The inputs of this layer's block are no longer a resume's starting point (those of the next one are).
+  std::error_code ignored;
+  fs::remove(inputsPath(layer), ignored);
 }
 
-std::map<std::string, at::Tensor> CompressResume::heldWeights(int64_t layer) const {
-  const SafetensorsFile file(path("safetensors", layer));
-  std::map<std::string, at::Tensor> held;
-  const std::string suffix = kHeldSuffix;
-  for (const TensorEntry& e : file.tensors())
-    if (e.name.size() > suffix.size() && e.name.compare(e.name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      held[e.name.substr(0, e.name.size() - suffix.size())] = readTensor(e);
-  return held;
+void CompressResume::writeInputs(int64_t layer, const SequentialPassOptions::BlockInputs& inputs) {
+  std::vector<PlannedTensor> planned;
+  for (size_t i = 0; i < inputs.shapes.size(); ++i)
+    planned.push_back({"batch." + std::to_string(i), inputs.dtype, inputs.shapes[i],
+                       [&inputs, i] { return inputs.input(i).to(at::kCPU).contiguous(); }});
+  writeSafetensorsStreamed(inputsPath(layer), planned);
+}
+
+at::Tensor CompressResume::restoredInput(size_t batch, const std::vector<int64_t>& shape,
+                                         const c10::Device& device) const {
+  const std::string file = inputsPath(done_);
+  if (!fs::exists(file))
+    throw InputError(fileMessage(file, "is missing: the interrupted run left no calibration inputs of layer " +
+                                           std::to_string(done_) + " to resume from; remove " +
+                                           fs::path(dir_).parent_path().string() + " to start over"));
+  const SafetensorsFile inputs(file);
+  const std::string name = "batch." + std::to_string(batch);
+  for (const TensorEntry& e : inputs.tensors()) {
+    if (e.name != name) continue;
+    if (e.shape != shape)
+      throw InputError(fileMessage(file, name + " was saved for other calibration batches; remove " +
+                                             fs::path(dir_).parent_path().string() + " to start over"));
+    return readTensorFor(e, device).to(device);
+  }
+  throw InputError(fileMessage(file, "lacks " + name + "; remove " + fs::path(dir_).parent_path().string() +
+                                         " to start over"));
 }
 
 CompressResume::Layer CompressResume::readLayer(int64_t layer) const {

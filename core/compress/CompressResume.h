@@ -1,10 +1,13 @@
 // The finished layers of a compress run, kept in its staging folder (util/OutputFolder.h: kResumeFolder) as
 // each one completes, so that `compress --resume` continues an interrupted run (killed, crashed, cancelled)
 // from its last complete layer with the result an uninterrupted run gives:
-//   resume/layer-NNNNN.safetensors  the layer's modules in their stored form (PackedModuleIO, final names) and
-//                                   each module's weight as the model held it after the solvers (what the later
-//                                   layers' calibration inputs were computed with)
+//   resume/layer-NNNNN.safetensors  the layer's modules in their stored form (PackedModuleIO, final names)
 //   resume/layer-NNNNN.json         the layer's manifest entries and module reports
+//   resume/inputs-NNNNN.safetensors the calibration activations entering block NNNNN, one tensor per batch, as the
+//                                   pass computed them with the finished layers' weights: a resume starts the pass
+//                                   there. Only the newest is kept, so the resume folder holds one set of
+//                                   activations beside the stored forms (keeping each layer's weights as held
+//                                   instead cost a 70B's 80 layers ~270 GB of float32)
 //   resume/state.json               what the run is (source checkpoint, recipe, device, dtype, batch) and how
 //                                   many layers are done; written last, so a layer counts once it is complete
 #pragma once
@@ -19,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "calib/SequentialPass.h"
 #include "checkpoint/Safetensors.h"
 
 namespace pareto {
@@ -29,7 +33,6 @@ struct ModuleReport;
 struct FinishedModule {
   std::string module;                                   // "model.layers.3.mlp.up_proj"
   std::vector<std::pair<std::string, at::Tensor>> stored;   // as writePackedModule gives them (CPU)
-  at::Tensor heldWeight;                                // the weight the model runs with from here on (CPU)
   nlohmann::json manifestEntry;                         // pareto.json's "modules" entry
   uint64_t storedBytes = 0;
 };
@@ -43,10 +46,16 @@ class CompressResume {
   // setting that differs from the interrupted run's) and returns the layers already done.
   int64_t start(bool resumed);
 
+  // Saves the calibration inputs of block `layer` (the pass's blockInputs), one batch at a time; the layer before
+  // it counts as done once writeLayer has written it, and that removes the previous block's inputs.
+  void writeInputs(int64_t layer, const SequentialPassOptions::BlockInputs& inputs);
   void writeLayer(int64_t layer, const std::vector<FinishedModule>& modules, const std::vector<ModuleReport>& reports);
 
-  // A finished layer as written: its modules' weights as held, their stored tensors, entries and reports.
-  std::map<std::string, at::Tensor> heldWeights(int64_t layer) const;
+  // A resumed run: batch `batch`'s input of the first block not done, on `device` (the pass's restoredInput).
+  // InputError naming the file when it is missing or was saved for other batches.
+  at::Tensor restoredInput(size_t batch, const std::vector<int64_t>& shape, const c10::Device& device) const;
+
+  // A finished layer as written: its modules' stored tensors, entries and reports.
   struct Layer {
     // The layer's file, mapped: its tensors are read one at a time as the result is written.
     std::shared_ptr<const SafetensorsFile> file;
@@ -63,6 +72,7 @@ class CompressResume {
 
  private:
   std::string path(const char* kind, int64_t layer) const;
+  std::string inputsPath(int64_t layer) const;
   std::string dir_;
   nlohmann::json identity_;
   int64_t layers_ = 0, done_ = 0;

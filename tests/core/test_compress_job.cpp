@@ -22,6 +22,7 @@
 #include "compress/Spqr.h"
 #include "eval/Perplexity.h"
 #include "model/LoadedModel.h"
+#include "util/OutputFolder.h"
 #include "model/ModelSummary.h"
 #include "model/TensorIO.h"
 #include "util/Error.h"
@@ -360,6 +361,20 @@ TEST_F(CompressJob, ResumeContinuesACancelledRunToTheSameResult) {
   const InterruptedCompress kept = interruptedCompress(dir_ + "/part");
   EXPECT_EQ(kept.layersDone, 2);
   EXPECT_THAT(kept.staging, HasSubstr("/.part.partial-"));
+  // What a resume starts from: the layers' stored forms and one set of block inputs, those of the first block not
+  // done (no weights as held: a 70B's would be hundreds of GB).
+  std::vector<std::string> files;
+  for (const auto& f : fs::directory_iterator(fs::path(kept.staging) / kResumeFolder))
+    files.push_back(f.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"inputs-00002.safetensors", "layer-00000.json",
+                                             "layer-00000.safetensors", "layer-00001.json",
+                                             "layer-00001.safetensors", "state.json"}));
+  const SafetensorsFile layer0((fs::path(kept.staging) / kResumeFolder / "layer-00000.safetensors").string());
+  for (const TensorEntry& e : layer0.tensors()) {
+    EXPECT_THAT(e.name, ::testing::StartsWith("model.layers.0."));
+    EXPECT_THAT(e.name, ::testing::HasSubstr(".weight."));   // the stored parts (bitmask, values), no other weight
+  }
 
   CompressOptions again = options(recipe, "part");
   EXPECT_THROW(runCompress(again), InputError);   // would throw the finished layers away

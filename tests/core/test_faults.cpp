@@ -291,7 +291,7 @@ TEST_F(FaultsCompress, FullDiskWhileWritingKeepsThePreviousOutput) {
   Child c = spawnCli({"compress", "--model", test::sharedPath("models/ref-tiny"), "--recipe", r, "--out",
                       dir_ + "/out", "--overwrite"},
                      pipeFds[1], [] {
-                       rlimit limit{1 << 20, 1 << 20};   // 1 MiB per file; the weights take ~6 MiB
+                       rlimit limit{1 << 17, 1 << 17};   // 128 KiB per file; a layer takes ~0.5 MiB packed
                        ::setrlimit(RLIMIT_FSIZE, &limit);
                        ::signal(SIGXFSZ, SIG_IGN);
                      });

@@ -79,6 +79,11 @@ CompressMemoryPlan planCompressMemory(const ModelConfig& c, const RuntimeOptions
   else
     p.placement = ActivationPlacement::Scratch;
 
+  {
+    uint64_t room = hostRoom;
+    if (room != UINT64_MAX && p.placement == ActivationPlacement::Host) room -= withHeadroom(p.activations);
+    p.inputsCopied = p.placement != ActivationPlacement::Scratch && withHeadroom(p.activations) <= room;
+  }
   if (cuda) {
     // More solvers at once while the next one's workspace fits what the budget leaves (the first is in `work`).
     uint64_t room = deviceRoom;

@@ -29,6 +29,10 @@ struct CompressMemoryPlan {
   // The least each side needs with the activations off it, and where the activations go.
   uint64_t deviceNeed = 0, hostNeed = 0;
   ActivationPlacement placement = ActivationPlacement::Device;
+  // Whether the host has room for a copy of all the activations beside everything else, so that the next block's
+  // inputs (saved for a resume) are copied and written beside the pass; otherwise they are written from where
+  // they live, one batch at a time, in the pass.
+  bool inputsCopied = false;
   // Linears of a block solved at once on CUDA (SequentialPassOptions::solverThreads): as many as the device
   // budget holds the solvers of, beyond the one counted in `solver`; 1 on the CPU.
   int solverThreads = 1;

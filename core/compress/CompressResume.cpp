@@ -108,6 +108,12 @@ void CompressResume::writeInputs(int64_t layer, const SequentialPassOptions::Blo
   writeSafetensorsStreamed(inputsPath(layer), planned);
 }
 
+void CompressResume::writeInputs(int64_t layer, const std::vector<at::Tensor>& hostInputs) {
+  NamedTensors tensors;
+  for (size_t i = 0; i < hostInputs.size(); ++i) tensors.emplace_back("batch." + std::to_string(i), hostInputs[i]);
+  writeSafetensors(inputsPath(layer), tensors);
+}
+
 at::Tensor CompressResume::restoredInput(size_t batch, const std::vector<int64_t>& shape,
                                          const c10::Device& device) const {
   const std::string file = inputsPath(done_);

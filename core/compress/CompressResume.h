@@ -47,8 +47,10 @@ class CompressResume {
   int64_t start(bool resumed);
 
   // Saves the calibration inputs of block `layer` (the pass's blockInputs), one batch at a time; the layer before
-  // it counts as done once writeLayer has written it, and that removes the previous block's inputs.
+  // it counts as done once writeLayer has written it, and that removes the previous block's inputs. The second form
+  // writes host copies of them (taken in the pass, written beside it).
   void writeInputs(int64_t layer, const SequentialPassOptions::BlockInputs& inputs);
+  void writeInputs(int64_t layer, const std::vector<at::Tensor>& hostInputs);
   void writeLayer(int64_t layer, const std::vector<FinishedModule>& modules, const std::vector<ModuleReport>& reports);
 
   // A resumed run: batch `batch`'s input of the first block not done, on `device` (the pass's restoredInput).

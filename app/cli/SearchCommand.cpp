@@ -94,7 +94,8 @@ void addSearchCommand(CLI::App& app) {
       "FILE --per-shape` at the model's shapes is best; else whole-step bandwidths of `bench kernels`, else the "
       "copy bandwidth stored by `bench copy` or the workbench, measured and stored now when none is), and the rest "
       "of the step from the dense model's own `bench decode --model DIR` when the store has one (else from its "
-      "bytes, which misses attention, norms and launches). A budget outside what the candidates can reach is refused with the reachable range, before any "
+      "bytes, which misses attention, norms and launches). A budget outside what the candidates can reach is "
+      "refused with the reachable range, before any "
       "work; a candidate that cannot apply to a module is left out for that module and listed.");
   cmd->add_option("--model", args->model, "Dense Hugging Face model folder")->required();
   cmd->add_option("--recipe", args->recipe,

@@ -308,7 +308,8 @@ SearchFront searchFront(const SensitivityTable& table, BudgetKind kind, const De
     for (const std::vector<size_t>& g : cost.groups()) {
       options.push_back(groupFront(table, g, cost, kGroupOptions));
       if (options.back().empty())
-        throw InputError(table.modules[g.front()].name + ": no candidate with a measured kernel (see the unmeasured list)");
+        throw InputError(table.modules[g.front()].name +
+                         ": no candidate with a measured kernel (see the unmeasured list)");
       items.emplace_back();
       for (size_t o = 0; o < options.back().size(); ++o)
         items.back().push_back({int(o), picoseconds(options.back()[o].seconds), options.back()[o].loss});

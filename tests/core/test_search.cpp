@@ -188,23 +188,32 @@ TEST(SearchBaseRecipe, TheRefinementIsOnByDefaultAndReadsItsSettings) {
   EXPECT_EQ(r.reference, "gptq-int3-g128");
 }
 
-// A two-module table with losses set by hand: the front, budgets and the recipe written from it.
-SensitivityTable handTable() {
+// A measured table of 100 × 100 modules with the same cells each, losses set by hand afterwards.
+SensitivityTable tableOf(const std::vector<std::string>& candidates, const std::vector<const char*>& names,
+                         const std::vector<SensitivityCell>& cells) {
   SensitivityTable t;
-  t.candidates = {"dense", "int8", "int4"};
-  for (const char* name : {"model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj"}) {
+  t.candidates = candidates;
+  for (const char* name : names) {
     SensitivityModule m;
     m.name = name;
     m.rows = m.cols = 100;
-    m.cells = {{true, "", "dense", "dense", "", 20000, 0.0},
-               {true, "", "int8-channel", "int8-channel", "", 10200, 1.0},
-               {true, "", "int4-g128", "int4-g128", "", 5200, 5.0}};
+    m.cells = cells;
     t.modules.push_back(m);
   }
-  t.modules[1].cells[2].loss = 50.0;   // down_proj is the sensitive one
-  t.linearWeights = 20000;
-  t.denseLinearBytes = 40000;
+  t.linearWeights = 10000 * int64_t(names.size());
+  t.denseLinearBytes = 20000 * uint64_t(names.size());
   t.measured = true;
+  return t;
+}
+
+// A two-module table with losses set by hand: the front, budgets and the recipe written from it.
+SensitivityTable handTable() {
+  SensitivityTable t = tableOf({"dense", "int8", "int4"},
+                               {"model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj"},
+                               {{true, "", "dense", "dense", "", 20000, 0.0},
+                                {true, "", "int8-channel", "int8-channel", "", 10200, 1.0},
+                                {true, "", "int4-g128", "int4-g128", "", 5200, 5.0}});
+  t.modules[1].cells[2].loss = 50.0;   // down_proj is the sensitive one
   return t;
 }
 
@@ -309,21 +318,13 @@ TEST(SearchTimeModel, GemvShapesReadBack) {
 // q, k and v of one layer, two candidates: the decode runtime runs the three as one GEMV only when they share a
 // format, so with launches that cost more than the bytes a mixed allocation is slower than either uniform one.
 SensitivityTable attentionTable() {
-  SensitivityTable t;
-  t.candidates = {"dense", "int4"};
-  for (const char* name : {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
-                           "model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.o_proj"}) {
-    SensitivityModule m;
-    m.name = name;
-    m.rows = m.cols = 100;
-    m.cells = {{true, "", "dense", "dense", "", 20000, 0.0}, {true, "", "int4-g128", "int4-g128", "", 5200, 1.0}};
-    t.modules.push_back(m);
-  }
+  SensitivityTable t = tableOf({"dense", "int4"},
+                               {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
+                                "model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.o_proj"},
+                               {{true, "", "dense", "dense", "", 20000, 0.0},
+                                {true, "", "int4-g128", "int4-g128", "", 5200, 1.0}});
   t.modules[2].cells[1].loss = 10.0;   // v_proj is the sensitive one
-  t.linearWeights = 40000;
-  t.denseLinearBytes = 80000;
   t.otherBytesPerToken = 1000;
-  t.measured = true;
   return t;
 }
 

@@ -73,7 +73,7 @@ PackedModule packOutcome(const ModuleOutcome& o, const at::Tensor& weight) {
 // memory without waiting (the block inputs of an 8B are ~270 MB a layer, which a pageable copy moves at ~1.5 GB/s;
 // LibTorch's caching host allocator hands the same pages back for the next block).
 at::Tensor hostCopy(const at::Tensor& t) {
-  if (!t.is_cuda()) return t.to(at::kCPU).contiguous().clone();
+  if (!t.is_cuda()) return t.to(at::kCPU).clone(at::MemoryFormat::Contiguous);
   at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
   host.copy_(t, /*non_blocking=*/true);
   return host;
@@ -333,10 +333,10 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
   // the layers reach the folder in order. Declared after `resume` and `output`: leaving this scope early (an
   // error, a cancel) waits for the write before they are torn down.
   std::future<void> layerWrite;
-  double layerWriteSeconds = 0;
+  double layerWriteSeconds = 0;   // the write thread's time, summed; read only after its future is waited for
   // The next block's inputs copied to the host for the finished layer's write (pass.blockInputs), and their block.
   std::vector<at::Tensor> pendingInputs;
-  int64_t pendingInputsLayer = 0;   // the write thread's time, summed; read only after its future is waited for
+  int64_t pendingInputsLayer = 0;
   auto waitForLayerWrite = [&] {
     if (!layerWrite.valid()) return;
     layerWrite.get();
@@ -433,9 +433,9 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
       result.calibrationTokens = static_cast<int64_t>(tokens.item<double>());
     }
     result.calibrationSeconds = since(calibStart);
-    const CompressMemoryPlan plan =
-        planCompressMemory(m.config, opts.runtime, opts.budget,
-                           activationShapes(data, m.config.hiddenSize, opts.batch, opts.runtime.device));
+    const std::vector<std::vector<int64_t>> shapes =
+        activationShapes(data, m.config.hiddenSize, opts.batch, opts.runtime.device);
+    const CompressMemoryPlan plan = planCompressMemory(m.config, opts.runtime, opts.budget, shapes);
     result.memoryPlan = plan.summary();
     result.activations = activationPlacementName(plan.placement);
     report("memory", 0, plan.summary());
@@ -445,8 +445,6 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
     pass.progress = progress;
     pass.cancel = cancel;
     pass.restoredLayers = restored;
-    const std::vector<std::vector<int64_t>> shapes =
-        activationShapes(data, m.config.hiddenSize, opts.batch, opts.runtime.device);
     pass.restoredInput = [&](size_t batch) {
       return resume->restoredInput(batch, shapes.at(batch), m.model->options().device);
     };

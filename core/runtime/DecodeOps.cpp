@@ -170,6 +170,19 @@ void setShape(Problem& p, const Checks& c, int64_t B, int64_t Hq, int64_t Hkv, i
   p.type = c.type();
 }
 
+// The KV cache and the slot a problem reads, checked and pointed at: RopeCacheProblem's and
+// DecodeAttentionProblem's.
+template <class Problem>
+void pointAtCache(Problem& p, const Checks& c, int64_t B, int64_t Hkv, int64_t C, int64_t D, const at::Tensor& keys,
+                  const at::Tensor& values, const at::Tensor& slot) {
+  c.tensor(keys, "keys", {B, Hkv, C, D});
+  c.tensor(values, "values", {B, Hkv, C, D});
+  c.slot(slot, "slot");
+  p.keys = keys.data_ptr();
+  p.values = values.data_ptr();
+  p.slot = slot.data_ptr<int64_t>();
+}
+
 // The RoPE + cache write's problem with every tensor but q checked and pointed at (the CPU's pointers are unused):
 // the part ropeAndCacheWrite and ropeAttention share.
 k::RopeCacheProblem ropeCacheProblem(const Checks& c, int64_t B, int64_t Hq, int64_t Hkv, int64_t C, int64_t D,
@@ -180,22 +193,17 @@ k::RopeCacheProblem ropeCacheProblem(const Checks& c, int64_t B, int64_t Hq, int
   setShape(p, c, B, Hq, Hkv, C, D);
   p.eps = float(eps);
   c.kernelCheck(k::checkRopeCache(p));
-  c.tensor(keys, "keys", {B, Hkv, C, D});
-  c.tensor(values, "values", {B, Hkv, C, D});
+  pointAtCache(p, c, B, Hkv, C, D, keys, values, slot);
   c.tensor(qkv, "qkv", {B, (Hq + 2 * Hkv) * D});
   if (qNorm.defined()) c.tensor(qNorm, "qNorm", {D});
   if (kNorm.defined()) c.tensor(kNorm, "kNorm", {D});
   c.tensor(positions, "positions", {B}, at::kLong);
   c.tensor(invFreq, "invFreq", {D / 2}, at::kFloat);
-  c.slot(slot, "slot");
   p.qkv = qkv.data_ptr();
   p.qNorm = qNorm.defined() ? qNorm.data_ptr() : nullptr;
   p.kNorm = kNorm.defined() ? kNorm.data_ptr() : nullptr;
   p.positions = positions.data_ptr<int64_t>();
   p.invFreq = invFreq.data_ptr<float>();
-  p.slot = slot.data_ptr<int64_t>();
-  p.keys = keys.data_ptr();
-  p.values = values.data_ptr();
   return p;
 }
 
@@ -207,14 +215,9 @@ k::DecodeAttentionProblem attentionProblem(const Checks& c, int64_t B, int64_t H
   setShape(p, c, B, Hq, Hkv, C, D);
   p.scale = float(scale);
   c.kernelCheck(k::checkDecodeAttention(p));
-  c.tensor(keys, "keys", {B, Hkv, C, D});
-  c.tensor(values, "values", {B, Hkv, C, D});
-  c.slot(slot, "slot");
+  pointAtCache(p, c, B, Hkv, C, D, keys, values, slot);
   if (validFrom.defined()) c.tensor(validFrom, "validFrom", {B}, at::kLong);
   c.tensor(out, "out", {B, Hq * D});
-  p.keys = keys.data_ptr();
-  p.values = values.data_ptr();
-  p.slot = slot.data_ptr<int64_t>();
   p.validFrom = validFrom.defined() ? validFrom.data_ptr<int64_t>() : nullptr;
   p.out = out.data_ptr();
   return p;

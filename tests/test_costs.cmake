@@ -12,7 +12,7 @@ set(_pareto_test_costs
   [=[DecodeSampling.DrawsFromTheTopKAndTopPDistributionAndIsSeeded]=] 43
   [=[CliSafety.AKilledCompressResumesToTheSameWeights]=] 34
   [=[FrontEnds.OneRecipeGivesTheSameMetricsFromTheCliAndTheWorkbench]=] 31
-  [=[StoreCli.AFinalWriteThatCannotGetTheLockFailsTheCommand]=] 31
+  [=[StoreCli.AFinalWriteThatCannotGetTheLockFailsTheCommand]=] 6
   [=[RefModels/GoldenModel.HeldoutProsePerplexity/"ref-small"]=] 23
   [=[RecipeEstimate.EqualsWhatTheCompressJobWrites]=] 18
   [=[SearchCli.SearchedRecipeCompressesToThePredictedBitsWithinTheBudget]=] 15

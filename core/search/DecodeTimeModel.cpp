@@ -24,22 +24,32 @@ DecodeTimeModel::DecodeTimeModel(const DecodeBandwidth& b) {
     gemv_[m.kernel].exact.emplace(std::make_pair(rows, cols), m.secondsPerCall);
     if (device_.empty()) device_ = m.device;
   }
-  // Least squares of seconds on weights per kernel; an intercept below zero (a noisy pair of large shapes) is
-  // dropped for the line through the origin, which never predicts a negative time.
+  // Least squares of seconds on weights per kernel, with neither part negative (a launch never takes negative time,
+  // a weight never saves any). Where the free fit breaks one of them the best fit lies on that bound: the constant
+  // (the mean) or the line through the origin, whichever leaves the smaller squared error. Small GEMVs are bound by
+  // launch and latency, so their times need not grow with their shapes at all; a line through the origin would
+  // price a smaller shape than the measured ones at a fraction of any measured time.
   for (auto& [kernel, fit] : gemv_) {
-    double n = 0, sw = 0, st = 0, sww = 0, swt = 0;
+    double n = 0, sw = 0, st = 0, sww = 0, swt = 0, stt = 0;
     for (const auto& [shape, seconds] : fit.exact) {
       const double w = double(shape.first) * double(shape.second);
-      n += 1, sw += w, st += seconds, sww += w * w, swt += w * seconds;
+      n += 1, sw += w, st += seconds, sww += w * w, swt += w * seconds, stt += seconds * seconds;
     }
     const double det = n * sww - sw * sw;
     if (n >= 2 && det > 0) {
       fit.perWeight = (n * swt - sw * st) / det;
       fit.fixed = (st - fit.perWeight * sw) / n;
     }
-    if (!(n >= 2 && det > 0) || fit.fixed < 0 || fit.perWeight <= 0) {
+    if (n >= 2 && det > 0 && fit.fixed >= 0 && fit.perWeight > 0) continue;
+    const double throughOrigin = sww > 0 ? swt / sww : 0;
+    const double originError = stt - throughOrigin * swt;      // Σ (t − a·w)² at the least-squares a
+    const double constantError = n > 0 ? stt - st * st / n : 0;  // Σ (t − mean)²
+    if (n >= 2 && constantError <= originError) {
+      fit.fixed = st / n;
+      fit.perWeight = 0;
+    } else {  // also a single shape: time in proportion to the weights
       fit.fixed = 0;
-      fit.perWeight = sww > 0 ? swt / sww : 0;
+      fit.perWeight = throughOrigin;
     }
   }
   perGemv_ = gemv_.count("dense") != 0;

@@ -291,6 +291,51 @@ TEST(SearchTimeModel, MeasuredShapesWinAFitCoversTheOthersAndBytesOnlyWithoutThe
   EXPECT_NEAR(bytes.otherSeconds(20e-6, 3000), 3e-6, 1e-15);
 }
 
+// ref-small's GEMVs as `bench kernels --per-shape` timed them on the H200 (2026-12-03): dense 3.2-4.1 µs whatever
+// the shape (launch and latency), the largest not the slowest; bitmask 2:4 a little more for more weights.
+DecodeBandwidth refSmallOnTheH200() {
+  DecodeBandwidth b;
+  b.gemvs = {gemv("dense", 640, 384, 3.34), gemv("dense", 384, 384, 3.28), gemv("dense", 2048, 384, 3.24),
+             gemv("dense", 384, 1024, 4.12), gemv("bitmask-2:4", 640, 384, 2.28), gemv("bitmask-2:4", 384, 384, 2.23),
+             gemv("bitmask-2:4", 2048, 384, 2.33), gemv("bitmask-2:4", 384, 1024, 2.79)};
+  b.denseStepSeconds = 1 / 4534.9;
+  b.denseStepSource = "a measured step";
+  return b;
+}
+
+TEST(SearchTimeModel, LaunchBoundTimesAreNotScaledDownToSmallerShapes) {
+  const DecodeTimeModel m(refSmallOnTheH200());
+  // Times that do not grow with the weights: the fit is their mean, not a line through the origin (which priced
+  // a 128 × 384 k_proj at 0.31 µs).
+  EXPECT_NEAR(m.gemvSeconds("dense", 128, 384, 1), 3.495e-6, 1e-12);
+  // Times that do grow keep the free fit, intercept and slope.
+  const double k = m.gemvSeconds("bitmask-2:4", 128, 384, 1), big = m.gemvSeconds("bitmask-2:4", 4096, 4096, 1);
+  EXPECT_GT(k, 2.3e-6);   // 2.35 µs + 1.35e-7 µs a weight
+  EXPECT_LT(k, 2.4e-6);
+  EXPECT_GT(big, 4e-6);
+
+  // So splitting q (2:4) from k and v (dense), three launches, is slower than the one dense qkv GEMV, and no
+  // tokens/s front holds it: the search that chose such splits predicted 4963 tok/s for a recipe that ran at 4140.
+  SensitivityTable t = tableOf({"dense", "2:4"},
+                               {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
+                                "model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.o_proj"},
+                               {{true, "", "dense", "dense", "", 0, 0.0}, {true, "", "bitmask-2:4", "bitmask-2:4", "", 0, 1.0}});
+  const int64_t rows[] = {384, 128, 128, 384};
+  for (size_t i = 0; i < 4; ++i) {
+    t.modules[i].rows = rows[i];
+    t.modules[i].cols = 384;
+    t.modules[i].cells[0].bytes = uint64_t(rows[i]) * 384 * 2;
+    t.modules[i].cells[1].bytes = uint64_t(rows[i]) * 384 * 9 / 8;
+  }
+  t.modules[1].cells[1].loss = t.modules[2].cells[1].loss = 10.0;   // k and v the sensitive ones
+  const SearchFront f = searchFront(t, BudgetKind::TokensPerSecond, refSmallOnTheH200());
+  ASSERT_FALSE(f.points.empty());
+  for (const SearchPoint& p : f.points) {
+    EXPECT_NE(p.choice, (std::vector<int>{1, 0, 0, 0}));
+    EXPECT_NE(p.choice, (std::vector<int>{1, 0, 0, 1}));
+  }
+}
+
 TEST(SearchTimeModel, GemvShapesReadBack) {
   int64_t r = 0, c = 0;
   EXPECT_TRUE(parseGemvShape(gemvShapeText(6144, 4096, "llama-3.1-8b qkv"), r, c));

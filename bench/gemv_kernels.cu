@@ -10,12 +10,13 @@
 //     that are not multiples of the tiles, every compiled N:M density and group size. --small: the three small
 //     shapes (for compute-sanitizer). Exit status 1 on any failure.
 //   gemv_kernels bench [--batch 1,2,4,8,16] [--runs 50] [--formats dense,int4-g128,...] [--json FILE]
-//                      [--prefetch-mb MB]
+//                      [--prefetch-mb MB [--prefetch next|self]]
 //     Llama-3.1-8B linears, 32 layers × {qkv 6144×4096, o 4096×4096, gate+up 28672×4096, down 4096×14336}, every
 //     weight distinct (nothing served from L2), one step of 128 GEMVs captured in a CUDA graph, median of `runs`
 //     replays after 5 warm-ups; cuBLAS fp16 (cublasGemmEx, fp32 accumulation) in the same run, and each shape alone
 //     (its 32 GEMVs in their own graph) as µs a GEMV. --prefetch-mb: each packed GEMV asks L2 for the first MB of
-//     the next GEMV's largest weight buffer while it runs (GemvProblem::prefetch; default 0, none).
+//     the next GEMV's largest weight buffer while it runs (GemvProblem::prefetch; default 0, none); with
+//     --prefetch self, of its own (asked for whole at its start instead of at the ring's pace).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -576,10 +577,12 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
 }
 
 // Each linear of [begin, end) prefetches the first `capBytes` of the next one's largest buffer (the last one the
-// first one's: graph replays run back to back), or nothing when capBytes is 0.
-void chainPrefetch(std::vector<std::shared_ptr<BenchLinear>>& step, size_t begin, size_t end, uint64_t capBytes) {
+// first one's: graph replays run back to back), or of its own with `self` (the whole stream asked for at the start
+// instead of paced by the ring), or nothing when capBytes is 0.
+void chainPrefetch(std::vector<std::shared_ptr<BenchLinear>>& step, size_t begin, size_t end, uint64_t capBytes,
+                   bool self) {
   for (size_t i = begin; i < end; ++i) {
-    const BenchLinear& next = *step[i + 1 < end ? i + 1 : begin];
+    const BenchLinear& next = *step[self ? i : i + 1 < end ? i + 1 : begin];
     const DeviceBuffer* largest = nullptr;
     for (const auto& b : next.keep)
       if (largest == nullptr || b->bytes > largest->bytes) largest = b.get();
@@ -653,13 +656,14 @@ std::vector<std::string> splitList(const std::string& s) {
 }
 
 int runBench(std::vector<int> batches, int runs, std::vector<std::string> formats, const std::string& jsonPath,
-             double prefetchMb) {
+             double prefetchMb, bool prefetchSelf) {
   cudaDeviceProp prop;
   check(cudaGetDeviceProperties(&prop, 0), "properties");
   const double copy = copyBandwidth();
-  std::printf("device %s (%d SMs, %d MB of L2), copy %.0f GB/s, PARETO_QUANT_MMA=%s, prefetch of the next GEMV's "
-              "weight: %.0f MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, copy,
-              std::getenv("PARETO_QUANT_MMA") ? std::getenv("PARETO_QUANT_MMA") : "(unset)", prefetchMb);
+  std::printf("device %s (%d SMs, %d MB of L2), copy %.0f GB/s, PARETO_QUANT_MMA=%s, prefetch of %s weight: %.0f MB\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, copy,
+              std::getenv("PARETO_QUANT_MMA") ? std::getenv("PARETO_QUANT_MMA") : "(unset)",
+              prefetchSelf ? "each GEMV's own" : "the next GEMV's", prefetchMb);
   const uint64_t prefetchCap = uint64_t(prefetchMb * 1048576.0);
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
@@ -667,6 +671,7 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
   auto partials = std::make_shared<DeviceBuffer>(size_t(64) << 20);
   std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"copy_gb_per_s\": " + std::to_string(copy) +
                      ", \"prefetch_mb\": " + std::to_string(prefetchMb) +
+                     ", \"prefetch\": \"" + (prefetchSelf ? "self" : "next") + "\"" +
                      ", \"shape\": \"llama-3.1-8b\", \"layers\": 32, \"results\": [";
   std::vector<double> denseMs(batches.size(), 0);
   bool firstResult = true;
@@ -694,12 +699,13 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
         ys.push_back(std::make_shared<DeviceBuffer>(size_t(batch * l->rows) * 2));
         io += 2.0 * batch * double(l->rows + l->cols);
       }
-      chainPrefetch(step, 0, step.size(), prefetchCap);
+      chainPrefetch(step, 0, step.size(), prefetchCap, prefetchSelf);
       const double ms = timeGraph(step, 0, step.size(), batch, runs, xs, ys, partials->as<float>(), stream);
       std::vector<std::shared_ptr<DeviceBuffer>> ysAlone;  // in byShape's order: each GEMV its own rows
       for (auto& l : byShape) ysAlone.push_back(std::make_shared<DeviceBuffer>(size_t(batch * l->rows) * 2));
       double alone[4];
-      for (int s = 0; s < 4; ++s) chainPrefetch(byShape, size_t(s * kLayers), size_t((s + 1) * kLayers), prefetchCap);
+      for (int s = 0; s < 4; ++s)
+        chainPrefetch(byShape, size_t(s * kLayers), size_t((s + 1) * kLayers), prefetchCap, prefetchSelf);
       for (int s = 0; s < 4; ++s)
         alone[s] = timeGraph(byShape, size_t(s * kLayers), size_t((s + 1) * kLayers), batch, runs, xs, ysAlone,
                              partials->as<float>(), stream) * 1e3 / kLayers;
@@ -736,7 +742,7 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: gemv_kernels test [--small] | bench [--batch 1,2,4,8,16] [--runs 50] [--formats ...] "
-                         "[--json FILE] [--prefetch-mb MB]\n");
+                         "[--json FILE] [--prefetch-mb MB [--prefetch next|self]]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -751,6 +757,7 @@ int main(int argc, char** argv) {
                                         "bitmask-2:4+int4-g128"};
     std::string json;
     double prefetchMb = 0;
+    bool prefetchSelf = false;
     for (int i = 2; i + 1 < argc; i += 2) {
       const std::string a = argv[i], v = argv[i + 1];
       if (a == "--batch") { batches.clear(); for (auto& b : splitList(v)) batches.push_back(std::stoi(b)); }
@@ -758,12 +765,16 @@ int main(int argc, char** argv) {
       else if (a == "--formats") formats = splitList(v);
       else if (a == "--json") json = v;
       else if (a == "--prefetch-mb") prefetchMb = std::stod(v);
+      else if (a == "--prefetch") {
+        if (v != "next" && v != "self") { std::fprintf(stderr, "--prefetch takes next or self\n"); return 2; }
+        prefetchSelf = v == "self";
+      }
       else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
     }
     for (int b : batches)
       if (b < 1 || b > k::kMaxBatch) { std::fprintf(stderr, "batch %d outside 1..16\n", b); return 2; }
     if (!(prefetchMb >= 0)) { std::fprintf(stderr, "--prefetch-mb must be >= 0\n"); return 2; }
-    return runBench(batches, runs, formats, json, prefetchMb);
+    return runBench(batches, runs, formats, json, prefetchMb, prefetchSelf);
   }
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;

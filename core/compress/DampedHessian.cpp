@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "compress/SolveTimings.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -17,6 +18,7 @@ std::string shortDecimal(double value) {
 
 DampedInverse dampedInverse(at::Tensor& hessian, double damp, int maxRetries, const std::string& who,
                             const std::string& method) {
+  const SolveTimings::Step step("damped inverse", hessian);
   const double meanDiagonal = hessian.diagonal().mean().item<double>();
   DampedInverse result;
   double applied = 0;

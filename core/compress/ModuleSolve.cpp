@@ -8,6 +8,7 @@
 #include "compress/GgufQuantize.h"
 #include "compress/Gptq.h"
 #include "compress/MagnitudePrune.h"
+#include "compress/SolveTimings.h"
 #include "compress/SparseGpt.h"
 #include "compress/WandaPrune.h"
 #include "formats/BitmaskNMWeight.h"
@@ -89,6 +90,7 @@ ModuleOutcome pruneModule(const std::string& name, const at::Tensor& weight, con
 }  // namespace
 
 ModuleOutcome solveModule(const ModulePlan& plan, const at::Tensor& weight, const HessianAccumulator* hessian) {
+  const SolveTimings::Step step("whole module", weight);
   const auto t0 = clock::now();
   const std::string& name = plan.module;
   const std::optional<PruneSpec>& prune = plan.prune;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compress/SolveTimings.h"
 #include "compress/SolverInputs.h"
 #include "util/Error.h"
 
@@ -38,6 +39,7 @@ at::ScalarType obsWorkType(const at::Tensor& weight) {
 
 ObsInputs obsInputs(const at::Tensor& weight, const at::Tensor& hessian, const at::Tensor& keep, at::ScalarType work,
                     const std::string& who, const std::string& method) {
+  const SolveTimings::Step step("inputs", weight);
   const int64_t rows = weight.size(0), columns = weight.size(1);
   checkHessian(hessian, columns, who);
   if (keep.defined() && (keep.scalar_type() != at::kBool || keep.sizes() != weight.sizes()))
@@ -83,6 +85,7 @@ at::Tensor ObsSweepState::current(int64_t column, int64_t count) const {
 
 ObsSweepResult obsSweep(const at::Tensor& weight, const at::Tensor& hinvUpper, int64_t blockSize,
                         const ObsSweepHooks& hooks) {
+  const SolveTimings::Step step("sweep", weight);
   const at::Tensor w = weight.clone(at::MemoryFormat::Contiguous);
   const int64_t columns = w.size(1);
   const at::Tensor losses = at::zeros({w.size(0)}, w.options());

@@ -108,7 +108,20 @@ TEST_F(CompressJob, Magnitude24WritesPackedWeightsThatLoadBackExactly) {
 
 TEST_F(CompressJob, SparseGptOutputEqualsTheSamePassInMemory) {
   const std::string recipe = textRecipe("sparsegpt", R"("pattern": "2:4")");
-  runCompress(options(recipe, "sgpt"));
+  const CompressReport report = runCompress(options(recipe, "sgpt"));
+  // Where the solve's time went, summed over the modules: its steps inside the whole modules' time.
+  const auto& stages = report.passStageSeconds;
+  const auto summed = [&](const std::string& step) {
+    const auto it = stages.find("solve: " + step + " (summed over the modules)");
+    return it == stages.end() ? -1.0 : it->second;
+  };
+  const double whole = summed("whole module");
+  EXPECT_GT(whole, 0);
+  for (const char* step : {"inputs", "damped inverse", "sweep"}) {
+    EXPECT_GT(summed(step), 0) << step;
+    EXPECT_LE(summed(step), whole) << step;
+  }
+  EXPECT_LE(summed("inputs") + summed("damped inverse") + summed("sweep"), whole * (1 + 1e-9));
   LoadedModel compressed = loadModel(dir_ + "/sgpt", test::testRuntime());
 
   LoadedModel inMemory = loadModel(model_, test::testRuntime());

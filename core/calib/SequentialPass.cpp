@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dist/ProcessGroup.h"
+#include "model/Device.h"
 #include "util/Error.h"
 
 namespace pareto {
@@ -233,10 +234,7 @@ class StageClock {
       : device_(device), seconds_(seconds), start_(clock::now()) {}
   void end(const char* stage) {
     if (seconds_ == nullptr) return;
-    if (device_.is_cuda()) {
-      const c10::impl::VirtualGuardImpl guard(device_.type());
-      guard.synchronizeStream(guard.getStream(device_));
-    }
+    synchronizeCurrentStream(device_);
     const auto now = clock::now();
     const double seconds = std::chrono::duration<double>(now - start_).count();
     (*seconds_)[stage] += seconds;

@@ -1,7 +1,6 @@
 #include "compress/CompressJob.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/version.h>
 
 #include <chrono>
@@ -28,6 +27,7 @@
 #include "formats/PackedModuleIO.h"
 #include "formats/QuantGroupWeight.h"
 #include "formats/SpqrWeight.h"
+#include "model/Device.h"
 #include "model/LoadedModel.h"
 #include "model/MemoryBudget.h"
 #include "model/OutOfMemory.h"
@@ -80,12 +80,6 @@ at::Tensor hostCopy(const at::Tensor& t) {
   return host;
 }
 
-// Waits for the device's copies to the host before the write thread reads them.
-void syncHostCopies(const c10::Device& device) {
-  if (!device.is_cuda()) return;
-  const c10::impl::VirtualGuardImpl guard(device.type());
-  guard.synchronizeStream(guard.getStream(device));
-}
 
 // pareto.json's entry for a compressed module; sets the report's bits per weight, known now that the stored
 // bytes are.
@@ -396,7 +390,7 @@ CompressReport runCompress(const Recipe& recipe, const CompressOptions& opts, co
       reports.push_back(std::move(solved->report));
       finished.push_back(std::move(solved->finished));
     }
-    syncHostCopies(m.model->options().device);
+    synchronizeCurrentStream(m.model->options().device);
     result.passStageSeconds["finish: packing and copying to the host"] += since(packStart);
     if (!writer) return;
     std::vector<at::Tensor> inputs = std::move(pendingInputs);   // the next block's, when copied (synced above)

@@ -1,6 +1,6 @@
 #include "compress/SolveTimings.h"
 
-#include <c10/core/impl/VirtualGuardImpl.h>
+#include "model/Device.h"
 
 namespace pareto {
 namespace {
@@ -19,10 +19,7 @@ SolveTimings::Step::Step(const char* name, const at::Tensor& onDevice)
 SolveTimings::Step::~Step() {
   if (timings_ == nullptr) return;
   try {
-    if (device_.is_cuda()) {
-      const c10::impl::VirtualGuardImpl guard(device_.type());
-      guard.synchronizeStream(guard.getStream(device_));
-    }
+    synchronizeCurrentStream(device_);
     timings_->add(name_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
   } catch (...) {
     // A device error is the solver's to report (it resurfaces at its next call); a step ending in it, during an

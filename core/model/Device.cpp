@@ -1,6 +1,7 @@
 #include "model/Device.h"
 
 #include <ATen/Context.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include "util/Error.h"
 
@@ -64,6 +65,12 @@ std::string deviceDescription(const c10::Device& device) {
 #else
   return device.str();
 #endif
+}
+
+void synchronizeCurrentStream(const c10::Device& device) {
+  if (!device.is_cuda()) return;
+  const c10::impl::VirtualGuardImpl guard(device.type());
+  guard.synchronizeStream(guard.getStream(device));
 }
 
 }  // namespace pareto

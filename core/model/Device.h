@@ -30,5 +30,7 @@ RuntimeOptions makeRuntimeOptions(const std::string& device, const std::string& 
 inline constexpr const char* kDefaultComputeDtype = "float32";
 // "cpu" or the CUDA device's name ("NVIDIA H200").
 std::string deviceDescription(const c10::Device& device);
+// Waits for the work queued on the device's current stream (of this thread); nothing on the CPU.
+void synchronizeCurrentStream(const c10::Device& device);
 
 }  // namespace pareto

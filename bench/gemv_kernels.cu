@@ -10,13 +10,10 @@
 //     that are not multiples of the tiles, every compiled N:M density and group size. --small: the three small
 //     shapes (for compute-sanitizer). Exit status 1 on any failure.
 //   gemv_kernels bench [--batch 1,2,4,8,16] [--runs 50] [--formats dense,int4-g128,...] [--json FILE]
-//                      [--prefetch-mb MB [--prefetch next|self]]
 //     Llama-3.1-8B linears, 32 layers × {qkv 6144×4096, o 4096×4096, gate+up 28672×4096, down 4096×14336}, every
 //     weight distinct (nothing served from L2), one step of 128 GEMVs captured in a CUDA graph, median of `runs`
 //     replays after 5 warm-ups; cuBLAS fp16 (cublasGemmEx, fp32 accumulation) in the same run, and each shape alone
-//     (its 32 GEMVs in their own graph) as µs a GEMV. --prefetch-mb: each packed GEMV asks L2 for the first MB of
-//     the next GEMV's largest weight buffer while it runs (GemvProblem::prefetch; default 0, none); with
-//     --prefetch self, of its own (asked for whole at its start instead of at the ring's pace).
+//     (its 32 GEMVs in their own graph) as µs a GEMV.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -296,10 +293,6 @@ void checkLinear(const Linear& l, k::ActivationType t, const std::string& label,
     std::vector<uint16_t> poison(size_t(batch * l.rows), 0x7FFF);  // NaN in fp16 and bf16
     DeviceBuffer y(poison);
     k::GemvProblem p{l.rows, l.cols, batch, t, x.ptr, y.ptr};
-    // The L2 prefetch of another weight (here the linear's own first buffer) must not change a result, and its
-    // range is checked by compute-sanitizer's memcheck with everything else.
-    p.prefetch = l.device.front()->ptr;
-    p.prefetchBytes = l.device.front()->bytes / 16 * 16;
     const k::GemvSplit s = l.split(p);
     DeviceBuffer partials(std::max<size_t>(1, k::gemvPartialFloats(p, s)) * sizeof(float));
     DeviceBuffer counters(size_t(k::rowGroups(l.rows)) * sizeof(int));
@@ -462,9 +455,6 @@ struct BenchLinear {
   int64_t rows, cols;
   size_t bytes = 0;
   std::vector<std::shared_ptr<DeviceBuffer>> keep;
-  // GemvProblem::prefetch of this linear's launches (set by chainPrefetch; cuBLAS has none).
-  const void* prefetch = nullptr;
-  uint64_t prefetchBytes = 0;
   std::function<void(const void* x, void* y, int batch, float* partials, cudaStream_t)> run;
   std::shared_ptr<DeviceBuffer> counters;
 };
@@ -490,10 +480,7 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
   int* counters = l->counters->as<int>();
   const int sms = multiprocessors();
   const auto problem = [](const BenchLinear& b, const void* x, void* y, int batch) {
-    k::GemvProblem p{b.rows, b.cols, batch, k::ActivationType::Float16, x, y};
-    p.prefetch = b.prefetch;
-    p.prefetchBytes = b.prefetchBytes;
-    return p;
+    return k::GemvProblem{b.rows, b.cols, batch, k::ActivationType::Float16, x, y};
   };
   if (format == "dense") {
     auto w = deviceRandom(size_t(s.rows * s.cols) * 2, seed, 1);
@@ -576,21 +563,6 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
   return l;
 }
 
-// Each linear of [begin, end) prefetches the first `capBytes` of the next one's largest buffer (the last one the
-// first one's: graph replays run back to back), or of its own with `self` (the whole stream asked for at the start
-// instead of paced by the ring), or nothing when capBytes is 0.
-void chainPrefetch(std::vector<std::shared_ptr<BenchLinear>>& step, size_t begin, size_t end, uint64_t capBytes,
-                   bool self) {
-  for (size_t i = begin; i < end; ++i) {
-    const BenchLinear& next = *step[self ? i : i + 1 < end ? i + 1 : begin];
-    const DeviceBuffer* largest = nullptr;
-    for (const auto& b : next.keep)
-      if (largest == nullptr || b->bytes > largest->bytes) largest = b.get();
-    step[i]->prefetch = capBytes > 0 && largest ? largest->ptr : nullptr;
-    step[i]->prefetchBytes = capBytes > 0 && largest ? std::min<uint64_t>(largest->bytes, capBytes) / 16 * 16 : 0;
-  }
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -655,23 +627,17 @@ std::vector<std::string> splitList(const std::string& s) {
   return out;
 }
 
-int runBench(std::vector<int> batches, int runs, std::vector<std::string> formats, const std::string& jsonPath,
-             double prefetchMb, bool prefetchSelf) {
+int runBench(std::vector<int> batches, int runs, std::vector<std::string> formats, const std::string& jsonPath) {
   cudaDeviceProp prop;
   check(cudaGetDeviceProperties(&prop, 0), "properties");
   const double copy = copyBandwidth();
-  std::printf("device %s (%d SMs, %d MB of L2), copy %.0f GB/s, PARETO_QUANT_MMA=%s, prefetch of %s weight: %.0f MB\n",
-              prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, copy,
-              std::getenv("PARETO_QUANT_MMA") ? std::getenv("PARETO_QUANT_MMA") : "(unset)",
-              prefetchSelf ? "each GEMV's own" : "the next GEMV's", prefetchMb);
-  const uint64_t prefetchCap = uint64_t(prefetchMb * 1048576.0);
+  std::printf("device %s (%d SMs), copy %.0f GB/s, PARETO_QUANT_MMA=%s\n", prop.name, prop.multiProcessorCount, copy,
+              std::getenv("PARETO_QUANT_MMA") ? std::getenv("PARETO_QUANT_MMA") : "(unset)");
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
   std::vector<std::shared_ptr<DeviceBuffer>> xs = {deviceRandom(16 * 4096 * 2, 7, 1, 1.f), deviceRandom(16 * 14336 * 2, 8, 1, 1.f)};
   auto partials = std::make_shared<DeviceBuffer>(size_t(64) << 20);
   std::string json = "{\"device\": \"" + std::string(prop.name) + "\", \"copy_gb_per_s\": " + std::to_string(copy) +
-                     ", \"prefetch_mb\": " + std::to_string(prefetchMb) +
-                     ", \"prefetch\": \"" + (prefetchSelf ? "self" : "next") + "\"" +
                      ", \"shape\": \"llama-3.1-8b\", \"layers\": 32, \"results\": [";
   std::vector<double> denseMs(batches.size(), 0);
   bool firstResult = true;
@@ -699,13 +665,10 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
         ys.push_back(std::make_shared<DeviceBuffer>(size_t(batch * l->rows) * 2));
         io += 2.0 * batch * double(l->rows + l->cols);
       }
-      chainPrefetch(step, 0, step.size(), prefetchCap, prefetchSelf);
       const double ms = timeGraph(step, 0, step.size(), batch, runs, xs, ys, partials->as<float>(), stream);
       std::vector<std::shared_ptr<DeviceBuffer>> ysAlone;  // in byShape's order: each GEMV its own rows
       for (auto& l : byShape) ysAlone.push_back(std::make_shared<DeviceBuffer>(size_t(batch * l->rows) * 2));
       double alone[4];
-      for (int s = 0; s < 4; ++s)
-        chainPrefetch(byShape, size_t(s * kLayers), size_t((s + 1) * kLayers), prefetchCap, prefetchSelf);
       for (int s = 0; s < 4; ++s)
         alone[s] = timeGraph(byShape, size_t(s * kLayers), size_t((s + 1) * kLayers), batch, runs, xs, ysAlone,
                              partials->as<float>(), stream) * 1e3 / kLayers;
@@ -741,8 +704,7 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gemv_kernels test [--small] | bench [--batch 1,2,4,8,16] [--runs 50] [--formats ...] "
-                         "[--json FILE] [--prefetch-mb MB [--prefetch next|self]]\n");
+    std::fprintf(stderr, "usage: gemv_kernels test [--small] | bench [--batch 1,2,4,8,16] [--runs 50] [--formats ...] [--json FILE]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -756,25 +718,17 @@ int main(int argc, char** argv) {
     std::vector<std::string> formats = {"dense", "bitmask-2:4", "bitmask-16:32", "int8-channel", "int4-g128", "spqr-3bit",
                                         "bitmask-2:4+int4-g128"};
     std::string json;
-    double prefetchMb = 0;
-    bool prefetchSelf = false;
     for (int i = 2; i + 1 < argc; i += 2) {
       const std::string a = argv[i], v = argv[i + 1];
       if (a == "--batch") { batches.clear(); for (auto& b : splitList(v)) batches.push_back(std::stoi(b)); }
       else if (a == "--runs") runs = std::stoi(v);
       else if (a == "--formats") formats = splitList(v);
       else if (a == "--json") json = v;
-      else if (a == "--prefetch-mb") prefetchMb = std::stod(v);
-      else if (a == "--prefetch") {
-        if (v != "next" && v != "self") { std::fprintf(stderr, "--prefetch takes next or self\n"); return 2; }
-        prefetchSelf = v == "self";
-      }
       else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
     }
     for (int b : batches)
       if (b < 1 || b > k::kMaxBatch) { std::fprintf(stderr, "batch %d outside 1..16\n", b); return 2; }
-    if (!(prefetchMb >= 0)) { std::fprintf(stderr, "--prefetch-mb must be >= 0\n"); return 2; }
-    return runBench(batches, runs, formats, json, prefetchMb, prefetchSelf);
+    return runBench(batches, runs, formats, json);
   }
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;

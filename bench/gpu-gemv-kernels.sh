@@ -6,8 +6,7 @@
 #   bench/gpu-gemv-kernels.sh [OUTDIR]
 # GEMV_BATCHES (default 1,2,4,8,16), GEMV_SANITIZE=0 skips memcheck, GEMV_AB=0 skips the A/B, GEMV_TEST=0 the test;
 # GEMV_BIN: a binary built beforehand (no build here); GEMV_BASE_BIN: another one (an earlier version) benchmarked
-# the same way in the same call; GEMV_PREFETCH: settings of the L2 prefetch (v6j), each MODE:MB (next:16 self:32),
-# benchmarked with GEMV_BIN after the plain run.
+# the same way in the same call.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$here/build-kernels/results}"
@@ -42,13 +41,6 @@ if [ -n "${GEMV_BASE_BIN:-}" ]; then
       2>&1 | tee -a "$out/bench-base.txt" || status=1
   done
 fi
-for setting in ${GEMV_PREFETCH:-}; do
-  step "bench with the L2 prefetch of the ${setting%%:*} weight, ${setting##*:} MB"
-  for f in ${GEMV_FORMATS:-int4-g128 int8-channel bitmask-2:4+int4-g128 spqr-3bit bitmask-2:4}; do
-    "$bin" bench --batch "${GEMV_BATCHES:-1,2,4,8,16}" --runs 50 --formats "dense,$f" --prefetch "${setting%%:*}" \
-      --prefetch-mb "${setting##*:}" 2>&1 | tee -a "$out/bench-prefetch.txt" || status=1
-  done
-done
 if [ "${GEMV_AB:-1}" = 1 ]; then
   # GEMV_AB_ENV: the variable setting of the other side (default the quantized kernels' FFMA path), GEMV_AB_FORMATS
   # the formats timed with it, one process each.

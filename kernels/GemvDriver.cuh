@@ -84,26 +84,7 @@ struct GemvLaunch {
   const void* normWeight = nullptr;
   float eps = 0.f;
   bool accumulate = false;
-  const void* prefetch = nullptr;  // GemvProblem's
-  uint64_t prefetchBytes = 0;
 };
-
-// GemvProblem::prefetch: each block asks L2 for its share of the range, one bulk prefetch from one thread (the
-// copy engine walks it; no registers, no waiting). Called after the block's own first weight copies are issued,
-// so that those go to DRAM first.
-__device__ __forceinline__ void prefetchShare(const GemvLaunch& a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (a.prefetchBytes == 0 || threadIdx.x != 0) return;
-  const uint64_t blocks = uint64_t(gridDim.x) * gridDim.y, block = uint64_t(blockIdx.y) * gridDim.x + blockIdx.x;
-  const uint64_t share = (a.prefetchBytes / 16 + blocks - 1) / blocks * 16;
-  const uint64_t begin = block * share;
-  if (begin >= a.prefetchBytes) return;
-  const uint64_t bytes = min(share, a.prefetchBytes - begin);
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(a.prefetch) + begin),
-               "r"(uint32_t(bytes))
-               : "memory");
-#endif
-}
 
 // RmsNorm inputs: each block computes every batch row's 1/rms itself from the whole input row (8 KB a row at
 // 4096 columns, read from L2 while its first weight chunks are in flight), so no block waits for another and
@@ -463,9 +444,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   if (first < chunkEnd) f0 = Format::load(w, group, first, lane);
   if (first + kStride < chunkEnd) f1 = Format::load(w, group, first + kStride, lane);
   const typename Format::RowState rowState = Format::rowBegin(w, row);
-  prefetchShare(a);
-  // Everything above reads only weights (this launch's and the prefetched one); x, y, the partials and the
-  // counters belong to the kernels before and after this one (ProgrammaticLaunch.cuh).
+  // Everything above reads only this launch's weight; x, y, the partials and the counters belong to the
+  // kernels before and after this one (ProgrammaticLaunch.cuh).
   detail::waitForPreviousGrid();
 
   using Staged = typename Staging::type;
@@ -560,7 +540,6 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
       commitCopies();
     }
   }
-  prefetchShare(a);
   waitForPreviousGrid();  // x, y, the partials and the counters belong to the kernels before and after this one
 
   auto* xs = reinterpret_cast<typename Staging::type*>(shared);
@@ -667,8 +646,6 @@ inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t t
   a.normWeight = p.normWeight;
   a.eps = p.eps;
   a.accumulate = p.accumulate;
-  a.prefetch = p.prefetch;
-  a.prefetchBytes = p.prefetchBytes;
   return a;
 }
 

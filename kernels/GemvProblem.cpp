@@ -96,9 +96,6 @@ std::string checkGemvProblem(const GemvProblem& p) {
              std::to_string(p.cols);
     if (!(p.eps >= 0.f)) return "RMSNorm eps must be ≥ 0";
   }
-  if (p.prefetchBytes > 0 &&
-      (p.prefetch == nullptr || reinterpret_cast<uintptr_t>(p.prefetch) % 16 != 0 || p.prefetchBytes % 16 != 0))
-    return "the prefetched range must be 16-byte aligned and a multiple of 16 bytes";
   return {};
 }
 

@@ -75,14 +75,6 @@ struct GemvProblem {
   // y += x · Ŵᵀ instead of y = x · Ŵᵀ: the product rounded to the dtype, then the sum (the residual add that
   // follows the o and down projections, as decode_add_rmsnorm adds them).
   bool accumulate = false;
-  // A byte range the launch asks L2 to fetch before it waits for the previous kernel (cp.async.bulk.prefetch,
-  // shared out over its blocks): the next GEMV's weight. A GEMV's own weight is in flight within a microsecond or
-  // two of its start, and the rest of it (staging x, the last chunks' arithmetic, combining the splits, the
-  // launch boundary) leaves DRAM idle: half of a batch-1 int4 step (bench/NOTES.md v6j). Only read, never
-  // written, by no kernel before it in the stream, so it may start before the previous grid ends
-  // (ProgrammaticLaunch.cuh). 16-byte aligned, a multiple of 16 bytes; none when prefetchBytes is 0.
-  const void* prefetch = nullptr;
-  uint64_t prefetchBytes = 0;
 };
 
 // How a launch splits the columns of each row group across blocks. Blocks of one row group write fp32 partial

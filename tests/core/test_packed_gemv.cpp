@@ -418,16 +418,6 @@ TEST(PackedGemvProblem, RefusesFoldsTheKernelsCannotDo) {
   p.eps = 1e-5f;
   p.y = x;  // the output over its own input
   EXPECT_NE(k::checkGemvProblem(p).find("must not be the input"), std::string::npos);
-  p.y = y;
-  // The L2 prefetch's range: whole 16-byte pieces (cp.async.bulk.prefetch).
-  p.prefetch = weight, p.prefetchBytes = 4096;
-  EXPECT_EQ(k::checkGemvProblem(p), "");
-  p.prefetchBytes = 4100;
-  EXPECT_NE(k::checkGemvProblem(p).find("prefetched range"), std::string::npos);
-  p.prefetch = weight + 1, p.prefetchBytes = 4096;
-  EXPECT_NE(k::checkGemvProblem(p).find("prefetched range"), std::string::npos);
-  p.prefetch = nullptr;
-  EXPECT_NE(k::checkGemvProblem(p).find("prefetched range"), std::string::npos);
 }
 
 // The quantized split must reserve the shared memory the kernel uses: on the tensor-core path (4-bit codes,

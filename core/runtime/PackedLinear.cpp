@@ -90,9 +90,8 @@ int64_t PackedLinear::weightBytes() const {
 }
 
 bool PackedLinear::fusesInKernel() const {
-  if (isDense() || bias_.defined() || std::holds_alternative<SpqrKernelWeight>(weight_)) return false;
-  const auto* bitmask = std::get_if<BitmaskNMKernelWeight>(&weight_);
-  return bitmask == nullptr || (bitmask->n == 2 && bitmask->m == 4);
+  return !isDense() && !bias_.defined() && !std::holds_alternative<SpqrKernelWeight>(weight_) &&
+         !std::holds_alternative<BitmaskNMKernelWeight>(weight_);
 }
 
 void PackedLinear::forward(const at::Tensor& x, const at::Tensor& out, const std::string& what,

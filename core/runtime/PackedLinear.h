@@ -38,9 +38,10 @@ class PackedLinear {
   void forward(const at::Tensor& x, const at::Tensor& out, const std::string& what, const GemvFusion& fusion) const;
   // Whether forward() with a fusion runs it inside the packed GEMV (a packed weight without a bias) rather than as
   // ops around the product. Not dense (cuBLAS takes no fused input, and the decode step keeps its own fused
-  // add+norm), and not the formats whose batch-1 GEMV is the FFMA skeleton (SpQR, bitmask N:M but 2:4): its four
-  // blocks a multiprocessor each recompute the norm from the whole row before they can stage x, and SpQR's step
-  // measured 0.29 ms slower folded than with the separate ops (H200, bench/NOTES.md "parts 1 and 2 ... measured").
+  // add+norm), and not the formats whose step measured slower folded than with the separate ops (H200): SpQR
+  // (+0.29 ms a step; its batch-1 GEMV is the FFMA skeleton, whose four blocks a multiprocessor each recompute the
+  // norm from the whole row before they can stage x) and bitmask N:M, 2:4 included (+0.12 ms; bench/NOTES.md
+  // "Fused decode step ... measured", both sessions).
   bool fusesInKernel() const;
 
   bool defined() const { return rows_ > 0; }

@@ -39,7 +39,9 @@ DampedInverse dampedInverse(at::Tensor& hessian, double damp, int maxRetries, co
     const at::Tensor lowerInverse =
         at::linalg_solve_triangular(lower, at::eye(lower.size(0), lower.options()), /*upper=*/false);
     lower = at::Tensor();
-    result.upper = lowerInverse.flip({0, 1});
+    // Row-major: the triangular solve returns a column-major result (LAPACK's and cuSOLVER's layout) and flip keeps
+    // it, but the sweep reads U by rows, and the fused block kernel takes only unit-stride rows.
+    result.upper = lowerInverse.flip({0, 1}).contiguous();
     if (!at::isfinite(result.upper).all().item<bool>()) continue;
     return result;
   }

@@ -19,7 +19,7 @@ namespace {
 
 bool fusedEnabled() {
   const char* v = std::getenv("PARETO_OBS_FUSED");
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
 #ifdef PARETO_WITH_CUDA

@@ -3,8 +3,10 @@
 // solvers offer their rule through ObsSweepHooks::fixBlock; where the kernel does not take it (the CPU, float64,
 // a group that straddles blocks, act-order) the sweep fixes the block column by column as before.
 //
-// PARETO_OBS_FUSED=0 in the environment turns the kernel off (the column-by-column sweep everywhere), for A/B
-// timings and to compare the two.
+// Opt-in for now: PARETO_OBS_FUSED=1 in the environment turns the kernel on. Until 2026-12-03 the damped inverse's U
+// came out column-major, the kernel declined every block, and its CUDA tests compared the column sweep with itself;
+// it becomes the default once those tests (test_obs_block_kernel, which now checks that the kernel takes the
+// blocks) have passed on a GPU.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -33,7 +35,7 @@ struct ObsBlockRule {
 };
 
 // Whether the fused block sweep runs for a working weight like `w` here: float32 on a CUDA device, in a build
-// with the CUDA kernels, and PARETO_OBS_FUSED is not "0".
+// with the CUDA kernels, and PARETO_OBS_FUSED is "1".
 bool obsBlockKernelAvailable(const at::Tensor& w);
 
 // Fixes every column of the state's block by `rule` in one launch on the current CUDA stream: the block holds the

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "compress/SolveTimings.h"
 #include "compress/SolverInputs.h"
@@ -85,11 +86,13 @@ at::Tensor ObsSweepState::current(int64_t column, int64_t count) const {
 
 ObsSweepResult obsSweep(const at::Tensor& weight, const at::Tensor& hinvUpper, int64_t blockSize,
                         const ObsSweepHooks& hooks) {
-  const SolveTimings::Step step("sweep", weight);
+  using Step = SolveTimings::Step;
+  const Step step("sweep", weight);
   const at::Tensor w = weight.clone(at::MemoryFormat::Contiguous);
   const int64_t columns = w.size(1);
   const at::Tensor losses = at::zeros({w.size(0)}, w.options());
   for (int64_t i1 = 0; i1 < columns; i1 += blockSize) {
+    std::optional<Step> part(std::in_place, "sweep: block setup, host", w, SolveTimings::Until::HostDone);
     const int64_t count = std::min(blockSize, columns - i1);
     const at::Tensor block = w.narrow(1, i1, count).clone();
     const at::Tensor fixed = at::zeros_like(block);
@@ -99,12 +102,15 @@ ObsSweepResult obsSweep(const at::Tensor& weight, const at::Tensor& hinvUpper, i
     if (hooks.beginBlock) hooks.beginBlock(state);
     if (hooks.fixBlock) {
       const at::Tensor errorsT = at::empty({count, w.size(0)}, w.options());
+      part.emplace("sweep: block kernel, host", w, SolveTimings::Until::HostDone);
       if (hooks.fixBlock(state, hinvBlock, errorsT, losses)) {
+        part.emplace("sweep: propagate, host", w, SolveTimings::Until::HostDone);
         w.narrow(1, i1, count).copy_(block);
         propagateBlock(w, errorsT.t(), hinvUpper, i1, count);
         continue;
       }
     }
+    part.emplace("sweep: column by column, host", w, SolveTimings::Until::HostDone);
     for (int64_t i = 0; i < count; ++i) {
       state.fixed_ = i;
       const at::Tensor values = block.select(1, i);
@@ -112,9 +118,11 @@ ObsSweepResult obsSweep(const at::Tensor& weight, const at::Tensor& hinvUpper, i
       fixed.select(1, i).copy_(column);
       fixInBlock(block, hinvBlock, i, values, column, errors, losses);
     }
+    part.emplace("sweep: propagate, host", w, SolveTimings::Until::HostDone);
     w.narrow(1, i1, count).copy_(fixed);
     propagateBlock(w, errors, hinvUpper, i1, count);
   }
+  const Step rest("sweep: the device's queued work", w);
   return {w, losses.sum().item<double>() / 2};
 }
 

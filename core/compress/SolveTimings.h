@@ -1,8 +1,10 @@
 // Where a module solve's time goes, summed over the modules of a compress (its `pass_stages_s` "solve: ..."
 // entries): the OBS solvers' shared steps (the inputs' copies and checks, the damped inverse, the column sweep)
-// record their seconds into the timings the calling thread has set with a Scope. Each step ends with a
-// synchronisation of the current stream of its tensor's device, so device work counts in the step that queued it.
-// Without a Scope a step records nothing and synchronises nothing.
+// record their seconds into the timings the calling thread has set with a Scope. A step ends with a
+// synchronisation of the current stream of its tensor's device, so device work counts in the step that queued it;
+// a host step (the sweep's parts, a lazy block at a time) does not synchronise: it counts the time the thread
+// spent queueing that part's work, or blocked in it, so that synchronising 32-112 times a module does not change
+// what is measured. Without a Scope a step records nothing and synchronises nothing.
 //
 // Why: an 8B's GPTQ solve took ~1.5 s a 4096-column module whatever its rows, and 2.1x that at 14336 columns,
 // where its arithmetic (a 4096² Cholesky, one triangular solve, 32 lazy blocks) is milliseconds; seven modules
@@ -33,9 +35,10 @@ class SolveTimings {
     SolveTimings* previous_;
   };
   // One step, from construction to destruction, on `onDevice`'s device.
+  enum class Until { DeviceDone, HostDone };
   class Step {
    public:
-    Step(const char* name, const at::Tensor& onDevice);
+    Step(const char* name, const at::Tensor& onDevice, Until until = Until::DeviceDone);
     ~Step();
     Step(const Step&) = delete;
     Step& operator=(const Step&) = delete;
@@ -44,6 +47,7 @@ class SolveTimings {
     SolveTimings* timings_;
     const char* name_;
     c10::Device device_;
+    Until until_;
     std::chrono::steady_clock::time_point start_;
   };
 

@@ -122,6 +122,13 @@ TEST_F(CompressJob, SparseGptOutputEqualsTheSamePassInMemory) {
     EXPECT_LE(summed(step), whole) << step;
   }
   EXPECT_LE(summed("inputs") + summed("damped inverse") + summed("sweep"), whole * (1 + 1e-9));
+  // The sweep's parts, a lazy block at a time, inside the sweep: on the CPU every block goes column by column.
+  const double parts = summed("sweep: block setup, host") + summed("sweep: column by column, host") +
+                       summed("sweep: propagate, host") + summed("sweep: the device's queued work");
+  EXPECT_GT(summed("sweep: column by column, host"), 0);
+  EXPECT_GT(summed("sweep: propagate, host"), 0);
+  EXPECT_LE(parts, summed("sweep") * (1 + 1e-9));
+  EXPECT_EQ(summed("sweep: block kernel, host"), -1.0) << "the CPU has no block kernel";
   LoadedModel compressed = loadModel(dir_ + "/sgpt", test::testRuntime());
 
   LoadedModel inMemory = loadModel(model_, test::testRuntime());

@@ -9,6 +9,7 @@
 
 #include "compress/Gptq.h"
 #include "compress/ObsBlockKernel.h"
+#include "compress/SolveTimings.h"
 #include "compress/SparseGpt.h"
 #include "compress/SparsityPattern.h"
 #include "kernels/ObsBlockSweep.h"
@@ -21,13 +22,13 @@ using test::correlatedProblem;
 using test::Problem;
 using test::relativeDifference;
 
-// Runs `solve` with the fused kernel and again with PARETO_OBS_FUSED=0 (the column-by-column sweep).
+// Runs `solve` with the fused kernel (PARETO_OBS_FUSED=1) and again without it (the column-by-column sweep).
 template <class Solve>
 auto fusedAndColumnwise(const Solve& solve) {
+  ::setenv("PARETO_OBS_FUSED", "1", 1);
   const auto fused = solve();
-  ::setenv("PARETO_OBS_FUSED", "0", 1);
-  const auto columnwise = solve();
   ::unsetenv("PARETO_OBS_FUSED");
+  const auto columnwise = solve();
   return std::make_pair(fused, columnwise);
 }
 
@@ -71,7 +72,10 @@ TEST(ObsBlockKernel, SparseGptMatchesTheColumnSweepOnCuda) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device in this build or machine";
   const Problem p = correlatedProblem(200, 416, 4096, 21);  // 200 rows: a partial CTA; 416 = 3 × 128 + 32
   const at::Tensor w = p.weight.to(at::kCUDA), h = p.hessian.to(at::kCUDA);
-  ASSERT_TRUE(obsBlockKernelAvailable(w)) << "a CUDA build must run the fused block sweep";
+  ::setenv("PARETO_OBS_FUSED", "1", 1);
+  const bool available = obsBlockKernelAvailable(w);
+  ::unsetenv("PARETO_OBS_FUSED");
+  ASSERT_TRUE(available) << "a CUDA build with PARETO_OBS_FUSED=1 must run the fused block sweep";
   for (const char* text : {"2:4", "4:8", "16:32", "1:4", "50%", "70%"}) {
     for (int64_t block : {128, 64, 32}) {
       SCOPED_TRACE(std::string(text) + " block " + std::to_string(block));
@@ -124,6 +128,25 @@ TEST(ObsBlockKernel, GptqMatchesTheColumnSweepOnCuda) {
                                   : fused.quant.zeros.to(at::kFloat).repeat_interleave(perGroup, 1).expand({rows, cols});
     EXPECT_TRUE(at::equal(((fused.quant.codes.to(at::kFloat) - z) * s).cpu(), fused.quant.dequantized.cpu()));
   }
+}
+
+// The equality tests above would pass if the kernel silently declined every block (both sides column by column):
+// the sweep's timed parts say which path each block took.
+TEST(ObsBlockKernel, TakesEveryBlockOfAnAlignedSweepOnCuda) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device in this build or machine";
+  const Problem p = correlatedProblem(200, 384, 4096, 23);
+  const at::Tensor w = p.weight.to(at::kCUDA), h = p.hessian.to(at::kCUDA);
+  SolveTimings timings;
+  {
+    ::setenv("PARETO_OBS_FUSED", "1", 1);
+    const SolveTimings::Scope scope(&timings);
+    gptqQuantize(w, h, QuantSpec::group(4, 128), {}, "test.proj");
+    sparseGptPrune(w, h, SparsityPattern::nm(2, 4), SparseGptOptions{}, "test.proj");
+    ::unsetenv("PARETO_OBS_FUSED");
+  }
+  const auto totals = timings.totals();
+  EXPECT_EQ(totals.count("sweep: block kernel, host"), 1u);
+  EXPECT_EQ(totals.count("sweep: column by column, host"), 0u) << "a block fell back to the column sweep";
 }
 
 }  // namespace

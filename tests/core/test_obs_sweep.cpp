@@ -45,6 +45,13 @@ ObsSweepResult directSweep(const at::Tensor& weight, const at::Tensor& u, std::v
   return {w, loss};
 }
 
+// The fused block kernel (compress/ObsBlockKernel.h) reads U's rows with unit stride and declines a block of any
+// other layout, so a column-major U from LAPACK/cuSOLVER would send every block down the column-by-column sweep.
+TEST(ObsSweep, TheDampedInverseFactorIsRowMajor) {
+  const at::Tensor u = upperFactor();
+  EXPECT_TRUE(u.is_contiguous()) << "strides " << u.stride(0) << ", " << u.stride(1);
+}
+
 TEST(ObsSweep, AnyBlockWidthMatchesTheDirectSweep) {
   const at::Tensor u = upperFactor();
   at::manual_seed(4);

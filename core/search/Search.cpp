@@ -184,8 +184,10 @@ Ranges rangesOf(const SensitivityTable& t, BudgetKind kind, const StepCost& cost
       if (!eligible(t, i, int(c), kind, cost)) {
         if (cell.applies)
           r.unmeasured.push_back(m.name + " × " + t.candidates[c] + ": " +
-                                 (cell.kernel.empty() ? "no benchmarked kernel decodes " + cell.format
-                                                      : "no stored benchmark of the " + cell.kernel + " kernel"));
+                                 (cell.kernel.empty()
+                                      ? "no benchmarked kernel decodes " + cell.format +
+                                            (cell.note.empty() ? "" : " (" + cell.note + ")")
+                                      : "no stored benchmark of the " + cell.kernel + " kernel"));
         continue;
       }
       lo = std::min(lo, cell.bytes);

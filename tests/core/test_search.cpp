@@ -249,6 +249,15 @@ TEST(SearchFrontTest, TokensPerSecondUsesEachKernelsBandwidthAndLeavesOutUnmeasu
   bw.kernels = {{"dense", "NVIDIA H200 (132 SMs)", "s", 1, 1e9, 0}, {"int4-g128", "NVIDIA H200 (132 SMs)", "s", 1, 0.5e9, 0}};
   const SearchFront f = searchFront(t, BudgetKind::TokensPerSecond, bw);
   EXPECT_EQ(f.unmeasured.size(), 2u);   // int8-channel on both modules
+  EXPECT_THAT(f.unmeasured[0], HasSubstr("up_proj × int8: no stored benchmark of the int8-channel kernel"));
+  // A layout no kernel decodes says which: a GGUF candidate's fallback for this module's shape, with the plan's note.
+  SensitivityTable fallback = handTable();
+  SensitivityCell& q4 = fallback.modules[0].cells[1];
+  q4.format = "gguf-q4_0";
+  q4.kernel = "";
+  q4.note = "gguf-q4_k → gguf-q4_0: 384 columns";
+  const SearchFront g = searchFront(fallback, BudgetKind::TokensPerSecond, bw);
+  EXPECT_THAT(g.unmeasured[0], HasSubstr("no benchmarked kernel decodes gguf-q4_0 (gguf-q4_k → gguf-q4_0: 384 columns)"));
   // int4 at half the bandwidth takes 10400 ns per module, dense 20000 ns: the fastest is both int4.
   EXPECT_NEAR(f.maxTokensPerSecond, 1.0 / (2 * 5200 / 0.5e9), 1e-6);
   const SearchPoint& p = chooseForBudget(f, {BudgetKind::TokensPerSecond, f.maxTokensPerSecond});

@@ -3,10 +3,9 @@
 // solvers offer their rule through ObsSweepHooks::fixBlock; where the kernel does not take it (the CPU, float64,
 // a group that straddles blocks, act-order) the sweep fixes the block column by column as before.
 //
-// Opt-in for now: PARETO_OBS_FUSED=1 in the environment turns the kernel on. Until 2026-12-03 the damped inverse's U
-// came out column-major, the kernel declined every block, and its CUDA tests compared the column sweep with itself;
-// it becomes the default once those tests (test_obs_block_kernel, which now checks that the kernel takes the
-// blocks) have passed on a GPU.
+// Opt-in for now: PARETO_OBS_FUSED=1 in the environment turns the kernel on. It becomes the default once its CUDA
+// tests (test_obs_block_kernel: the same masks, grids and codes as the column sweep, and every block of an aligned
+// sweep taken by the kernel) have passed on a GPU.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -22,12 +22,22 @@ using test::correlatedProblem;
 using test::Problem;
 using test::relativeDifference;
 
-// Runs `solve` with the fused kernel (PARETO_OBS_FUSED=1) and again without it (the column-by-column sweep).
+// PARETO_OBS_FUSED=1 for the object's lifetime: unset again even when a solver throws, so that a later
+// "column-by-column" side can never run fused and compare the kernel with itself.
+struct FusedKernelOn {
+  FusedKernelOn() { ::setenv("PARETO_OBS_FUSED", "1", 1); }
+  ~FusedKernelOn() { ::unsetenv("PARETO_OBS_FUSED"); }
+  FusedKernelOn(const FusedKernelOn&) = delete;
+  FusedKernelOn& operator=(const FusedKernelOn&) = delete;
+};
+
+// Runs `solve` with the fused kernel and again without it (the column-by-column sweep).
 template <class Solve>
 auto fusedAndColumnwise(const Solve& solve) {
-  ::setenv("PARETO_OBS_FUSED", "1", 1);
-  const auto fused = solve();
-  ::unsetenv("PARETO_OBS_FUSED");
+  const auto fused = [&] {
+    const FusedKernelOn on;
+    return solve();
+  }();
   const auto columnwise = solve();
   return std::make_pair(fused, columnwise);
 }
@@ -72,9 +82,10 @@ TEST(ObsBlockKernel, SparseGptMatchesTheColumnSweepOnCuda) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device in this build or machine";
   const Problem p = correlatedProblem(200, 416, 4096, 21);  // 200 rows: a partial CTA; 416 = 3 × 128 + 32
   const at::Tensor w = p.weight.to(at::kCUDA), h = p.hessian.to(at::kCUDA);
-  ::setenv("PARETO_OBS_FUSED", "1", 1);
-  const bool available = obsBlockKernelAvailable(w);
-  ::unsetenv("PARETO_OBS_FUSED");
+  const bool available = [&] {
+    const FusedKernelOn on;
+    return obsBlockKernelAvailable(w);
+  }();
   ASSERT_TRUE(available) << "a CUDA build with PARETO_OBS_FUSED=1 must run the fused block sweep";
   for (const char* text : {"2:4", "4:8", "16:32", "1:4", "50%", "70%"}) {
     for (int64_t block : {128, 64, 32}) {
@@ -138,11 +149,10 @@ TEST(ObsBlockKernel, TakesEveryBlockOfAnAlignedSweepOnCuda) {
   const at::Tensor w = p.weight.to(at::kCUDA), h = p.hessian.to(at::kCUDA);
   SolveTimings timings;
   {
-    ::setenv("PARETO_OBS_FUSED", "1", 1);
+    const FusedKernelOn on;
     const SolveTimings::Scope scope(&timings);
     gptqQuantize(w, h, QuantSpec::group(4, 128), {}, "test.proj");
     sparseGptPrune(w, h, SparsityPattern::nm(2, 4), SparseGptOptions{}, "test.proj");
-    ::unsetenv("PARETO_OBS_FUSED");
   }
   const auto totals = timings.totals();
   EXPECT_EQ(totals.count("sweep: block kernel, host"), 1u);

@@ -272,6 +272,34 @@ template <class F>
 struct RingRowExtraOf<F, std::void_t<decltype(F::kRingRowExtra)>> {
   static constexpr bool kHas = F::kRingRowExtra;
 };
+// Optional: `static constexpr bool kFolds = false;` for a format whose kernels take no folded work (GemvLaunch's
+// input and accumulate; the runtime does those ops beside them): its kernels are compiled without the norm's static
+// shared memory, the fused staging and the accumulating store, as they were before the folds existed.
+template <class F, class = void> struct FoldsOf {
+  static constexpr bool kFolds = true;
+};
+template <class F>
+struct FoldsOf<F, std::void_t<decltype(F::kFolds)>> {
+  static constexpr bool kFolds = F::kFolds;
+};
+struct NoNormShared {
+  float inverse[1];
+};
+template <class F, int B>
+using NormSharedOf = std::conditional_t<FoldsOf<F>::kFolds, NormShared<B>, NoNormShared>;
+
+// The block's reader of x: for a format without folds always the plain one, a constant the fused branches fold on.
+template <class Format, int B, ActivationType T>
+__device__ __forceinline__ InputReader<T> readerOf(const GemvLaunch& a, NormSharedOf<Format, B>& norm, int lane) {
+  if constexpr (FoldsOf<Format>::kFolds) {
+    computeNormInverses<B, T>(a, norm, lane);
+    return InputReader<T>(a, norm.inverse);
+  } else {
+    InputReader<T> in(a, norm.inverse);
+    in.input = GemvInput::Plain;
+    return in;
+  }
+}
 // Byte offset of the ring in the dynamic shared memory: after the staged x and the unit sums, 16-byte aligned
 // (the host reserves 16 bytes of slack for the rounding).
 __host__ __device__ constexpr int64_t ringOffsetBytes(int64_t stagedWords, int64_t sumFloats) {
@@ -344,8 +372,12 @@ __device__ __forceinline__ void stageSliceAs(const GemvLaunch& a, const InputRea
 template <class Format, int B, ActivationType T>
 __device__ __forceinline__ void stageSlice(const GemvLaunch& a, const InputReader<T>& in, int64_t col0,
                                            typename StagingOf<Format, B>::type* xs, float* xsum, int lane) {
-  if (a.input == GemvInput::Plain) stageSliceAs<Format, B, T, false>(a, in, col0, xs, xsum, lane);
-  else stageSliceAs<Format, B, T, true>(a, in, col0, xs, xsum, lane);
+  if constexpr (!FoldsOf<Format>::kFolds) {
+    stageSliceAs<Format, B, T, false>(a, in, col0, xs, xsum, lane);
+  } else {
+    if (a.input == GemvInput::Plain) stageSliceAs<Format, B, T, false>(a, in, col0, xs, xsum, lane);
+    else stageSliceAs<Format, B, T, true>(a, in, col0, xs, xsum, lane);
+  }
 }
 
 // The counter of a split row group; true for the last block to arrive. An atomic add with acquire-release
@@ -364,16 +396,17 @@ __device__ __forceinline__ bool arriveLast(int* counter, int splits) {
 // columns, publishes this block's partial sums and lets the last block to arrive add them all up (arriveLast).
 // One warp a row group, all 32 lanes; `lastBlock` is a shared flag of that warp. Partials are
 // [split][batch][paddedRows].
-template <int B, ActivationType T>
+template <int B, ActivationType T, bool kFolds>
 __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const float (&total)[B], int64_t group,
                                                      int split, int64_t paddedRows, int lane, bool& lastBlock) {
   using A = Act<T>;
   auto* y = static_cast<typename A::type*>(a.y);
   const int64_t row = group * kRowsPerGroup + lane;
   // y = the product, or y += it (GemvLaunch::accumulate: y is the residual stream, read and written by this lane).
+  const bool accumulate = kFolds && a.accumulate;
   const auto store = [&](int b, float v) {
     typename A::type* at = y + int64_t(b) * a.rows + row;
-    *at = a.accumulate ? residualAdd<T>(*at, v) : A::fromFloat(v);
+    *at = accumulate ? residualAdd<T>(*at, v) : A::fromFloat(v);
   };
   if (a.splits == 1) {
     if (row < a.rows)
@@ -416,7 +449,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   using Fragment = typename Format::Fragment;
   extern __shared__ float shared[];
   __shared__ float warpSums[kWarpsPerBlock][B][kRowsPerGroup];
-  __shared__ NormShared<B> norm;
+  __shared__ NormSharedOf<Format, B> norm;
   __shared__ bool lastBlock;
 
   const int lane = threadIdx.x % 32;
@@ -451,8 +484,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   using Staged = typename Staging::type;
   Staged* xs = reinterpret_cast<Staged*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  computeNormInverses<B, T>(a, norm, lane);
-  const InputReader<T> in(a, norm.inverse);
+  const InputReader<T> in = readerOf<Format, B, T>(a, norm, lane);
   stageSlice<Format, B, T>(a, in, col0, xs, xsum, lane);
   __syncthreads();
 
@@ -498,7 +530,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
 #pragma unroll
     for (int v = 0; v < kWarpsPerBlock; ++v) total[b] += warpSums[v][b][lane];
   }
-  storeOrCombineSplits<B, T>(a, total, group, split, int64_t(gridDim.x) * kRowsPerGroup, lane, lastBlock);
+  storeOrCombineSplits<B, T, FoldsOf<Format>::kFolds>(a, total, group, split, int64_t(gridDim.x) * kRowsPerGroup,
+                                                       lane, lastBlock);
 }
 
 // The kernel of the ring formats (RingOf): the kRingWarpsPerBlock (8) warps of a block take as many consecutive
@@ -513,7 +546,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   using Staging = StagingOf<Format, B>;
   static_assert(Ring::kRing && Staging::kCustom && AccumulatorOf<Format, B>::kCustom, "a ring format");
   extern __shared__ float shared[];
-  __shared__ NormShared<B> norm;
+  __shared__ NormSharedOf<Format, B> norm;
   __shared__ bool lastBlock[kRingWarpsPerBlock];
 
   const int lane = threadIdx.x % 32;
@@ -544,8 +577,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
 
   auto* xs = reinterpret_cast<typename Staging::type*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  computeNormInverses<B, T>(a, norm, lane);
-  stageSlice<Format, B, T>(a, InputReader<T>(a, norm.inverse), chunk0 * Format::kChunkCols, xs, xsum, lane);
+  stageSlice<Format, B, T>(a, readerOf<Format, B, T>(a, norm, lane), chunk0 * Format::kChunkCols, xs, xsum, lane);
   PrepareOf<Format>::run();
   __syncthreads();
 
@@ -576,7 +608,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
     Format::template ringRowExtra<B, T>(w, acc, group * kRowsPerGroup + lane, chunk0 * Format::kChunkCols,
                                         a.sliceCols, xs, total);
 
-  storeOrCombineSplits<B, T>(a, total, group, split, groups * kRowsPerGroup, lane, lastBlock[warp]);
+  storeOrCombineSplits<B, T, FoldsOf<Format>::kFolds>(a, total, group, split, groups * kRowsPerGroup, lane,
+                                                       lastBlock[warp]);
 }
 
 inline std::string cudaErrorText(cudaError_t e, const char* what) {

@@ -20,6 +20,7 @@ namespace {
 // c = parts kParts·c ... kParts·c + kParts − 1), so the sums are accumulated in the same order.
 template <int K, ActivationType T>
 struct BitmaskFormat {
+  static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
   static constexpr int kWords = K <= 16 ? 4 : 2;                      // mask words of a part
   static constexpr int kParts = kBitmaskWordsPerChunk / kWords;       // parts of a layout chunk
   static constexpr int kChunkCols = kBitmaskChunkCols / kParts;       // the driver's chunk: one part
@@ -111,6 +112,7 @@ struct BitmaskFormat {
 // (g, t) of tile (m, n) holds rows 16m + g (c0, c1) and 16m + g + 8 (c2, c3) for batch rows 8n + 2t and 8n + 2t + 1.
 template <ActivationType T>
 struct BitmaskMmaFormat {
+  static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
   static constexpr int kChunkCols = kBitmaskMmaChunkCols;
   static constexpr int kRingStages = kBitmaskRingStages;
   static constexpr int kSlotBytes = kBitmaskSlotBytes;
@@ -216,6 +218,7 @@ struct BitmaskMmaFormat {
 // lane: 2 value loads, 4 zeroing stores, 16 bit-scans and stores, 4 ldmatrix, 1 x load and 4 MMAs a batch tile.
 template <ActivationType T>
 struct BitmaskScatterMmaFormat {
+  static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
   using Slots = BitmaskMmaFormat<T>;
   static constexpr int kChunkCols = kBitmaskMmaChunkCols;
   static constexpr int kRingStages = kBitmaskRingStages;

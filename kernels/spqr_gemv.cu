@@ -8,6 +8,7 @@ namespace {
 
 template <int Bits, ActivationType T>
 struct SpqrFormat {
+  static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
   static constexpr int kChunkCols = kSpqrChunkCols;
   static constexpr int kWords = 4 * Bits;  // 128 codes · Bits bits / 32
   struct Params {
@@ -157,6 +158,7 @@ struct SpqrFormat {
 // row's sorted columns, one step a chunk (Accumulator, searchStep).
 template <int Bits, ActivationType T>
 struct SpqrMmaFormat {
+  static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
   using Plain = SpqrFormat<Bits, T>;
   using Params = typename Plain::Params;
   static constexpr int kChunkCols = kSpqrChunkCols;

@@ -209,8 +209,9 @@ TEST(PackedLinearFolds, OnlyTheFormatsMeasuredFasterFoldedFoldInTheirKernels) {
     EXPECT_EQ(randomPackedLinear(format, 96, 256, at::kBFloat16, cpu, 4).fusesInKernel(), folds) << format;
 }
 
-// On the GPU the folds run inside the packed GEMV kernels (every arithmetic path: FFMA and tensor cores, split
-// and unsplit, SpQR's outliers outside the staging), and give the two launches' values bit for bit.
+// On the GPU the folds run inside the packed GEMV kernels that take them (every arithmetic path of the quantized
+// and 2:4 + int4 kernels: FFMA and tensor cores, split and unsplit), or around the plain kernel for the formats
+// whose kernels take none (bitmask N:M, SpQR), and give the two launches' values bit for bit.
 TEST_P(PackedLinearFormats, FoldedOpsEqualTheTwoLaunchesBitForBitOnCuda) {
   PARETO_REQUIRE_CUDA();
   const at::Device gpu(at::kCUDA);

@@ -418,6 +418,15 @@ TEST(PackedGemvProblem, RefusesFoldsTheKernelsCannotDo) {
   p.eps = 1e-5f;
   p.y = x;  // the output over its own input
   EXPECT_NE(k::checkGemvProblem(p).find("must not be the input"), std::string::npos);
+  // The bitmask N:M and SpQR kernels take no folded work at all (the runtime runs those ops around them).
+  p.y = y;
+  ASSERT_EQ(k::checkGemvProblem(p), "");
+  for (const bool accumulate : {false, true}) {
+    p.input = accumulate ? k::GemvInput::Plain : k::GemvInput::RmsNorm;
+    p.accumulate = accumulate;
+    EXPECT_NE(k::checkBitmaskNMGemv(p, k::BitmaskNMGemvWeight{}).find("no folded"), std::string::npos);
+    EXPECT_NE(k::checkSpqrGemv(p, k::SpqrGemvWeight{}).find("no folded"), std::string::npos);
+  }
 }
 
 // The quantized split must reserve the shared memory the kernel uses: on the tensor-core path (4-bit codes,

@@ -9,7 +9,8 @@ build="${1:-$here/build-kernels}"
 mkdir -p "$build"
 flags=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I"$here/kernels" -Xptxas=-v)
 pids=()
-for src in kernels/quant_group_gemv.cu kernels/bitmask_nm_gemv.cu kernels/bitmask_int4_gemv.cu kernels/spqr_gemv.cu \
+for src in kernels/quant_group_gemv.cu kernels/quant_group_gemv_folded.cu kernels/bitmask_nm_gemv.cu \
+           kernels/bitmask_int4_gemv.cu kernels/bitmask_int4_gemv_folded.cu kernels/spqr_gemv.cu \
            kernels/GemvProblem.cpp kernels/GemvChecks.cpp kernels/reference/GemvReference.cpp bench/gemv_kernels.cu; do
   obj="$build/$(basename "$src").o"
   # Up to date: newer than its source and every kernels header (a carried build of the unchanged files).

@@ -7,8 +7,9 @@
 //     every kernel against its float64 reference on fresh random weights written directly in the kernel layout
 //     (the layout the references read; tests/core/test_packed_gemv.cpp checks the load-time re-layout and the
 //     references against the stored formats), outputs poisoned with NaN, every batch 1-16, fp16 and bf16, shapes
-//     that are not multiples of the tiles, every compiled N:M density and group size. --small: the three small
-//     shapes (for compute-sanitizer). Exit status 1 on any failure.
+//     that are not multiples of the tiles, every compiled N:M density and group size; then the decode step's folds
+//     (RMSNorm + residual add, SiLU·mul) in the kernels that take them, and their refusal by the others. --small:
+//     the three small shapes (for compute-sanitizer). Exit status 1 on any failure.
 //   gemv_kernels bench [--batch 1,2,4,8,16] [--runs 50] [--formats dense,int4-g128,...] [--json FILE]
 //     Llama-3.1-8B linears, 32 layers × {qkv 6144×4096, o 4096×4096, gate+up 28672×4096, down 4096×14336}, every
 //     weight distinct (nothing served from L2), one step of 128 GEMVs captured in a CUDA graph, median of `runs`
@@ -336,6 +337,91 @@ void checkLinear(const Linear& l, k::ActivationType t, const std::string& label,
   std::fflush(stdout);
 }
 
+// The decode step's ops folded into a GEMV (GemvProblem's input and accumulate): x is built on the host with the
+// ops' roundings (DecodeArithmetic.cuh: the normalised value rounded, then times the weight; silu rounded, then
+// times up) and the float64 reference of the plain product is taken on it; with accumulate, y starts as a random
+// residual and must end as residual + product (written twice from the same residual: the counters must be back at
+// zero). A format whose kernels take no folds (`takesFolds` false) must refuse the problem.
+enum class Fold { NormAdd, SiluMul };
+
+float roundTo(k::ActivationType t, float v) { return float(toDouble(t, bits16(t, v))); }
+
+void checkFolded(const Linear& l, k::ActivationType t, Fold fold, bool takesFolds, const std::string& label,
+                 TestCounts& counts) {
+  std::mt19937_64 rng(std::random_device{}());
+  const double tolerance = t == k::ActivationType::BFloat16 ? 2e-3 + std::ldexp(1.0, -9) : 2e-3;
+  const float eps = 1e-5f;
+  std::string failed;
+  double worst = 0;
+  for (int batch : gTestBatches) {
+    const int64_t inCols = fold == Fold::SiluMul ? 2 * l.cols : l.cols;
+    const std::vector<uint16_t> in = randomValues(size_t(batch * inCols), t, 1.f, rng);
+    const std::vector<uint16_t> normWeight = randomValues(size_t(l.cols), t, 1.f, rng);
+    const std::vector<uint16_t> start = fold == Fold::NormAdd ? randomValues(size_t(batch * l.rows), t, 0.5f, rng)
+                                                              : std::vector<uint16_t>(size_t(batch * l.rows), 0x7FFF);
+    std::vector<uint16_t> x(size_t(batch * l.cols));
+    for (int b = 0; b < batch; ++b) {
+      const uint16_t* row = in.data() + b * inCols;
+      if (fold == Fold::NormAdd) {
+        double squares = 0;
+        for (int64_t c = 0; c < l.cols; ++c) squares += toDouble(t, row[c]) * toDouble(t, row[c]);
+        const float inv = float(1.0 / std::sqrt(squares / double(l.cols) + eps));
+        for (int64_t c = 0; c < l.cols; ++c)
+          x[size_t(b * l.cols + c)] =
+              bits16(t, roundTo(t, float(toDouble(t, row[c])) * inv) * float(toDouble(t, normWeight[size_t(c)])));
+      } else {
+        for (int64_t c = 0; c < l.cols; ++c) {
+          const float gate = float(toDouble(t, row[c])), up = float(toDouble(t, row[l.cols + c]));
+          x[size_t(b * l.cols + c)] = bits16(t, roundTo(t, gate / (1.f + std::exp(-gate))) * up);
+        }
+      }
+    }
+    DeviceBuffer din(in), dweight(normWeight), y(start);
+    k::GemvProblem p{l.rows, l.cols, batch, t, din.ptr, y.ptr};
+    p.input = fold == Fold::NormAdd ? k::GemvInput::RmsNorm : k::GemvInput::SiluMul;
+    p.normWeight = fold == Fold::NormAdd ? dweight.ptr : nullptr;
+    p.eps = eps;
+    p.accumulate = fold == Fold::NormAdd;
+    const k::GemvSplit s = l.split(p);
+    DeviceBuffer partials(std::max<size_t>(1, k::gemvPartialFloats(p, s)) * sizeof(float));
+    DeviceBuffer counters(size_t(k::rowGroups(l.rows)) * sizeof(int));
+    check(cudaMemset(counters.ptr, 0, counters.bytes), "cudaMemset");
+    const std::string error = l.run(p, partials.as<float>(), counters.as<int>(), nullptr);
+    ++counts.cases;
+    if (!takesFolds) {
+      if (error.empty()) ++counts.failures, failed += " b" + std::to_string(batch) + "(not refused)";
+      continue;
+    }
+    check(error, label.c_str());
+    check(cudaMemcpy(y.ptr, start.data(), y.bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    check(l.run(p, partials.as<float>(), counters.as<int>(), nullptr), label.c_str());
+    check(cudaDeviceSynchronize(), (label + " (run)").c_str());
+    std::vector<uint16_t> out(size_t(batch * l.rows));
+    check(cudaMemcpy(out.data(), y.ptr, y.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    const std::vector<double> ref = l.reference(k::GemvProblem{l.rows, l.cols, batch, t, x.data(), out.data()});
+    double err = 0, norm = 0;
+    bool nan = false;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double expected = ref[i] + (p.accumulate ? toDouble(t, start[i]) : 0.0);
+      const double o = toDouble(t, out[i]);
+      if (std::isnan(o)) nan = true;
+      err += (o - expected) * (o - expected);
+      norm += expected * expected;
+    }
+    const double rel = std::sqrt(err / norm);
+    worst = std::max(worst, rel);
+    if (nan || !(rel < tolerance)) {
+      ++counts.failures;
+      failed += " b" + std::to_string(batch) + (nan ? "(unwritten)" : "") + "=" + std::to_string(rel);
+    }
+  }
+  counts.worst = std::max(counts.worst, worst);
+  std::printf("%-4s %-44s %s worst %.2e%s\n", failed.empty() ? "ok" : "FAIL",
+              (label + (fold == Fold::NormAdd ? " +norm+add" : " +silu") + (takesFolds ? "" : " refused")).c_str(),
+              t == k::ActivationType::Float16 ? "fp16" : "bf16", worst, failed.c_str());
+  std::fflush(stdout);
+}
+
 int runTests(bool small) {
   std::vector<std::pair<int64_t, int64_t>> shapes = {{32, 256}, {100, 4160}, {333, 1056}};
   if (!small) shapes.push_back({4096, 4096});
@@ -378,6 +464,22 @@ int runTests(bool small) {
       for (auto t : types)
         checkLinear(spqrLinear(rows, cols, bits, scaleGroup, 0.01, ++seed), t,
                     "spqr " + std::to_string(bits) + "-bit sg" + std::to_string(scaleGroup) + shape, counts);
+    // Folds: the quantized and 2:4 + int4 kernels take them (both arithmetic paths of each: int4 on the tensor cores,
+    // int8 on FFMA at batch 1-2 in fp16 and always in bf16; 2:4 + int4 per row on the tensor cores, g16 on FFMA),
+    // bitmask N:M and SpQR refuse them.
+    for (auto t : types)
+      for (Fold fold : {Fold::NormAdd, Fold::SiluMul}) {
+        const int64_t group4 = cols % 128 == 0 ? 128 : 32;
+        checkFolded(quantLinear(rows, cols, 4, false, group4, ++seed), t, fold, true,
+                    "int4 asym g" + std::to_string(group4) + shape, counts);
+        checkFolded(quantLinear(rows, cols, 8, true, cols, ++seed), t, fold, true, "int8 sym per row" + shape, counts);
+        checkFolded(bitmaskInt4Linear(rows, cols, 2, 4, false, cols / 2, ++seed), t, fold, true,
+                    "bitmask 2:4 int4 asym per row" + shape, counts);
+        checkFolded(bitmaskInt4Linear(rows, cols, 2, 4, true, 16, ++seed), t, fold, true,
+                    "bitmask 2:4 int4 sym g16" + shape, counts);
+        checkFolded(bitmaskLinear(rows, cols, 2, 4, t, ++seed), t, fold, false, "bitmask 2:4" + shape, counts);
+        checkFolded(spqrLinear(rows, cols, 3, 16, 0.01, ++seed), t, fold, false, "spqr 3-bit sg16" + shape, counts);
+      }
   }
   std::printf("TESTS %s: %d of %d (kernel, batch) cases failed, worst relative error %.2e\n",
               counts.failures ? "FAILED" : "PASSED", counts.failures, counts.cases, counts.worst);

@@ -273,8 +273,9 @@ struct RingRowExtraOf<F, std::void_t<decltype(F::kRingRowExtra)>> {
   static constexpr bool kHas = F::kRingRowExtra;
 };
 // Optional: `static constexpr bool kFolds = false;` for a format whose kernels take no folded work (GemvLaunch's
-// input and accumulate; the runtime does those ops beside them): its kernels are compiled without the norm's static
-// shared memory, the fused staging and the accumulating store, as they were before the folds existed.
+// input and accumulate; the runtime does those ops beside them). A format that takes it has every kernel compiled
+// twice (the kernels' kFolds): with the folds' code for the launches that fold, and without it (no norm static
+// shared memory, no fused staging, no accumulating store) for the plain ones, which measured faster without.
 template <class F, class = void> struct FoldsOf {
   static constexpr bool kFolds = true;
 };
@@ -285,13 +286,13 @@ struct FoldsOf<F, std::void_t<decltype(F::kFolds)>> {
 struct NoNormShared {
   float inverse[1];
 };
-template <class F, int B>
-using NormSharedOf = std::conditional_t<FoldsOf<F>::kFolds, NormShared<B>, NoNormShared>;
+template <bool kFolds, int B>
+using NormSharedOf = std::conditional_t<kFolds, NormShared<B>, NoNormShared>;
 
-// The block's reader of x: for a format without folds always the plain one, a constant the fused branches fold on.
-template <class Format, int B, ActivationType T>
-__device__ __forceinline__ InputReader<T> readerOf(const GemvLaunch& a, NormSharedOf<Format, B>& norm, int lane) {
-  if constexpr (FoldsOf<Format>::kFolds) {
+// The block's reader of x: for a kernel without folds always the plain one, a constant the fused branches fold on.
+template <bool kFolds, int B, ActivationType T>
+__device__ __forceinline__ InputReader<T> readerOf(const GemvLaunch& a, NormSharedOf<kFolds, B>& norm, int lane) {
+  if constexpr (kFolds) {
     computeNormInverses<B, T>(a, norm, lane);
     return InputReader<T>(a, norm.inverse);
   } else {
@@ -300,6 +301,8 @@ __device__ __forceinline__ InputReader<T> readerOf(const GemvLaunch& a, NormShar
     return in;
   }
 }
+// Whether a launch folds work into the kernel (the kernels' kFolds it needs).
+inline bool launchFolds(const GemvLaunch& a) { return a.input != GemvInput::Plain || a.accumulate; }
 // Byte offset of the ring in the dynamic shared memory: after the staged x and the unit sums, 16-byte aligned
 // (the host reserves 16 bytes of slack for the rounding).
 __host__ __device__ constexpr int64_t ringOffsetBytes(int64_t stagedWords, int64_t sumFloats) {
@@ -369,10 +372,10 @@ __device__ __forceinline__ void stageSliceAs(const GemvLaunch& a, const InputRea
     }
   }
 }
-template <class Format, int B, ActivationType T>
+template <class Format, int B, ActivationType T, bool kFolds>
 __device__ __forceinline__ void stageSlice(const GemvLaunch& a, const InputReader<T>& in, int64_t col0,
                                            typename StagingOf<Format, B>::type* xs, float* xsum, int lane) {
-  if constexpr (!FoldsOf<Format>::kFolds) {
+  if constexpr (!kFolds) {
     stageSliceAs<Format, B, T, false>(a, in, col0, xs, xsum, lane);
   } else {
     if (a.input == GemvInput::Plain) stageSliceAs<Format, B, T, false>(a, in, col0, xs, xsum, lane);
@@ -442,14 +445,15 @@ __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const 
   if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
 }
 
-template <class Format, int B, ActivationType T>
+template <class Format, int B, ActivationType T, bool kFolds>
 __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks(B))
     packedGemvKernel(const typename Format::Params w, const GemvLaunch a) {
+  static_assert(!kFolds || FoldsOf<Format>::kFolds, "a format without folds has only plain kernels");
   using A = Act<T>;
   using Fragment = typename Format::Fragment;
   extern __shared__ float shared[];
   __shared__ float warpSums[kWarpsPerBlock][B][kRowsPerGroup];
-  __shared__ NormSharedOf<Format, B> norm;
+  __shared__ NormSharedOf<kFolds, B> norm;
   __shared__ bool lastBlock;
 
   const int lane = threadIdx.x % 32;
@@ -484,8 +488,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   using Staged = typename Staging::type;
   Staged* xs = reinterpret_cast<Staged*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  const InputReader<T> in = readerOf<Format, B, T>(a, norm, lane);
-  stageSlice<Format, B, T>(a, in, col0, xs, xsum, lane);
+  const InputReader<T> in = readerOf<kFolds, B, T>(a, norm, lane);
+  stageSlice<Format, B, T, kFolds>(a, in, col0, xs, xsum, lane);
   __syncthreads();
 
   using Accumulator = AccumulatorOf<Format, B>;
@@ -530,7 +534,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
 #pragma unroll
     for (int v = 0; v < kWarpsPerBlock; ++v) total[b] += warpSums[v][b][lane];
   }
-  storeOrCombineSplits<B, T, FoldsOf<Format>::kFolds>(a, total, group, split, int64_t(gridDim.x) * kRowsPerGroup,
+  storeOrCombineSplits<B, T, kFolds>(a, total, group, split, int64_t(gridDim.x) * kRowsPerGroup,
                                                        lane, lastBlock);
 }
 
@@ -538,15 +542,16 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
 // row groups over the same columns (a split), so x is staged once for 256 weight rows and every warp walks all
 // chunks of the split through its own shared-memory ring. Grid: (ceil(row groups / 8), splits). Each warp
 // combines its own row group's splits (storeOrCombineSplits, one counter a row group).
-template <class Format, int B, ActivationType T>
+template <class Format, int B, ActivationType T, bool kFolds>
 __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResidentBlocks)
     ringGemvKernel(const typename Format::Params w, const GemvLaunch a) {
+  static_assert(!kFolds || FoldsOf<Format>::kFolds, "a format without folds has only plain kernels");
   using A = Act<T>;
   using Ring = RingOf<Format>;
   using Staging = StagingOf<Format, B>;
   static_assert(Ring::kRing && Staging::kCustom && AccumulatorOf<Format, B>::kCustom, "a ring format");
   extern __shared__ float shared[];
-  __shared__ NormSharedOf<Format, B> norm;
+  __shared__ NormSharedOf<kFolds, B> norm;
   __shared__ bool lastBlock[kRingWarpsPerBlock];
 
   const int lane = threadIdx.x % 32;
@@ -577,7 +582,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
 
   auto* xs = reinterpret_cast<typename Staging::type*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  stageSlice<Format, B, T>(a, readerOf<Format, B, T>(a, norm, lane), chunk0 * Format::kChunkCols, xs, xsum, lane);
+  stageSlice<Format, B, T, kFolds>(a, readerOf<kFolds, B, T>(a, norm, lane), chunk0 * Format::kChunkCols, xs, xsum, lane);
   PrepareOf<Format>::run();
   __syncthreads();
 
@@ -608,7 +613,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
     Format::template ringRowExtra<B, T>(w, acc, group * kRowsPerGroup + lane, chunk0 * Format::kChunkCols,
                                         a.sliceCols, xs, total);
 
-  storeOrCombineSplits<B, T, FoldsOf<Format>::kFolds>(a, total, group, split, groups * kRowsPerGroup, lane,
+  storeOrCombineSplits<B, T, kFolds>(a, total, group, split, groups * kRowsPerGroup, lane,
                                                        lastBlock[warp]);
 }
 
@@ -616,8 +621,10 @@ inline std::string cudaErrorText(cudaError_t e, const char* what) {
   return std::string(what) + ": " + cudaGetErrorString(e);
 }
 
-// Launches packedGemvKernel<Format, B, T> (B: the compiled batch for a.batch).
-template <class Format, int B, ActivationType T>
+// Launches packedGemvKernel<Format, B, T, kFolds> or its ring form (B: the compiled batch for a.batch). kFolds: the
+// kernel with the folds' code, for a launch that folds (launchFolds); a format with folds compiles its folded
+// launches in a translation unit of their own (the build's longest files would otherwise double).
+template <class Format, int B, ActivationType T, bool kFolds>
 cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
                                cudaStream_t stream) {
   constexpr bool kRing = RingOf<Format>::kRing;
@@ -627,9 +634,10 @@ cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunc
   // A non-sticky error left behind by an unrelated runtime call elsewhere in the process (cudaGetLastError is
   // per thread) would otherwise be reported as this launch's failure; sticky errors survive this and resurface.
   (void)cudaGetLastError();
+  if (!kFolds && launchFolds(a)) return cudaErrorInvalidValue;  // a folding launch needs the kernel with the folds
   const auto kernel = [] {
-    if constexpr (kRing) return ringGemvKernel<Format, B, T>;
-    else return packedGemvKernel<Format, B, T>;
+    if constexpr (kRing) return ringGemvKernel<Format, B, T, kFolds>;
+    else return packedGemvKernel<Format, B, T, kFolds>;
   }();
   // Static shared memory (the warp sums) counts against the same 48 KB default, so opt in well below it.
   if (sharedBytes > 32 * 1024) {
@@ -646,16 +654,16 @@ cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunc
   return launchKernel(kernel, grid, block, sharedBytes, stream, w, a);
 }
 
-// Launches packedGemvKernel<Format, B, T> for the smallest compiled B ≥ batch.
-template <class Format, ActivationType T>
+// Launches the kernel for the smallest compiled B ≥ batch.
+template <class Format, ActivationType T, bool kFolds>
 cudaError_t launchPackedGemv(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
                              cudaStream_t stream) {
   switch (compiledBatch(a.batch)) {
-    case 1: return launchPackedGemvAt<Format, 1, T>(w, a, sharedBytes, stream);
-    case 2: return launchPackedGemvAt<Format, 2, T>(w, a, sharedBytes, stream);
-    case 4: return launchPackedGemvAt<Format, 4, T>(w, a, sharedBytes, stream);
-    case 8: return launchPackedGemvAt<Format, 8, T>(w, a, sharedBytes, stream);
-    default: return launchPackedGemvAt<Format, 16, T>(w, a, sharedBytes, stream);
+    case 1: return launchPackedGemvAt<Format, 1, T, kFolds>(w, a, sharedBytes, stream);
+    case 2: return launchPackedGemvAt<Format, 2, T, kFolds>(w, a, sharedBytes, stream);
+    case 4: return launchPackedGemvAt<Format, 4, T, kFolds>(w, a, sharedBytes, stream);
+    case 8: return launchPackedGemvAt<Format, 8, T, kFolds>(w, a, sharedBytes, stream);
+    default: return launchPackedGemvAt<Format, 16, T, kFolds>(w, a, sharedBytes, stream);
   }
 }
 

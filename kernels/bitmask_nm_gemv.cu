@@ -330,8 +330,9 @@ std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const Gem
       // The split (bitmaskNMGemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
       const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskMmaChunkCols), 0, partials, counters);
       const cudaError_t e = w.n == 2 && w.m == 4
-                                ? detail::launchPackedGemv<M, T>(params, a, s.sharedBytes, stream)
-                                : detail::launchPackedGemv<BitmaskScatterMmaFormat<T>, T>(params, a, s.sharedBytes, stream);
+                                ? detail::launchPackedGemv<M, T, false>(params, a, s.sharedBytes, stream)
+                                : detail::launchPackedGemv<BitmaskScatterMmaFormat<T>, T, false>(params, a,
+                                                                                                 s.sharedBytes, stream);
       return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_nm_gemv launch");
     }
   }
@@ -343,7 +344,7 @@ std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const Gem
   GemvSplit parts = s;
   parts.chunksPerSplit = F::kParts * s.chunksPerSplit;
   const auto a = detail::makeLaunch(p, parts, F::kParts * params.chunks, 0, partials, counters);
-  const cudaError_t e = detail::launchPackedGemv<F, T>(params, a, s.sharedBytes, stream);
+  const cudaError_t e = detail::launchPackedGemv<F, T, false>(params, a, s.sharedBytes, stream);
   return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_nm_gemv launch");
 }
 

@@ -391,11 +391,12 @@ std::string launch(const GemvProblem& p, const SpqrGemvWeight& w, const GemvSpli
     // The split (spqrGemvSplit) sized the shared memory for the ring; no activation sums (the zeros are subtracted
     // before the MMA).
     const auto a = detail::makeLaunch(p, s, params.chunks, 0, partials, counters);
-    const cudaError_t e = detail::launchPackedGemv<SpqrMmaFormat<Bits, T>, T>(params, a, s.sharedBytes, stream);
+    const cudaError_t e =
+        detail::launchPackedGemv<SpqrMmaFormat<Bits, T>, T, false>(params, a, s.sharedBytes, stream);
     return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "spqr_gemv launch");
   }
   const auto a = detail::makeLaunch(p, s, params.chunks, kSpqrGroupCols, partials, counters);
-  const cudaError_t e = detail::launchPackedGemv<F, T>(params, a, s.sharedBytes, stream);
+  const cudaError_t e = detail::launchPackedGemv<F, T, false>(params, a, s.sharedBytes, stream);
   return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "spqr_gemv launch");
 }
 

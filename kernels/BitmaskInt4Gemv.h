@@ -41,7 +41,7 @@ inline int64_t bitmaskInt4ScaleColumns(int64_t cols, int64_t groupSize) {
   return groupSize < 128 ? ceilDiv(cols, 256) * 128 / groupSize : cols / 2 / groupSize;
 }
 
-// The tensor-core path (bitmask_int4_gemv.cu) for 2:4 with groups of a multiple of 32 kept values (or whole rows):
+// The tensor-core path (BitmaskInt4Formats.cuh) for 2:4 with groups of a multiple of 32 kept values (or whole rows):
 // as for bitmask 2:4 (BitmaskNMGemv.h), a 2:4 group's two kept codes are one byte of the lane's code stream, so
 // ldmatrix over the lane-interleaved codes hands each lane whole groups, which it dequantizes into the kept pairs
 // of the sparse A operand (mma.sp, BitmaskInt4MmaFormat). 16:32 and the other 50% patterns, and groups of 16

@@ -1,5 +1,5 @@
 // The sparse tensor cores' metadata (mma.sp, TensorCoreOps.cuh) of 2:4 column groups from the bitmask layout's
-// mask nibbles, shared by the 2:4 paths (bitmask_nm_gemv.cu, bitmask_int4_gemv.cu).
+// mask nibbles, shared by the 2:4 paths (bitmask_nm_gemv.cu, BitmaskInt4Formats.cuh).
 #pragma once
 
 #include <cstdint>

@@ -534,8 +534,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
 #pragma unroll
     for (int v = 0; v < kWarpsPerBlock; ++v) total[b] += warpSums[v][b][lane];
   }
-  storeOrCombineSplits<B, T, kFolds>(a, total, group, split, int64_t(gridDim.x) * kRowsPerGroup,
-                                                       lane, lastBlock);
+  storeOrCombineSplits<B, T, kFolds>(a, total, group, split, int64_t(gridDim.x) * kRowsPerGroup, lane, lastBlock);
 }
 
 // The kernel of the ring formats (RingOf): the kRingWarpsPerBlock (8) warps of a block take as many consecutive
@@ -582,7 +581,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
 
   auto* xs = reinterpret_cast<typename Staging::type*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  stageSlice<Format, B, T, kFolds>(a, readerOf<kFolds, B, T>(a, norm, lane), chunk0 * Format::kChunkCols, xs, xsum, lane);
+  stageSlice<Format, B, T, kFolds>(a, readerOf<kFolds, B, T>(a, norm, lane), chunk0 * Format::kChunkCols, xs, xsum,
+                                   lane);
   PrepareOf<Format>::run();
   __syncthreads();
 
@@ -613,8 +613,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
     Format::template ringRowExtra<B, T>(w, acc, group * kRowsPerGroup + lane, chunk0 * Format::kChunkCols,
                                         a.sliceCols, xs, total);
 
-  storeOrCombineSplits<B, T, kFolds>(a, total, group, split, groups * kRowsPerGroup, lane,
-                                                       lastBlock[warp]);
+  storeOrCombineSplits<B, T, kFolds>(a, total, group, split, groups * kRowsPerGroup, lane, lastBlock[warp]);
 }
 
 inline std::string cudaErrorText(cudaError_t e, const char* what) {

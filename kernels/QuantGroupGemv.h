@@ -18,7 +18,7 @@
 // turns that into Σ (q − z)·x = 256·Σ f x − (128 + z)·Σ x (4 bits) or 32768·Σ f x − (32768 + z)·Σ x (8 bits).
 // That is two instructions a weight (permute, FMA) instead of four (shift, mask, convert, FMA): the FFMA path,
 // now only for 8-bit codes at batch 1-2 and with bf16 activations. Everything else runs on the tensor cores
-// (quantUsesTensorCores; quant_group_gemv.cu says how ldmatrix turns the lane-per-row layout into m16n8k16
+// (quantUsesTensorCores; QuantGroupFormats.cuh says how ldmatrix turns the lane-per-row layout into m16n8k16
 // fragments without a new layout).
 #pragma once
 
@@ -52,7 +52,7 @@ inline int64_t quantScaleColumns(int64_t cols, int64_t groupSize, int bits) {
   return groupSize < quantChunkCols(bits) ? padded / groupSize : ceilDiv(cols, groupSize);
 }
 
-// The tensor-core path (quant_group_gemv.cu: QuantMmaFormat): 4-bit codes at every batch 1-16 in fp16 and bf16,
+// The tensor-core path (QuantGroupFormats.cuh: QuantMmaFormat): 4-bit codes at every batch 1-16 in fp16 and bf16,
 // 8-bit codes in fp16 from batch 2 on. At batch 1 the 8-bit FFMA path is faster on the H200 (2.36 against 2.87 ms
 // a Llama-3.1-8B step, bench/NOTES.md v6c: at 1 byte a weight its 16 warps a multiprocessor with two chunks in
 // registers each already keep ~70% of copy bandwidth busy); from batch 2 its per-batch-row FMAs lose (3.19 against
@@ -62,7 +62,7 @@ inline int64_t quantScaleColumns(int64_t cols, int64_t groupSize, int bits) {
 // timing; read once).
 bool quantUsesTensorCores(int bits, ActivationType type, int compiledBatch);
 // 4-bit codes with fp16 activations on the tensor cores read odd columns under a second exponent
-// (quant_group_gemv.cu: kOddExponent); PARETO_QUANT_ODD=0 turns it off (for A/B timing; read once).
+// (QuantGroupFormats.cuh: kOddExponent); PARETO_QUANT_ODD=0 turns it off (for A/B timing; read once).
 bool quantOddExponent();
 // Its weight stream: each warp a ring of kQuantRingStages shared-memory slots of one chunk's codes (4 KB),
 // scales (up to 8 sum units × 32 rows × fp16) and zeros (8 × 32 × uint8), filled by cp.async. Two stages for

@@ -1,5 +1,5 @@
-// The tensor-core instructions the ring GEMV formats share (quant_group_gemv.cu, bitmask_nm_gemv.cu,
-// bitmask_int4_gemv.cu, spqr_gemv.cu).
+// The tensor-core instructions the ring GEMV formats share (QuantGroupFormats.cuh, bitmask_nm_gemv.cu,
+// BitmaskInt4Formats.cuh, spqr_gemv.cu).
 #pragma once
 
 #include <cstdint>

@@ -15,7 +15,7 @@ namespace pareto::kernels {
 
 std::string checkBitmaskNMGemv(const GemvProblem& p, const BitmaskNMGemvWeight& w) {
   if (auto e = checkGemvProblem(p); !e.empty()) return e;
-  if (p.input != GemvInput::Plain || p.accumulate)
+  if (foldsWork(p))
     return "the bitmask N:M kernels take no folded input or accumulate (their step measured slower folded)";
   if (w.m <= 0 || w.n <= 0 || w.n > w.m || 32 % w.m != 0)
     return "pattern " + std::to_string(w.n) + ":" + std::to_string(w.m) + " is not N:M with M dividing 32";
@@ -126,7 +126,7 @@ GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& 
 
 std::string checkSpqrGemv(const GemvProblem& p, const SpqrGemvWeight& w) {
   if (auto e = checkGemvProblem(p); !e.empty()) return e;
-  if (p.input != GemvInput::Plain || p.accumulate)
+  if (foldsWork(p))
     return "the SpQR kernels take no folded input or accumulate (their step measured slower folded)";
   if (w.bits < 2 || w.bits > 4) return std::to_string(w.bits) + "-bit codes: the kernel reads 2, 3 and 4 bits";
   if (w.scaleGroup <= 0 || 32 % w.scaleGroup != 0)

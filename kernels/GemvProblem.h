@@ -76,6 +76,8 @@ struct GemvProblem {
   // follows the o and down projections, as decode_add_rmsnorm adds them).
   bool accumulate = false;
 };
+// Whether a problem folds work into the GEMV (an input other than Plain, or accumulate).
+inline bool foldsWork(const GemvProblem& p) { return p.input != GemvInput::Plain || p.accumulate; }
 
 // How a launch splits the columns of each row group across blocks. Blocks of one row group write fp32 partial
 // sums to `partials` and the last one to finish adds them up (a counter per row group, left at 0 afterwards so

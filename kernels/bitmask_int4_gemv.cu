@@ -7,7 +7,7 @@ namespace pareto::kernels {
 std::string runBitmaskInt4Gemv(const GemvProblem& p, const BitmaskInt4GemvWeight& w, const GemvSplit& s,
                                float* partials, int* counters, CUstream_st* stream) {
   if (auto e = checkBitmaskInt4Gemv(p, w); !e.empty()) return e;
-  if (p.input != GemvInput::Plain || p.accumulate)
+  if (foldsWork(p))
     return bitmask_int4_gemv::launchFolded(p, w, s, partials, counters, stream);
   return bitmask_int4_gemv::launchAny<false>(p, w, s, partials, counters, stream);
 }

@@ -7,7 +7,7 @@ namespace pareto::kernels {
 std::string runQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight& w, const GemvSplit& s,
                               float* partials, int* counters, CUstream_st* stream) {
   if (auto e = checkQuantGroupGemv(p, w); !e.empty()) return e;
-  if (p.input != GemvInput::Plain || p.accumulate)
+  if (foldsWork(p))
     return quant_group_gemv::launchFolded(p, w, s, partials, counters, stream);
   return quant_group_gemv::launchAny<false>(p, w, s, partials, counters, stream);
 }

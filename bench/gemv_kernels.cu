@@ -14,7 +14,8 @@
 //     Llama-3.1-8B linears, 32 layers × {qkv 6144×4096, o 4096×4096, gate+up 28672×4096, down 4096×14336}, every
 //     weight distinct (nothing served from L2), one step of 128 GEMVs captured in a CUDA graph, median of `runs`
 //     replays after 5 warm-ups; cuBLAS fp16 (cublasGemmEx, fp32 accumulation) in the same run, and each shape alone
-//     (its 32 GEMVs in their own graph) as µs a GEMV.
+//     (its 32 GEMVs in their own graph) as µs a GEMV. `floor:FORMAT` (e.g. floor:int4-g128, floor:dense): the byte
+//     floor of one kernel a GEMV for that format's bytes (floorKernel below), timed the same way.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -36,6 +37,7 @@
 #include "BitmaskInt4Gemv.h"
 #include "BitmaskNMGemv.h"
 #include "GemvProblem.h"
+#include "ProgrammaticLaunch.cuh"
 #include "QuantGroupGemv.h"
 #include "SpqrGemv.h"
 #include "reference/GemvReference.h"
@@ -553,6 +555,49 @@ std::shared_ptr<DeviceBuffer> deviceRandom(size_t bytes, uint32_t seed, int mode
   return b;
 }
 
+// The byte floor of one kernel a GEMV (`floor:FORMAT`): a kernel that does only what every GEMV kernel of the step
+// has to do — stream the format's weight bytes (16-byte evict-first loads, 8 in flight a thread, 4 blocks of 256
+// threads on every multiprocessor, the first loads issued before the previous kernel has finished, as the GEMVs
+// do under programmatic dependent launch), read x once the previous kernel is done, and write y — with no
+// arithmetic, staging or split combine. Its step time is the best a chain of one kernel a GEMV can reach on
+// this GPU; what separates it from the copy rate is the kernel boundaries, what separates a GEMV from it is the
+// GEMV's own work. PARETO_FLOOR_BLOCKS_PER_SM changes the 4.
+struct FloorBuffers {
+  const uint4* ptr[6];
+  int64_t n16[6];
+  int count;
+};
+
+__global__ void __launch_bounds__(256) floorKernel(FloorBuffers w, const uint4* x, int64_t x16, __half* y,
+                                                   int64_t yCount) {
+  pareto::kernels::detail::allowDependentLaunch();
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  uint32_t acc = 0;
+  bool waited = false;
+  for (int j = 0; j < w.count; ++j) {
+    const uint4* p = w.ptr[j];
+    const int64_t n = w.n16[j];
+    for (int64_t i = t; i < n; i += 8 * stride) {
+      uint4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = i + u * stride < n ? __ldcs(p + i + u * stride) : make_uint4(0, 0, 0, 0);
+      if (!waited) {  // the weight is not the previous kernel's: its first loads go out before the wait
+        pareto::kernels::detail::waitForPreviousGrid();
+        waited = true;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+  }
+  if (!waited) pareto::kernels::detail::waitForPreviousGrid();
+  for (int64_t i = threadIdx.x; i < x16; i += blockDim.x) {  // every block reads all of x (no split)
+    const uint4 v = __ldcg(x + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  for (int64_t i = t; i < yCount; i += stride) y[i] = __ushort_as_half(uint16_t(acc & 0x3BFF));
+}
+
 struct BenchLinear {
   int64_t rows, cols;
   size_t bytes = 0;
@@ -574,6 +619,32 @@ cublasHandle_t cublas() {
 
 // The format's weight for one shape, or null (unknown format).
 std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s, uint32_t seed) {
+  if (format.rfind("floor:", 0) == 0) {  // the byte floor of the format (floorKernel over its buffers)
+    auto inner = makeBench(format.substr(6), s, seed);
+    if (!inner || inner->keep.size() > 6) return nullptr;
+    auto l = std::make_shared<BenchLinear>();
+    l->rows = s.rows, l->cols = s.cols;
+    l->keep = inner->keep;
+    l->bytes = inner->bytes;
+    FloorBuffers w{};
+    for (const auto& b : l->keep) {
+      w.ptr[w.count] = b->as<uint4>();
+      w.n16[w.count++] = int64_t(b->bytes / 16);
+    }
+    static const int perSm = [] {
+      const char* v = std::getenv("PARETO_FLOOR_BLOCKS_PER_SM");
+      return v ? std::max(1, std::atoi(v)) : 4;
+    }();
+    const unsigned blocks = unsigned(multiprocessors() * perSm);
+    const int64_t rows = s.rows, cols = s.cols;
+    l->run = [w, blocks, rows, cols](const void* x, void* y, int batch, float*, cudaStream_t stream) {
+      check(pareto::kernels::detail::launchKernel(floorKernel, dim3(blocks), dim3(256), 0, stream, w,
+                                                  static_cast<const uint4*>(x), int64_t(batch) * cols * 2 / 16,
+                                                  static_cast<__half*>(y), int64_t(batch) * rows),
+            "floor");
+    };
+    return l;
+  }
   auto l = std::make_shared<BenchLinear>();
   l->rows = s.rows, l->cols = s.cols;
   const int64_t g = k::rowGroups(s.rows);

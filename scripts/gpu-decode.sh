@@ -11,6 +11,7 @@
 # run with PARETO_PDL=0, PARETO_DECODE_KERNELS=0 `bench kernels` (batches PARETO_KERNEL_BATCHES, default 1,8),
 # PARETO_DECODE_SAMPLING=0 the run that samples (temperature/top-k/top-p) instead of taking the argmax,
 # PARETO_DECODE_FUSION_AB=0 the batch-1 run and breakdown with the small ops unfused (PARETO_DECODE_FUSED=0),
+# PARETO_DECODE_FUSION_BATCHES (default 1) the batches of the runs without one fusion each,
 # PARETO_DECODE_HEAD_AB=0 the batch-1 runs and breakdown with a packed output head (int8-channel, int4-g128).
 # The benchmarks run before the tests, so that a call cut short by its time limit still brings back numbers.
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
@@ -41,7 +42,7 @@ if [ "${PARETO_DECODE_FUSION_AB:-1}" = 1 ]; then
     keep=$(echo attention next-token folds | tr ' ' '\n' | grep -v "^$without\$" | paste -sd, -)
     step "bench decode without the $without fusion (PARETO_DECODE_FUSED=$keep)"
     PARETO_DECODE_FUSED=$keep "$cli" --no-record bench decode --synthetic llama-3.1-8b --format "$formats" \
-      --context 512 --batch 1 --new-tokens 256 --runs 5 --output "$out/bench-decode-without-$without.json" \
+      --context 512 --batch "${PARETO_DECODE_FUSION_BATCHES:-1}" --new-tokens 256 --runs 5 --output "$out/bench-decode-without-$without.json" \
       2>>"$out/bench-decode.err" | tail -6
   done
 fi

@@ -89,8 +89,8 @@ class DecodeSession {
   std::vector<at::Tensor> keys_, values_;
   // Fused small ops (runtime/DecodeOps.h): RoPE, cache write and attention as one (ropeAttention), the greedy
   // argmax with the next step's inputs as one (greedyNextToken), and the norms, SiLU·mul and residual adds folded
-  // into the packed GEMVs; PARETO_DECODE_FUSED=0 turns all off, a list (attention,next-token,folds) keeps those
-  // named: the A/Bs of scripts/gpu-decode.sh. Their counters, zeros between launches.
+  // into the packed GEMVs (at batch 1 only); PARETO_DECODE_FUSED=0 turns all off, a list (attention,next-token,folds)
+  // keeps those named: the A/Bs of scripts/gpu-decode.sh. Their counters, zeros between launches.
   bool fuseAttention_ = true, fuseNextToken_ = true, fold_ = true;
   at::Tensor attentionCounters_, stepCounter_;
   std::vector<std::string> names_;   // module names for errors, per layer × {qkv, o, gate_up, down}

@@ -410,21 +410,24 @@ void expectFoldedStepEqualsUnfolded(const ModelConfig& c, const std::string& dev
     s.layers = layers;
     if (format == "int4-g128") s.headFormat = "int8-channel";  // a packed head: the final norm folds into it
     const DecodeModel d = DecodeModel::synthetic(c, s, rt);
-    std::vector<at::Tensor> logits, tokens;
-    // All fused, none, and each fusion apart (PARETO_DECODE_FUSED keeps those it names).
-    for (const char* fused : {"1", "0", "attention,next-token", "folds"}) {
-      ::setenv("PARETO_DECODE_FUSED", fused, 1);
-      DecodeSession session(d, 3, 12);
-      ::unsetenv("PARETO_DECODE_FUSED");
-      session.fillRandomContext(4, 1);
-      if (graph) session.capture();
-      for (int i = 0; i < 5; ++i) session.step();
-      logits.push_back(session.logits().cpu());
-      tokens.push_back(session.generated().cpu());
-    }
-    for (size_t k = 1; k < logits.size(); ++k) {
-      EXPECT_TRUE(at::equal(logits[0], logits[k])) << k;
-      EXPECT_TRUE(at::equal(tokens[0], tokens[k])) << k;
+    // All fused, none, and each fusion apart (PARETO_DECODE_FUSED keeps those it names); batch 1, where the
+    // folds run, and batch 3, where they do not.
+    for (const int64_t batch : {1, 3}) {
+      std::vector<at::Tensor> logits, tokens;
+      for (const char* fused : {"1", "0", "attention,next-token", "folds"}) {
+        ::setenv("PARETO_DECODE_FUSED", fused, 1);
+        DecodeSession session(d, batch, 12);
+        ::unsetenv("PARETO_DECODE_FUSED");
+        session.fillRandomContext(4, 1);
+        if (graph) session.capture();
+        for (int i = 0; i < 5; ++i) session.step();
+        logits.push_back(session.logits().cpu());
+        tokens.push_back(session.generated().cpu());
+      }
+      for (size_t k = 1; k < logits.size(); ++k) {
+        EXPECT_TRUE(at::equal(logits[0], logits[k])) << "batch " << batch << ", case " << k;
+        EXPECT_TRUE(at::equal(tokens[0], tokens[k])) << "batch " << batch << ", case " << k;
+      }
     }
   }
 }

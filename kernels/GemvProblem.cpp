@@ -1,6 +1,8 @@
 #include "GemvProblem.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 namespace pareto::kernels {
 
@@ -44,9 +46,9 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes, int64_t minChunksPerWarp) {
+                          size_t stagedFixedBytes, int64_t minChunksPerWarp, int waveBlocks) {
   const int64_t blocks = ceilDiv(rowGroups(rows), kRingWarpsPerBlock);
-  const int64_t wave = int64_t(kRingResidentBlocks) * std::max(1, multiprocessors);
+  const int64_t wave = int64_t(waveBlocks > 0 ? waveBlocks : ringWaveBlocks()) * std::max(1, multiprocessors);
   const auto sharedFor = [&](int64_t perSplit) {
     const int64_t slice = perSplit * chunkCols;
     size_t bytes = stagedBytesPerColumn * size_t(slice) + stagedFixedBytes;
@@ -69,6 +71,14 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   s.sliceCols = s.chunksPerSplit * chunkCols;
   s.sharedBytes = sharedFor(s.chunksPerSplit);
   return s;
+}
+
+int ringWaveBlocks() {
+  static const int blocks = [] {
+    const char* v = std::getenv("PARETO_RING_BLOCKS_PER_SM");
+    return v != nullptr && std::strcmp(v, "1") == 0 ? 1 : kRingResidentBlocks;
+  }();
+  return blocks;
 }
 
 size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s) {

@@ -109,13 +109,21 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 // NOTES v6c: the kernels are bound by the warps' instruction latency, not by DRAM), so the split minimises
 // waves × (chunks a warp + 2), the 2 standing for a block's fixed cost (staging x, combining the splits), over
 // the splits whose staged x (`stagedBytesPerColumn` for all batch rows, `sumUnitCols` sums, plus
-// `stagedFixedBytes`: padding and the rings) fits in `maxSharedBytes`; a wave is kRingResidentBlocks blocks a
-// multiprocessor; ties go to fewer splits; a warp gets at least `minChunksPerWarp` chunks where there are that
-// many (its fixed cost is about 2 chunks' worth; the 2:4 ring, whose chunks are shorter, measured 2-3% faster
-// at batch 8-16 with 4, int4 7% slower at batch 1: bench/NOTES.md v6d).
+// `stagedFixedBytes`: padding and the rings) fits in `maxSharedBytes`; a wave is `waveBlocks` (default
+// ringWaveBlocks()) blocks a multiprocessor; ties go to fewer splits; a warp gets at least `minChunksPerWarp`
+// chunks where there are that many (its fixed cost is about 2 chunks' worth; the 2:4 ring, whose chunks are
+// shorter, measured 2-3% faster at batch 8-16 with 4, int4 7% slower at batch 1: bench/NOTES.md v6d).
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes, int64_t minChunksPerWarp = 2);
+                          size_t stagedFixedBytes, int64_t minChunksPerWarp = 2, int waveBlocks = 0);
+
+// The blocks a multiprocessor that the ring split counts as a wave: kRingResidentBlocks (2), or 1 with
+// PARETO_RING_BLOCKS_PER_SM=1 in the environment. A grid of at most one ring block a multiprocessor leaves the
+// other half of every multiprocessor free, so that the next kernel's blocks, launched early by programmatic
+// dependent launch, are resident while this one drains and have their first weight chunks in flight before it
+// ends (bench/NOTES.md "one ring block a multiprocessor"): an A/B of the kernel boundaries' cost, the kernels
+// unchanged.
+int ringWaveBlocks();
 
 // Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1) and one
 // int counter per row group that must be zero before the first launch (the kernels leave it zero).

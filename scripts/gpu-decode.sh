@@ -12,6 +12,7 @@
 # PARETO_DECODE_SAMPLING=0 the run that samples (temperature/top-k/top-p) instead of taking the argmax,
 # PARETO_DECODE_FUSION_AB=0 the batch-1 run and breakdown with the small ops unfused (PARETO_DECODE_FUSED=0),
 # PARETO_DECODE_FUSION_BATCHES (default 1) the batches of the runs without one fusion each,
+# PARETO_DECODE_RING_AB=1 adds the batch-1 and batch-8 runs with PARETO_RING_BLOCKS_PER_SM=1 (GemvProblem.h),
 # PARETO_DECODE_HEAD_AB=0 the batch-1 runs and breakdown with a packed output head (int8-channel, int4-g128).
 # The benchmarks run before the tests, so that a call cut short by its time limit still brings back numbers.
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
@@ -53,6 +54,12 @@ if [ "${PARETO_DECODE_HEAD_AB:-1}" = 1 ]; then
       --head-format "$head" --context 512 --batch 1 --new-tokens 256 --runs 5 --breakdown \
       --output "$out/bench-decode-head-$head.json" 2>>"$out/bench-decode.err" | tee "$out/bench-decode-head-$head.txt" | tail -8
   done
+fi
+if [ "${PARETO_DECODE_RING_AB:-0}" = 1 ]; then
+  step "bench decode with one ring block a multiprocessor (PARETO_RING_BLOCKS_PER_SM=1; batch 1 and 8, context 512)"
+  PARETO_RING_BLOCKS_PER_SM=1 "$cli" --no-record bench decode --synthetic llama-3.1-8b --format "$formats" \
+    --context 512 --batch 1,8 --new-tokens 256 --runs 5 --output "$out/bench-decode-ring1.json" \
+    2>>"$out/bench-decode.err" | tee "$out/bench-decode-ring1.txt" | tail -12
 fi
 if [ "${PARETO_DECODE_EAGER:-1}" = 1 ]; then
   step "bench decode: dense without the CUDA graph (launch overhead)"

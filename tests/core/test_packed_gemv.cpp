@@ -478,6 +478,30 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
   }
 }
 
+// The ring split's wave (PARETO_RING_BLOCKS_PER_SM): with one block a multiprocessor the grid stays within the
+// multiprocessors wherever the row groups allow, so the other half of each is free for the next kernel; with the
+// default two it may fill both halves. Either way the split covers every chunk exactly and the staged x fits.
+TEST(PackedGemvSplit, RingWaveOfOneBlockAMultiprocessorKeepsTheGridWithinThem) {
+  namespace k = kernels;
+  const int sms = 132;
+  EXPECT_EQ(k::ringWaveBlocks(), k::kRingResidentBlocks);  // the environment of the tests leaves it unset
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
+    const int64_t chunks = k::quantChunks(cols, 4), chunkCols = k::quantChunkCols(4);
+    const int64_t rowBlocks = k::ceilDiv(k::rowGroups(rows), k::kRingWarpsPerBlock);
+    for (int waveBlocks : {1, 2}) {
+      const k::GemvSplit s = k::chooseRingSplit(rows, chunks, chunkCols, 1, 128, sms, k::kRingMaxSharedBytes, 2,
+                                                16 + k::quantRingBytes(1), 2, waveBlocks);
+      const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + ", " +
+                               std::to_string(waveBlocks) + " block(s) a multiprocessor";
+      EXPECT_LE(rowBlocks * s.splits, int64_t(waveBlocks) * sms) << what;
+      EXPECT_GE(int64_t(s.splits) * s.chunksPerSplit, chunks) << what;
+      EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, chunks) << what;
+      EXPECT_LE(s.sharedBytes, k::kRingMaxSharedBytes) << what;
+      if (waveBlocks == 1 && rows == 6144) EXPECT_GT(s.splits, 1) << what;  // 24 row blocks alone leave 108 idle
+    }
+  }
+}
+
 
 // 2:4 runs on the tensor cores from batch 4 (bitmask_nm_gemv.cu: BitmaskMmaFormat), the other patterns of 16 kept
 // values a word from kBitmaskScatterMinBatch (BitmaskScatterMmaFormat), everything else on the FFMA path; the ring

@@ -14,8 +14,8 @@
 //     Llama-3.1-8B linears, 32 layers × {qkv 6144×4096, o 4096×4096, gate+up 28672×4096, down 4096×14336}, every
 //     weight distinct (nothing served from L2), one step of 128 GEMVs captured in a CUDA graph, median of `runs`
 //     replays after 5 warm-ups; cuBLAS fp16 (cublasGemmEx, fp32 accumulation) in the same run, and each shape alone
-//     (its 32 GEMVs in their own graph) as µs a GEMV. `floor:FORMAT` (e.g. floor:int4-g128, floor:dense): the byte
-//     floor of one kernel a GEMV for that format's bytes (floorKernel below), timed the same way.
+//     (its 32 GEMVs in their own graph) as µs a GEMV. `floor:FORMAT` (e.g. floor:int4-g128, floor:dense): a kernel
+//     that only streams that format's bytes (floorKernel below), timed the same way.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -559,9 +559,9 @@ std::shared_ptr<DeviceBuffer> deviceRandom(size_t bytes, uint32_t seed, int mode
 // has to do — stream the format's weight bytes (16-byte evict-first loads, 8 in flight a thread, 4 blocks of 256
 // threads on every multiprocessor, the first loads issued before the previous kernel has finished, as the GEMVs
 // do under programmatic dependent launch), read x once the previous kernel is done, and write y — with no
-// arithmetic, staging or split combine. Its step time is the best a chain of one kernel a GEMV can reach on
-// this GPU; what separates it from the copy rate is the kernel boundaries, what separates a GEMV from it is the
-// GEMV's own work. PARETO_FLOOR_BLOCKS_PER_SM changes the 4.
+// arithmetic, staging or split combine. A reference, not a bound: it is a plain streamer, and cuBLAS and the 2:4
+// ring kernel beat it on their own bytes (bench/NOTES.md "floor:FORMAT"); what it shows is how fast one kernel a GEMV
+// streams a format's bytes in this chain at the least. PARETO_FLOOR_BLOCKS_PER_SM changes the 4.
 struct FloorBuffers {
   const uint4* ptr[6];
   int64_t n16[6];

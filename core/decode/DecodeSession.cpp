@@ -65,7 +65,7 @@ DecodeSession::DecodeSession(const DecodeModel& model, int64_t batch, int64_t ca
   fuseNextToken_ = keeps("next-token");
   // Folded only at batch 1. At batch 8 the folded kernels (the norm's 1/rms recomputed by every block for every
   // row, the folds' code in the loop) made the step 14% slower for int4 g128 and 21% for 2:4 + int4 than the
-  // separate ops; at batch 1 they save 1.4% and 0% (bench/NOTES.md, "Fused decode step ... batch-dependent").
+  // separate ops; at batch 1 they save 1.4% and 0% (bench/NOTES.md, "The folds at batch 8").
   fold_ = keeps("folds") && batch == 1;
   attentionCounters_ = at::zeros({decodeAttentionCounters(batch, c.numHeads, c.numKvHeads)}, longs.dtype(at::kInt));
   stepCounter_ = at::zeros({1}, longs.dtype(at::kInt));

@@ -5,6 +5,7 @@
 # same session (GEMV_AB_ENV, GEMV_AB_FORMATS: another A/B). Results in OUTDIR (default build-kernels/results).
 #   bench/gpu-gemv-kernels.sh [OUTDIR]
 # GEMV_BATCHES (default 1,2,4,8,16), GEMV_SANITIZE=0 skips memcheck, GEMV_AB=0 skips the A/B, GEMV_TEST=0 the test;
+# GEMV_SANITIZE_ENV: settings (VAR=VALUE ...) memcheck runs under;
 # GEMV_BIN: a binary built beforehand (no build here); GEMV_BASE_BIN: another one (an earlier version) benchmarked
 # the same way in the same call.
 set -uo pipefail
@@ -42,18 +43,33 @@ if [ -n "${GEMV_BASE_BIN:-}" ]; then
   done
 fi
 if [ "${GEMV_AB:-1}" = 1 ]; then
-  # GEMV_AB_ENV: the variable setting of the other side (default the quantized kernels' FFMA path), GEMV_AB_FORMATS
-  # the formats timed with it, one process each.
-  ab_env="${GEMV_AB_ENV:-PARETO_QUANT_MMA=0}"
-  step "A/B: $ab_env"
-  for f in ${GEMV_AB_FORMATS:-int4-g128}; do
-    env "$ab_env" "$bin" bench --batch "${GEMV_BATCHES:-1,2,4,8,16}" --runs 50 --formats "dense,$f" \
-      2>&1 | tee -a "$out/bench-ab.txt" || status=1
+  # GEMV_AB_ENV: the settings of the other side (default the quantized kernels' FFMA path), or several sides
+  # separated by ';', each a space-separated list of VAR=VALUE; GEMV_AB_FORMATS the formats timed with each side,
+  # one process each. GEMV_AB_TEST=1 also runs `test` under each side (a knob's own code path checked where it is
+  # not the default).
+  IFS=';' read -ra sides <<<"${GEMV_AB_ENV:-PARETO_QUANT_MMA=0}"
+  n=0
+  for side in "${sides[@]}"; do
+    n=$((n + 1))
+    if [ "${GEMV_AB_TEST:-0}" = 1 ]; then
+      step "test under $side"
+      # shellcheck disable=SC2086  # a side is a list of settings
+      env $side "$bin" test >"$out/test-ab-$n.log" 2>&1 || status=1
+      grep -E "^FAIL|^TESTS" "$out/test-ab-$n.log" | head -30
+    fi
+    step "A/B: $side"
+    echo "# side $n: $side" >>"$out/bench-ab.txt"
+    for f in ${GEMV_AB_FORMATS:-int4-g128}; do
+      # shellcheck disable=SC2086
+      env $side "$bin" bench --batch "${GEMV_BATCHES:-1,2,4,8,16}" --runs 50 --formats "dense,$f" \
+        2>&1 | tee -a "$out/bench-ab.txt" || status=1
+    done
   done
 fi
 if [ "${GEMV_SANITIZE:-1}" = 1 ]; then
   step "compute-sanitizer memcheck (small shapes)"
-  timeout ${GEMV_SANITIZE_TIMEOUT:-400} compute-sanitizer --tool memcheck --leak-check no "$bin" test --small >"$out/memcheck.log" 2>&1
+  # shellcheck disable=SC2086
+  env ${GEMV_SANITIZE_ENV:-} timeout ${GEMV_SANITIZE_TIMEOUT:-400} compute-sanitizer --tool memcheck --leak-check no "$bin" test --small >"$out/memcheck.log" 2>&1
   echo "memcheck exit $?"; grep -E "ERROR SUMMARY|^TESTS|^FAIL" "$out/memcheck.log" | head -8
 fi
 step "done"

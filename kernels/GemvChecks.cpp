@@ -154,9 +154,11 @@ GemvSplit spqrGemvSplit(const GemvProblem& p, const SpqrGemvWeight& w, int multi
   const int batch = compiledBatch(p.batch);
   if (spqrUsesTensorCores(w.scaleGroup, batch)) {
     // 16-bit rows of x padded by kSpqrStagePadHalves, the warps' dense tiles, their rings (+16 bytes of alignment).
+    // A warp a row group: each warp's outlier search starts at its split's first chunk (spqr_gemv.cu computeSlot).
     const size_t pad = size_t(kSpqrStagePadHalves);
     return chooseRingSplit(p.rows, spqrChunks(p.cols), kSpqrChunkCols, batch, 0, multiprocessors, kRingMaxSharedBytes,
-                           2 * size_t(batch), 2 * size_t(batch) * pad + kSpqrTilesBytes + 16 + spqrRingBytes(w.bits));
+                           2 * size_t(batch), 2 * size_t(batch) * pad + kSpqrTilesBytes + 16 + spqrRingBytes(w.bits),
+                           2, 0, 1);
   }
   return chooseGemvSplit(p.rows, spqrChunks(p.cols), kSpqrChunkCols, compiledBatch(p.batch), kSpqrGroupCols,
                          multiprocessors, kMaxStagedBytes);

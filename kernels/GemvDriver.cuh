@@ -74,6 +74,7 @@ struct GemvLaunch {
   int64_t rows = 0, cols = 0;
   int batch = 1;
   int splits = 1;
+  int ringGroupWarps = 1;   // GemvSplit::ringGroupWarps
   int64_t totalChunks = 0, chunksPerSplit = 0, sliceCols = 0;
   int sumUnit = 0;          // columns per activation sum (0: none)
   const void* x = nullptr;
@@ -537,10 +538,13 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   storeOrCombineSplits<B, T, kFolds>(a, total, group, split, int64_t(gridDim.x) * kRowsPerGroup, lane, lastBlock);
 }
 
-// The kernel of the ring formats (RingOf): the kRingWarpsPerBlock (8) warps of a block take as many consecutive
-// row groups over the same columns (a split), so x is staged once for 256 weight rows and every warp walks all
-// chunks of the split through its own shared-memory ring. Grid: (ceil(row groups / 8), splits). Each warp
-// combines its own row group's splits (storeOrCombineSplits, one counter a row group).
+// The kernel of the ring formats (RingOf): the kRingWarpsPerBlock (8) warps of a block take kRingWarpsPerBlock /
+// ringGroupWarps consecutive row groups over the same columns (a split), so x is staged once for all of them. With
+// ringGroupWarps = 1 every warp walks all chunks of the split through its own shared-memory ring; with more, the
+// ringGroupWarps warps of a row group (consecutive warps) each walk a contiguous part of them, and their sums are
+// added in shared memory, in part order, before the row group's split is stored or combined. Grid: (ceil(row
+// groups / row groups a block), splits). One warp a row group combines its splits (storeOrCombineSplits, one
+// counter a row group).
 template <class Format, int B, ActivationType T, bool kFolds>
 __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResidentBlocks)
     ringGemvKernel(const typename Format::Params w, const GemvLaunch a) {
@@ -549,31 +553,41 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   using Ring = RingOf<Format>;
   using Staging = StagingOf<Format, B>;
   static_assert(Ring::kRing && Staging::kCustom && AccumulatorOf<Format, B>::kCustom, "a ring format");
+  // The parts' sums meet in the first bytes of each warp's ring (free once its last chunk is computed).
+  static_assert(Ring::kStages * Ring::kSlotBytes >= int(sizeof(float)) * B * kRowsPerGroup, "a warp's sums fit its ring");
   extern __shared__ float shared[];
   __shared__ NormSharedOf<kFolds, B> norm;
   __shared__ bool lastBlock[kRingWarpsPerBlock];
 
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
+  // A power of two (the launch checks it): shifts, not divisions by a runtime value.
+  const int groupWarps = a.ringGroupWarps, groupShift = __ffs(groupWarps) - 1;
+  const int part = warp & (groupWarps - 1);
   const int64_t groups = (a.rows + kRowsPerGroup - 1) / kRowsPerGroup;
-  const int64_t group = int64_t(blockIdx.x) * kRingWarpsPerBlock + warp;
+  const int64_t group = int64_t(blockIdx.x) * (kRingWarpsPerBlock >> groupShift) + (warp >> groupShift);
   const bool active = group < groups;  // the last block may have fewer row groups than warps
   const int split = blockIdx.y;
   const int64_t chunk0 = int64_t(split) * a.chunksPerSplit;
   const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
-  const int count = active ? int(chunkEnd - chunk0) : 0;
+  // The warp's chunks: [chunk0 + first, chunk0 + first + count), its part of the split (all of it for one part).
+  // A split's chunks fit shared memory's staging, so 32 bits.
+  const int splitChunks = int(chunkEnd - chunk0);
+  const int first = (splitChunks * part) >> groupShift;
+  const int count = active ? ((splitChunks * (part + 1)) >> groupShift) - first : 0;
   allowDependentLaunch();
 
   const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
   uint8_t* ring = reinterpret_cast<uint8_t*>(shared) + ringOffsetBytes(Staging::words(a.sliceCols), int64_t(B) * units);
-  const auto slotOf = [&](int i) { return ring + (warp * Ring::kStages + i % Ring::kStages) * Ring::kSlotBytes; };
+  uint8_t* warpRing = ring + warp * Ring::kStages * Ring::kSlotBytes;
+  const auto slotOf = [&](int i) { return warpRing + (i % Ring::kStages) * Ring::kSlotBytes; };
   // The warp's first kRingStages chunks go in flight before x is staged (they do not depend on it): one commit
   // group a stage, empty or not, so that waitCopies counts stages.
   {
     const uint64_t policy = evictFirstPolicy();
 #pragma unroll
     for (int i = 0; i < Ring::kStages; ++i) {
-      if (i < count) Format::copyChunk(w, group, chunk0 + i, lane, sharedAddressOf(slotOf(i)), policy);
+      if (i < count) Format::copyChunk(w, group, chunk0 + first + i, lane, sharedAddressOf(slotOf(i)), policy);
       commitCopies();
     }
   }
@@ -588,31 +602,49 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
 
   typename Format::template Accumulator<B> acc{};
   const int64_t unitsPerChunk = a.sumUnit > 0 ? Format::kChunkCols / a.sumUnit : 0;
-  // Chunk i is in slot i mod kRingStages. Each iteration waits for the oldest stage (the lane's own copies),
-  // makes the other lanes' copies visible (__syncwarp), computes it, and refills the slot with the chunk
-  // kRingStages ahead once every lane has read it (the second __syncwarp): kRingStages − 1 chunks stay in
-  // flight during each compute.
+  // Chunk i of the warp is in slot i mod kRingStages. Each iteration waits for the oldest stage (the lane's own
+  // copies), makes the other lanes' copies visible (__syncwarp), computes it, and refills the slot with the chunk
+  // kRingStages ahead once every lane has read it (the second __syncwarp): kRingStages − 1 chunks stay in flight
+  // during each compute. The chunk's place in the staged slice is first + i.
   {
     const uint64_t policy = evictFirstPolicy();
     for (int i = 0; i < count; ++i) {
       waitCopies<Ring::kStages - 1>();
       __syncwarp();
-      Format::template computeSlot<B>(w, slotOf(i), group, chunk0 + i, i, lane, xs, a.sliceCols,
-                                      xsum + i * unitsPerChunk, units, acc);
+      Format::template computeSlot<B>(w, slotOf(i), group, chunk0 + first + i, first + i, lane, xs, a.sliceCols,
+                                      xsum + (first + i) * unitsPerChunk, units, acc);
       __syncwarp();
       if (i + Ring::kStages < count)
-        Format::copyChunk(w, group, chunk0 + i + Ring::kStages, lane, sharedAddressOf(slotOf(i)), policy);
+        Format::copyChunk(w, group, chunk0 + first + i + Ring::kStages, lane, sharedAddressOf(slotOf(i)), policy);
       commitCopies();
     }
-    waitCopies<0>();  // nothing may still be writing shared memory when the block ends
+    waitCopies<0>();  // nothing may still be writing shared memory when the block ends (or its sums go there)
   }
-  if (!active) return;
   float total[B];
-  Format::template finish<B>(acc, lane, total);
-  if constexpr (RingRowExtraOf<Format>::kHas)
-    Format::template ringRowExtra<B, T>(w, acc, group * kRowsPerGroup + lane, chunk0 * Format::kChunkCols,
-                                        a.sliceCols, xs, total);
-
+  if (active) {
+    Format::template finish<B>(acc, lane, total);
+    if constexpr (RingRowExtraOf<Format>::kHas)
+      Format::template ringRowExtra<B, T>(w, acc, group * kRowsPerGroup + lane, chunk0 * Format::kChunkCols,
+                                          a.sliceCols, xs, total);
+  }
+  if (groupWarps > 1) {  // uniform across the block: every thread reaches the barrier
+    // Every lane's copies have landed (waitCopies<0>) and every lane has read the warp's last chunk (the loop's
+    // second __syncwarp); the __syncwarp makes the first so for the whole warp before its ring is overwritten.
+    __syncwarp();
+    float* sums = reinterpret_cast<float*>(warpRing);
+    if (active)
+#pragma unroll
+      for (int b = 0; b < B; ++b) sums[b * kRowsPerGroup + lane] = total[b];
+    __syncthreads();
+    if (!active || part != 0) return;
+    for (int p = 1; p < groupWarps; ++p) {
+      const float* other = reinterpret_cast<const float*>(warpRing + p * Ring::kStages * Ring::kSlotBytes);
+#pragma unroll
+      for (int b = 0; b < B; ++b) total[b] += other[b * kRowsPerGroup + lane];
+    }
+  } else if (!active) {
+    return;
+  }
   storeOrCombineSplits<B, T, kFolds>(a, total, group, split, groups * kRowsPerGroup, lane, lastBlock[warp]);
 }
 
@@ -627,13 +659,17 @@ template <class Format, int B, ActivationType T, bool kFolds>
 cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
                                cudaStream_t stream) {
   constexpr bool kRing = RingOf<Format>::kRing;
-  const int64_t gridRows = kRing ? ceilDiv(rowGroups(a.rows), kRingWarpsPerBlock) : rowGroups(a.rows);
+  const int64_t gridRows = kRing ? ceilDiv(rowGroups(a.rows), kRingWarpsPerBlock / a.ringGroupWarps) : rowGroups(a.rows);
   const dim3 grid(unsigned(gridRows), unsigned(a.splits));
   const dim3 block(kRowsPerGroup * (kRing ? kRingWarpsPerBlock : kWarpsPerBlock));
   // A non-sticky error left behind by an unrelated runtime call elsewhere in the process (cudaGetLastError is
   // per thread) would otherwise be reported as this launch's failure; sticky errors survive this and resurface.
   (void)cudaGetLastError();
   if (!kFolds && launchFolds(a)) return cudaErrorInvalidValue;  // a folding launch needs the kernel with the folds
+  // Warps sharing a row group: ring kernels only, a power of two dividing the block's warps.
+  if (a.ringGroupWarps != 1 && (!kRing || a.ringGroupWarps < 1 || kRingWarpsPerBlock % a.ringGroupWarps != 0 ||
+                                (a.ringGroupWarps & (a.ringGroupWarps - 1)) != 0))
+    return cudaErrorInvalidValue;
   const auto kernel = [] {
     if constexpr (kRing) return ringGemvKernel<Format, B, T, kFolds>;
     else return packedGemvKernel<Format, B, T, kFolds>;
@@ -674,6 +710,7 @@ inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t t
   a.cols = p.cols;
   a.batch = p.batch;
   a.splits = s.splits;
+  a.ringGroupWarps = s.ringGroupWarps;
   a.totalChunks = totalChunks;
   a.chunksPerSplit = s.chunksPerSplit;
   a.sliceCols = s.sliceCols;

@@ -44,32 +44,58 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   return s;
 }
 
+// The 16-byte vectors of x a ring block stages in one round of loads (GemvDriver.cuh stageSliceAs: 4 a thread).
+constexpr int64_t kStageVectorsPerRound = int64_t(kRowsPerGroup) * kRingWarpsPerBlock * 4;
+
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes, int64_t minChunksPerWarp, int waveBlocks) {
-  const int64_t blocks = ceilDiv(rowGroups(rows), kRingWarpsPerBlock);
+                          size_t stagedFixedBytes, int64_t minChunksPerWarp, int waveBlocks, int maxGroupWarps) {
+  const int64_t groups = rowGroups(rows);
   const int64_t wave = int64_t(waveBlocks > 0 ? waveBlocks : ringWaveBlocks()) * std::max(1, multiprocessors);
+  const int groupWarpsLimit = std::min(kRingWarpsPerBlock, maxGroupWarps > 0 ? maxGroupWarps : ringMaxGroupWarps());
+  // The combine and staging terms only where blocks sharing a row group are weighed: with a warp a row group the
+  // choice is what it was through v6m.
+  const bool weighRoundTrips = groupWarpsLimit > 1;
   const auto sharedFor = [&](int64_t perSplit) {
     const int64_t slice = perSplit * chunkCols;
     size_t bytes = stagedBytesPerColumn * size_t(slice) + stagedFixedBytes;
     if (sumUnitCols > 0) bytes += sizeof(float) * size_t(batch) * size_t(ceilDiv(slice, sumUnitCols));
     return bytes;
   };
-  int64_t best = 0, bestCost = 0;
+  int64_t best = 0, bestSplits = 0;
+  int bestWarps = 1;
+  double bestCost = 0;
   // At least minChunksPerWarp (2 by default) chunks a warp where there are that many: a block's fixed cost is
   // about 2 chunks' worth of instructions (Nsight Compute, NOTES v6c), and o (4096 × 4096) measured 10.0 µs at 1
-  // chunk a warp against 8.8 at 2.
-  const int64_t minPerSplit = std::min<int64_t>(std::max<int64_t>(1, minChunksPerWarp), chunks);
-  for (int64_t perSplit = chunks; perSplit >= minPerSplit; --perSplit) {
-    if (sharedFor(perSplit) > maxSharedBytes && perSplit > minPerSplit) continue;
-    const int64_t cost = ceilDiv(blocks * ceilDiv(chunks, perSplit), wave) * (perSplit + 2);
-    if (best == 0 || cost < bestCost) best = perSplit, bestCost = cost;
+  // chunk a warp against 8.8 at 2. Warps sharing a row group each get at least that many.
+  const int64_t minPerWarp = std::max<int64_t>(1, minChunksPerWarp);
+  for (int groupWarps = 1; groupWarps <= groupWarpsLimit; groupWarps *= 2) {
+    const int64_t blocks = ceilDiv(groups, kRingWarpsPerBlock / groupWarps);
+    const int64_t minPerSplit = groupWarps == 1 ? std::min(minPerWarp, chunks) : minPerWarp * groupWarps;
+    if (minPerSplit > chunks) break;
+    for (int64_t perSplit = chunks; perSplit >= minPerSplit; --perSplit) {
+      // A warp a row group takes its least split even where it does not fit (the caller's problem then); shared
+      // row groups only where it fits.
+      if (sharedFor(perSplit) > maxSharedBytes && (groupWarps > 1 || perSplit > minPerSplit)) continue;
+      const int64_t splits = ceilDiv(chunks, perSplit);
+      double cost = double(ceilDiv(perSplit, groupWarps) + 2);
+      if (weighRoundTrips) {
+        if (splits > 1) cost += 0.5 * double(1 + ceilDiv(splits, 8));
+        const int64_t vectors = int64_t(batch) * perSplit * chunkCols / 8;
+        cost += 0.5 * double(std::max<int64_t>(0, ceilDiv(vectors, kStageVectorsPerRound) - 1));
+      }
+      cost *= double(ceilDiv(blocks * splits, wave));
+      // Ties go to fewer splits (with a warp a row group, the first found: perSplit falls, splits grow).
+      if (best == 0 || cost < bestCost || (cost == bestCost && splits < bestSplits))
+        best = perSplit, bestSplits = splits, bestWarps = groupWarps, bestCost = cost;
+    }
   }
   GemvSplit s;
   s.chunksPerSplit = best;
   s.splits = int(ceilDiv(chunks, s.chunksPerSplit));  // no empty split at the end
   s.sliceCols = s.chunksPerSplit * chunkCols;
   s.sharedBytes = sharedFor(s.chunksPerSplit);
+  s.ringGroupWarps = bestWarps;
   return s;
 }
 
@@ -79,6 +105,14 @@ int ringWaveBlocks() {
     return v != nullptr && std::strcmp(v, "1") == 0 ? 1 : kRingResidentBlocks;
   }();
   return blocks;
+}
+
+int ringMaxGroupWarps() {
+  static const int warps = [] {
+    const char* v = std::getenv("PARETO_RING_GROUP_WARPS");
+    return v != nullptr && std::strcmp(v, "1") == 0 ? kRingWarpsPerBlock : 1;
+  }();
+  return warps;
 }
 
 size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s) {

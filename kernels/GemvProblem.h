@@ -87,6 +87,10 @@ struct GemvSplit {
   int64_t chunksPerSplit = 0;
   int64_t sliceCols = 0;    // columns of x a block stages in shared memory (chunksPerSplit · chunk columns)
   size_t sharedBytes = 0;   // dynamic shared memory of a block
+  // Ring kernels: the warps of a block that share one row group's split (1, 2, 4 or 8), each taking a contiguous
+  // part of its chunks, their sums added in shared memory; the block holds kRingWarpsPerBlock / ringGroupWarps
+  // row groups. 1: a warp a row group, every warp all chunks of the split.
+  int ringGroupWarps = 1;
 };
 
 inline int64_t rowGroups(int64_t rows) { return (rows + kRowsPerGroup - 1) / kRowsPerGroup; }
@@ -113,9 +117,15 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 // ringWaveBlocks()) blocks a multiprocessor; ties go to fewer splits; a warp gets at least `minChunksPerWarp`
 // chunks where there are that many (its fixed cost is about 2 chunks' worth; the 2:4 ring, whose chunks are
 // shorter, measured 2-3% faster at batch 8-16 with 4, int4 7% slower at batch 1: bench/NOTES.md v6d).
+// `maxGroupWarps` > 1 (default ringMaxGroupWarps()) also weighs blocks whose warps share a row group
+// (GemvSplit::ringGroupWarps up to it): a warp then walks a part of the split, the block stages the whole split's
+// x, and the cost counts what the choice between them trades: the global combine of the splits (one L2 round
+// trip for the counter and one for every 8 splits' partial sums) and each staging round of x past the first (an
+// L2 round trip each, 1024 vectors of 8 columns a round), in chunks of a warp's chain at half a chunk a round trip.
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes, int64_t minChunksPerWarp = 2, int waveBlocks = 0);
+                          size_t stagedFixedBytes, int64_t minChunksPerWarp = 2, int waveBlocks = 0,
+                          int maxGroupWarps = 0);
 
 // The blocks a multiprocessor that the ring split counts as a wave: kRingResidentBlocks (2), or 1 with
 // PARETO_RING_BLOCKS_PER_SM=1 in the environment. A grid of at most one ring block a multiprocessor leaves the
@@ -124,6 +134,13 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 // ends (bench/NOTES.md "one ring block a multiprocessor"): an A/B of the kernel boundaries' cost, the kernels
 // unchanged.
 int ringWaveBlocks();
+
+// The most warps of a ring block the ring split lets share one row group: 1 (every warp its own row group, as the
+// ring kernels ran through v6m), or kRingWarpsPerBlock with PARETO_RING_GROUP_WARPS=1 in the environment. Sharing
+// replaces the global combine of many small splits (int4 g128 at batch 1: qkv and o 8 splits of 2 chunks a warp,
+// down 14 of 4) by a sum in shared memory (bench/NOTES.md "warps of a ring block sharing a row group"): an A/B
+// of the combine's cost on the batch-1 chain; the default is unchanged until it is measured.
+int ringMaxGroupWarps();
 
 // Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1) and one
 // int counter per row group that must be zero before the first launch (the kernels leave it zero).

@@ -12,7 +12,9 @@
 # PARETO_DECODE_SAMPLING=0 the run that samples (temperature/top-k/top-p) instead of taking the argmax,
 # PARETO_DECODE_FUSION_AB=0 the batch-1 run and breakdown with the small ops unfused (PARETO_DECODE_FUSED=0),
 # PARETO_DECODE_FUSION_BATCHES (default 1) the batches of the runs without one fusion each,
-# PARETO_DECODE_RING_AB=1 adds the batch-1 and batch-8 runs with PARETO_RING_BLOCKS_PER_SM=1 (GemvProblem.h),
+# PARETO_DECODE_AB_ENV adds batch-1 and batch-8 runs under other settings: sides separated by ';', each a
+# space-separated list of VAR=VALUE (e.g. "PARETO_RING_BLOCKS_PER_SM=1;PARETO_RING_GROUP_WARPS=1", GemvProblem.h),
+# PARETO_DECODE_TEST_ENV (VAR=VALUE ...) runs the CUDA tests a second time under those settings,
 # PARETO_DECODE_HEAD_AB=0 the batch-1 runs and breakdown with a packed output head (int8-channel, int4-g128).
 # The benchmarks run before the tests, so that a call cut short by its time limit still brings back numbers.
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-common.sh"
@@ -55,11 +57,17 @@ if [ "${PARETO_DECODE_HEAD_AB:-1}" = 1 ]; then
       --output "$out/bench-decode-head-$head.json" 2>>"$out/bench-decode.err" | tee "$out/bench-decode-head-$head.txt" | tail -8
   done
 fi
-if [ "${PARETO_DECODE_RING_AB:-0}" = 1 ]; then
-  step "bench decode with one ring block a multiprocessor (PARETO_RING_BLOCKS_PER_SM=1; batch 1 and 8, context 512)"
-  PARETO_RING_BLOCKS_PER_SM=1 "$cli" --no-record bench decode --synthetic llama-3.1-8b --format "$formats" \
-    --context 512 --batch 1,8 --new-tokens 256 --runs 5 --output "$out/bench-decode-ring1.json" \
-    2>>"$out/bench-decode.err" | tee "$out/bench-decode-ring1.txt" | tail -12
+if [ -n "${PARETO_DECODE_AB_ENV:-}" ]; then
+  IFS=';' read -ra sides <<<"$PARETO_DECODE_AB_ENV"
+  n=0
+  for side in "${sides[@]}"; do
+    n=$((n + 1))
+    step "bench decode under $side (batch 1 and 8, context 512)"
+    # shellcheck disable=SC2086  # a side is a list of settings
+    env $side "$cli" --no-record bench decode --synthetic llama-3.1-8b --format "$formats" \
+      --context 512 --batch 1,8 --new-tokens 256 --runs 5 --output "$out/bench-decode-ab-$n.json" \
+      2>>"$out/bench-decode.err" | tee "$out/bench-decode-ab-$n.txt" | tail -12
+  done
 fi
 if [ "${PARETO_DECODE_EAGER:-1}" = 1 ]; then
   step "bench decode: dense without the CUDA graph (launch overhead)"
@@ -99,6 +107,15 @@ if [ "${PARETO_DECODE_TESTS:-1}" = 1 ]; then
   PARETO_KERNEL_TEST_SMALL=${PARETO_KERNEL_TEST_SMALL:-1} "$here/build-gpu/tests/core/test_packed_gemv" \
     --gtest_filter='*Cuda*' >"$out/test_packed_gemv.log" 2>&1 || status=1
   summary "$out/test_packed_gemv.log"
+  if [ -n "${PARETO_DECODE_TEST_ENV:-}" ]; then
+    for t in test_decode_ops test_decode test_packed_gemv; do
+      step "$t under $PARETO_DECODE_TEST_ENV"
+      # shellcheck disable=SC2086
+      env $PARETO_DECODE_TEST_ENV PARETO_KERNEL_TEST_SMALL=${PARETO_KERNEL_TEST_SMALL:-1} \
+        "$here/build-gpu/tests/core/$t" --gtest_filter='*Cuda*' >"$out/$t-env.log" 2>&1 || status=1
+      summary "$out/$t-env.log"
+    done
+  fi
 fi
 
 exit $status

@@ -502,6 +502,54 @@ TEST(PackedGemvSplit, RingWaveOfOneBlockAMultiprocessorKeepsTheGridWithinThem) {
   }
 }
 
+// Warps of a ring block sharing a row group (PARETO_RING_GROUP_WARPS): off by default, the choice then exactly
+// what a warp a row group gives. Weighed (maxGroupWarps 8), the int4 g128 batch-1 GEMVs of Llama-3.1-8B drop the
+// global combine of their many small splits (qkv and o: 8 splits of 2 chunks a warp before) or most of it (down: 2
+// splits instead of 14), every warp keeps at least 2 chunks, the grid stays within one wave, and the staged x and
+// the rings still fit.
+TEST(PackedGemvSplit, RingWarpsSharingARowGroupReplaceTheGlobalCombineOfSmallSplits) {
+  namespace k = kernels;
+  const int sms = 132;
+  EXPECT_EQ(k::ringMaxGroupWarps(), 1);  // the environment of the tests leaves it unset
+  struct Case {
+    int64_t rows, cols;
+    int batch;
+  };
+  for (const Case& c : std::vector<Case>{{6144, 4096, 1}, {4096, 4096, 1}, {28672, 4096, 1}, {4096, 14336, 1},
+                                         {6144, 4096, 8}, {4096, 14336, 16}, {100, 4160, 1}, {333, 1056, 4}}) {
+    const int halves = k::quantRingHalves(4, k::ActivationType::Float16, c.batch);
+    const int64_t chunks = k::quantChunks(c.cols, 4) * halves, chunkCols = k::quantChunkCols(4) / halves;
+    const size_t fixed = 2 * size_t(c.batch) * size_t(k::quantStagePadHalves(4)) + 16 + k::quantRingBytes(halves);
+    const auto choose = [&](int maxGroupWarps) {
+      return k::chooseRingSplit(c.rows, chunks, chunkCols, c.batch, 128 / halves, sms, k::kRingMaxSharedBytes,
+                                2 * size_t(c.batch), fixed, 2 * halves, 0, maxGroupWarps);
+    };
+    const k::GemvSplit one = choose(1), dflt = choose(0), shared = choose(8);
+    const std::string what = std::to_string(c.rows) + "x" + std::to_string(c.cols) + " batch " + std::to_string(c.batch);
+    EXPECT_EQ(one.ringGroupWarps, 1) << what;
+    EXPECT_EQ(dflt.ringGroupWarps, 1) << what;
+    EXPECT_EQ(dflt.chunksPerSplit, one.chunksPerSplit) << what;
+    EXPECT_EQ(dflt.splits, one.splits) << what;
+    const int gw = shared.ringGroupWarps;
+    EXPECT_TRUE(gw == 1 || gw == 2 || gw == 4 || gw == 8) << what;
+    EXPECT_GE(int64_t(shared.splits) * shared.chunksPerSplit, chunks) << what;
+    EXPECT_LT(int64_t(shared.splits - 1) * shared.chunksPerSplit, chunks) << what;  // no empty split
+    EXPECT_EQ(shared.sliceCols, shared.chunksPerSplit * chunkCols) << what;
+    EXPECT_LE(shared.sharedBytes, k::kRingMaxSharedBytes) << what;
+    // The smallest part of a split (the kernel's floor(chunks · part / warps) boundaries) keeps 2 whole chunks.
+    if (gw > 1) EXPECT_GE(shared.chunksPerSplit / gw, 2 * halves) << what;
+    const int64_t blocks = k::ceilDiv(k::rowGroups(c.rows), k::kRingWarpsPerBlock / gw);
+    EXPECT_LE(blocks * shared.splits, int64_t(k::kRingResidentBlocks) * sms) << what;
+    if (c.batch == 1 && c.cols == 4096 && c.rows <= 6144) {
+      EXPECT_EQ(one.splits, 8) << what;  // what a warp a row group must do to fill the machine
+      EXPECT_EQ(shared.splits, 1) << what;
+      EXPECT_EQ(gw, 8) << what;
+    }
+    if (c.batch == 1 && c.cols == 14336) EXPECT_LE(shared.splits, 2) << what;
+    if (c.batch == 1 && c.rows == 28672) EXPECT_EQ(shared.splits, 1) << what;
+  }
+}
+
 
 // 2:4 runs on the tensor cores from batch 4 (bitmask_nm_gemv.cu: BitmaskMmaFormat), the other patterns of 16 kept
 // values a word from kBitmaskScatterMinBatch (BitmaskScatterMmaFormat), everything else on the FFMA path; the ring

@@ -8,6 +8,12 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build-kernels}"
 mkdir -p "$build"
 flags=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I"$here/kernels" -Xptxas=-v)
+# ptxas's advice to use mma.sp::ordered_metadata (no faster on the H200: bench/NOTES.md v6k), where it knows the switch.
+if echo '__global__ void k() {}' >"${TMPDIR:-/tmp}/pareto-ptxas-probe.cu" &&
+   nvcc -Xptxas=--suppress-sparse-mma-advisory-info -c "${TMPDIR:-/tmp}/pareto-ptxas-probe.cu" \
+        -o "${TMPDIR:-/tmp}/pareto-ptxas-probe.o" >/dev/null 2>&1; then
+  flags+=(-Xptxas=--suppress-sparse-mma-advisory-info)
+fi
 pids=()
 for src in kernels/quant_group_gemv.cu kernels/quant_group_gemv_folded.cu kernels/bitmask_nm_gemv.cu \
            kernels/bitmask_int4_gemv.cu kernels/bitmask_int4_gemv_folded.cu kernels/spqr_gemv.cu \

@@ -603,6 +603,7 @@ struct BenchLinear {
   size_t bytes = 0;
   std::vector<std::shared_ptr<DeviceBuffer>> keep;
   std::function<void(const void* x, void* y, int batch, float* partials, cudaStream_t)> run;
+  std::function<k::GemvSplit(int batch)> split;  // the packed formats' split at a batch (printed beside the times)
   std::shared_ptr<DeviceBuffer> counters;
 };
 
@@ -655,6 +656,10 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
   const auto problem = [](const BenchLinear& b, const void* x, void* y, int batch) {
     return k::GemvProblem{b.rows, b.cols, batch, k::ActivationType::Float16, x, y};
   };
+  const int64_t shapeRows = s.rows, shapeCols = s.cols;
+  const auto shapeProblem = [shapeRows, shapeCols](int batch) {  // for the split only: no pointers
+    return k::GemvProblem{shapeRows, shapeCols, batch, k::ActivationType::Float16, nullptr, nullptr};
+  };
   if (format == "dense") {
     auto w = deviceRandom(size_t(s.rows * s.cols) * 2, seed, 1);
     l->keep = {w};
@@ -684,6 +689,7 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
       const k::GemvProblem p = problem(*l, x, y, batch);
       check(k::runBitmaskNMGemv(p, w, k::bitmaskNMGemvSplit(p, w, sms), partials, counters, stream), "bitmask");
     };
+    l->split = [=](int batch) { return k::bitmaskNMGemvSplit(shapeProblem(batch), w, sms); };
   } else if (format == "int8-channel" || format == "int4-g128") {
     const int bits = format == "int4-g128" ? 4 : 8;
     const int64_t group = bits == 4 ? 128 : s.cols;
@@ -697,6 +703,7 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
       const k::GemvProblem p = problem(*l, x, y, batch);
       check(k::runQuantGroupGemv(p, w, k::quantGroupGemvSplit(p, w, sms), partials, counters, stream), "quant");
     };
+    l->split = [=](int batch) { return k::quantGroupGemvSplit(shapeProblem(batch), w, sms); };
   } else if (format == "spqr-3bit") {
     const int64_t c = k::spqrChunks(s.cols);
     const int perRow = int(s.cols / 100);  // 1% outliers
@@ -717,6 +724,7 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
       const k::GemvProblem p = problem(*l, x, y, batch);
       check(k::runSpqrGemv(p, w, k::spqrGemvSplit(p, w, sms), partials, counters, stream), "spqr");
     };
+    l->split = [=](int batch) { return k::spqrGemvSplit(shapeProblem(batch), w, sms); };
   } else if (format == "bitmask-2:4+int4-g128") {
     const int64_t c = k::ceilDiv(s.cols, 256), columns = k::bitmaskInt4ScaleColumns(s.cols, 128);
     auto masks = deviceRandom(size_t(g * c * 32 * 8) * 4, seed, 2);
@@ -730,6 +738,7 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
       const k::GemvProblem p = problem(*l, x, y, batch);
       check(k::runBitmaskInt4Gemv(p, w, k::bitmaskInt4GemvSplit(p, w, sms), partials, counters, stream), "bitmask int4");
     };
+    l->split = [=](int batch) { return k::bitmaskInt4GemvSplit(shapeProblem(batch), w, sms); };
   } else {
     return nullptr;
   }
@@ -804,8 +813,11 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
   cudaDeviceProp prop;
   check(cudaGetDeviceProperties(&prop, 0), "properties");
   const double copy = copyBandwidth();
-  std::printf("device %s (%d SMs), copy %.0f GB/s, PARETO_QUANT_MMA=%s\n", prop.name, prop.multiProcessorCount, copy,
-              std::getenv("PARETO_QUANT_MMA") ? std::getenv("PARETO_QUANT_MMA") : "(unset)");
+  std::printf("device %s (%d SMs), copy %.0f GB/s", prop.name, prop.multiProcessorCount, copy);
+  // The knobs a run may be an A/B side of (GemvChecks.cpp, GemvProblem.cpp), as set.
+  for (const char* knob : {"PARETO_QUANT_MMA", "PARETO_RING_GROUP_WARPS", "PARETO_RING_BLOCKS_PER_SM"})
+    std::printf(", %s=%s", knob, std::getenv(knob) ? std::getenv(knob) : "(unset)");
+  std::printf("\n");
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
   std::vector<std::shared_ptr<DeviceBuffer>> xs = {deviceRandom(16 * 4096 * 2, 7, 1, 1.f), deviceRandom(16 * 14336 * 2, 8, 1, 1.f)};
@@ -848,8 +860,16 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
       if (format == "dense") denseMs[bi] = ms;
       const double gbs = (double(weightBytes) + io) / (ms * 1e-3) / 1e9;
       const double speedup = denseMs[bi] > 0 ? denseMs[bi] / ms : 0;
-      std::printf("%-24s %5d %9.3f %8.0f %6.1f%% %6.2fx  %.1f %.1f %.1f %.1f\n", format.c_str(), batch, ms, gbs,
-                  100 * gbs / copy, speedup, alone[0], alone[1], alone[2], alone[3]);
+      // Each shape's split (splits x warps sharing a row group; the ring kernels' choice, GemvProblem.h).
+      std::string splits;
+      if (step[0]->split)
+        for (int sh = 0; sh < 4; ++sh) {
+          const k::GemvSplit sp = step[size_t(sh)]->split(batch);
+          splits += " " + std::to_string(sp.splits) + "x" + std::to_string(sp.ringGroupWarps);
+        }
+      std::printf("%-24s %5d %9.3f %8.0f %6.1f%% %6.2fx  %.1f %.1f %.1f %.1f%s%s\n", format.c_str(), batch, ms, gbs,
+                  100 * gbs / copy, speedup, alone[0], alone[1], alone[2], alone[3], splits.empty() ? "" : "  splits",
+                  splits.c_str());
       std::fflush(stdout);
       char buf[512];
       std::snprintf(buf, sizeof buf,

@@ -106,14 +106,6 @@ __device__ __forceinline__ uint32_t subtractPairs(uint32_t a, uint32_t b) {
   return d;
 }
 
-// (a & mask) | set as one LOP3 (register operands: with two immediates ptxas emits two LOP3s). quant_group_gemv.cu
-// has the same helper (lop3Mask); they belong together in TensorCoreOps.cuh the next time both files change.
-__device__ __forceinline__ uint32_t maskAndSet(uint32_t a, uint32_t mask, uint32_t set) {
-  uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(set));
-  return d;
-}
-
 // 2:4 + int4 on the sparse tensor cores (bitmaskInt4UsesTensorCores; mma.sp), through the shared-memory ring of
 // GemvDriver.cuh, from the lane-interleaved layout as it is (the float64 reference reads the same bytes).
 //
@@ -295,7 +287,7 @@ struct BitmaskInt4MmaFormat {
             // Byte i of r (low nibble: the first kept code) into the low half, byte i of r >> 4 into the high one.
             const int i = 2 * kb + h;
             const uint32_t raw = __byte_perm(r[j], shifted[j], uint32_t(i | i << 4 | (4 + i) << 8 | (4 + i) << 12));
-            pair[j][h] = subtractPairs<T>(maskAndSet(raw, 0x000F000Fu, kExponent), zero[j]);
+            pair[j][h] = subtractPairs<T>(detail::maskAndSet(raw, 0x000F000Fu, kExponent), zero[j]);
           }
 #pragma unroll
         for (int m = 0; m < 2; ++m) {

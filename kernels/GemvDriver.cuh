@@ -554,7 +554,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   using Staging = StagingOf<Format, B>;
   static_assert(Ring::kRing && Staging::kCustom && AccumulatorOf<Format, B>::kCustom, "a ring format");
   // The parts' sums meet in the first bytes of each warp's ring (free once its last chunk is computed).
-  static_assert(Ring::kStages * Ring::kSlotBytes >= int(sizeof(float)) * B * kRowsPerGroup, "a warp's sums fit its ring");
+  static_assert(Ring::kStages * Ring::kSlotBytes >= int(sizeof(float)) * B * kRowsPerGroup,
+                "a warp's sums fit its ring");
   extern __shared__ float shared[];
   __shared__ NormSharedOf<kFolds, B> norm;
   __shared__ bool lastBlock[kRingWarpsPerBlock];
@@ -659,7 +660,8 @@ template <class Format, int B, ActivationType T, bool kFolds>
 cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
                                cudaStream_t stream) {
   constexpr bool kRing = RingOf<Format>::kRing;
-  const int64_t gridRows = kRing ? ceilDiv(rowGroups(a.rows), kRingWarpsPerBlock / a.ringGroupWarps) : rowGroups(a.rows);
+  const int64_t gridRows =
+      kRing ? ceilDiv(rowGroups(a.rows), kRingWarpsPerBlock / a.ringGroupWarps) : rowGroups(a.rows);
   const dim3 grid(unsigned(gridRows), unsigned(a.splits));
   const dim3 block(kRowsPerGroup * (kRing ? kRingWarpsPerBlock : kWarpsPerBlock));
   // A non-sticky error left behind by an unrelated runtime call elsewhere in the process (cudaGetLastError is

@@ -135,14 +135,6 @@ struct QuantFfmaFormat : QuantCodeStream {
   }
 };
 
-__device__ __forceinline__ uint32_t lop3Mask(uint32_t a, uint32_t mask, uint32_t set) {
-  // (a & mask) | set in one LOP3: with the constants as register operands ptxas cannot split it into two
-  // LOP3s of one immediate each (what it did with the C++ expression in v5).
-  uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(set));
-  return d;
-}
-
 // Codes on the tensor cores at every batch, fed from the lane-per-row layout as it is (no new layout; the
 // float64 reference reads the same bytes), through a shared-memory ring.
 //
@@ -277,6 +269,7 @@ struct QuantMmaFormat : QuantCodeStream {
   __device__ static __forceinline__ void computeChunk(const Params& w, const uint8_t* slot, int64_t localChunk,
                                                       int lane, const uint32_t* xs, int64_t sliceCols,
                                                       const float* xsum, int64_t sumStride, Accumulator<B>& acc) {
+    using detail::maskAndSet;
     constexpr int kN = kTiles<B>;
     const int g = lane >> 2, t = lane & 3;
     const int64_t rowWords = (sliceCols + kPadHalves) / 2;
@@ -315,15 +308,15 @@ struct QuantMmaFormat : QuantCodeStream {
           if constexpr (kOddExponent) {
             const uint32_t oddMask = 0x00F000F0u, oddExponent = 0x54005400u;
             const uint32_t lo8 = lo >> 8, hi8 = hi >> 8;
-            lo04 = lop3Mask(lo, mask, exponent), hi04 = lop3Mask(hi, mask, exponent);
-            lo15 = lop3Mask(lo, oddMask, oddExponent), hi15 = lop3Mask(hi, oddMask, oddExponent);
-            lo26 = lop3Mask(lo8, mask, exponent), hi26 = lop3Mask(hi8, mask, exponent);
-            lo37 = lop3Mask(lo8, oddMask, oddExponent), hi37 = lop3Mask(hi8, oddMask, oddExponent);
+            lo04 = maskAndSet(lo, mask, exponent), hi04 = maskAndSet(hi, mask, exponent);
+            lo15 = maskAndSet(lo, oddMask, oddExponent), hi15 = maskAndSet(hi, oddMask, oddExponent);
+            lo26 = maskAndSet(lo8, mask, exponent), hi26 = maskAndSet(hi8, mask, exponent);
+            lo37 = maskAndSet(lo8, oddMask, oddExponent), hi37 = maskAndSet(hi8, oddMask, oddExponent);
           } else {
-            lo04 = lop3Mask(lo, mask, exponent), hi04 = lop3Mask(hi, mask, exponent);
-            lo15 = lop3Mask(lo >> 4, mask, exponent), hi15 = lop3Mask(hi >> 4, mask, exponent);
-            lo26 = lop3Mask(lo >> 8, mask, exponent), hi26 = lop3Mask(hi >> 8, mask, exponent);
-            lo37 = lop3Mask(lo >> 12, mask, exponent), hi37 = lop3Mask(hi >> 12, mask, exponent);
+            lo04 = maskAndSet(lo, mask, exponent), hi04 = maskAndSet(hi, mask, exponent);
+            lo15 = maskAndSet(lo >> 4, mask, exponent), hi15 = maskAndSet(hi >> 4, mask, exponent);
+            lo26 = maskAndSet(lo >> 8, mask, exponent), hi26 = maskAndSet(hi >> 8, mask, exponent);
+            lo37 = maskAndSet(lo >> 12, mask, exponent), hi37 = maskAndSet(hi >> 12, mask, exponent);
           }
 #pragma unroll
           for (int n = 0; n < kN; ++n) {

@@ -43,6 +43,14 @@ __device__ __forceinline__ void mmaSparse16832(float (&c)[4], uint32_t a0, uint3
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(b2), "r"(b3), "r"(metadata));
 }
 
+// (a & mask) | set in one LOP3 (the dequantizations' "code under an exponent"). With the constants as register
+// operands ptxas cannot split it into two LOP3s of one immediate each, which it does with the C++ expression.
+__device__ __forceinline__ uint32_t maskAndSet(uint32_t a, uint32_t mask, uint32_t set) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(set));
+  return d;
+}
+
 // ldmatrix.x4 over 512 contiguous bytes of shared memory at `address` + 16·lane (32 rows of 16 bytes): lane
 // l = 4g + t gets bytes 4t..4t+3 of rows g, g + 8, g + 16 and g + 24 in r[0..3].
 __device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], uint32_t address) {

@@ -24,6 +24,9 @@
 // (row, key-value head, chunk) to arrive instead of a second kernel.
 #include <cuda_pipeline.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "DecodeOps.h"
 #include "GemvDriver.cuh"
 
@@ -84,6 +87,7 @@ struct AttentionArgs {
   float* sums = nullptr;     // [batch, qHeads, splits]
   RopeCacheProblem rope;     // fused only
   unsigned* counters = nullptr;  // fused with several splits: [batch, kvHeads · headChunks]
+  bool earlyTile = false;        // fused only: the range and the first tile before the wait (earlyTileEnabled)
 };
 
 // The slots row b attends: [lo, hi], both read from the device and clamped so that the range is never empty.
@@ -220,15 +224,23 @@ __global__ void __launch_bounds__(kThreads) decodeAttentionKernel(const Attentio
   const int kvHead = int(blockIdx.y) / a.headChunks, chunk = int(blockIdx.y) % a.headChunks;
   const int b = blockIdx.z;
   detail::allowDependentLaunch();
-  // The query and this step's cache entry come from the RoPE kernel just before (ProgrammaticLaunch.cuh); the
-  // wait comes before the early exit below so that every block takes part in the chain.
-  detail::waitForPreviousGrid();
+  // Unfused, the query and this step's cache entry come from the RoPE kernel just before (ProgrammaticLaunch.cuh):
+  // wait first. Fused with `earlyTile`, the block's range and its first tile are read before the wait, so that the
+  // tile's memory latency passes under the qkv GEMV's tail: the slot, validFrom and the cached rows before the slot
+  // were written by earlier steps, all finished before this step's first kernel (the embedding gather, an
+  // ordinary launch) started; the slot's own row, which this launch writes, is replaced from the block's newKV
+  // before it is read. Either way every block waits before it may return, so that it takes part in the chain.
+  const bool early = kFused && a.earlyTile;
+  if (!early) detail::waitForPreviousGrid();
 
   int64_t lo, hi;
   attendedRange(p, b, lo, hi);
   const int64_t start = maxSlot(int64_t(split) * a.slotsPerSplit, lo);
   const int64_t end = minSlot(int64_t(split + 1) * a.slotsPerSplit, hi + 1);
-  if (start >= end) return;  // the whole block: the range lies past the slot or before validFrom
+  if (start >= end) {  // the whole block: the range lies past the slot or before validFrom
+    if (early) detail::waitForPreviousGrid();
+    return;
+  }
 
   const int D = int(p.headDim);
   const int group = int(p.qHeads / p.kvHeads);
@@ -249,9 +261,10 @@ __global__ void __launch_bounds__(kThreads) decodeAttentionKernel(const Attentio
   const E* values = static_cast<const E*>(p.values) + headBase;
   const int tiles = int((end - start + l.tile - 1) / l.tile);
 
-  // The first tile's loads go out before anything else so that they overlap staging q.
+  // The first tile's loads go out before anything else so that they overlap staging q (early: and the wait).
   stageTile(stages, stages + stageElems, keys + start * D, values + start * D, int(minSlot(l.tile, end - start)),
             D, l.rowStride);
+  if (early) detail::waitForPreviousGrid();
   if (D != l.padded) {  // the pad columns of every staged row: never copied, read as zeros
     const int pad = l.padded - D;
     for (int i = threadIdx.x; i < 4 * l.tile * pad; i += kThreads)
@@ -597,6 +610,16 @@ std::string prepare(const DecodeAttentionProblem& p, const DecodeAttentionSplit&
   return {};
 }
 
+// PARETO_ATTENTION_EARLY_TILE=1: the fused kernel's range and first tile before its wait (bench/NOTES.md "the
+// fused attention's first tile before the wait"), an A/B until it is measured.
+bool earlyTileEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PARETO_ATTENTION_EARLY_TILE");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return enabled;
+}
+
 }  // namespace
 
 std::string runDecodeAttention(const DecodeAttentionProblem& p, const DecodeAttentionSplit& s, void* workspace,
@@ -641,6 +664,7 @@ std::string runDecodeRopeAttention(const RopeAttentionProblem& f, const DecodeAt
            " splits (decodeRopeAttentionSplit), got " + std::to_string(s.splits);
   a.rope = r;
   a.counters = f.counters;
+  a.earlyTile = earlyTileEnabled();
   (void)cudaGetLastError();  // a stale error of an unrelated call must not be reported as this launch's
   const cudaError_t e = p.type == ActivationType::Float16 ? launchFor<ActivationType::Float16, true>(a, maxHeads, stream)
                                                           : launchFor<ActivationType::BFloat16, true>(a, maxHeads, stream);

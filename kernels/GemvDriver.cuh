@@ -564,18 +564,16 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   const int warp = threadIdx.x / 32;
   // A power of two (the launch checks it): shifts, not divisions by a runtime value.
   const int groupWarps = a.ringGroupWarps, groupShift = __ffs(groupWarps) - 1;
-  const int part = warp & (groupWarps - 1);
   const int64_t groups = (a.rows + kRowsPerGroup - 1) / kRowsPerGroup;
-  const int64_t group = int64_t(blockIdx.x) * (kRingWarpsPerBlock >> groupShift) + (warp >> groupShift);
-  const bool active = group < groups;  // the last block may have fewer row groups than warps
   const int split = blockIdx.y;
   const int64_t chunk0 = int64_t(split) * a.chunksPerSplit;
   const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
-  // The warp's chunks: [chunk0 + first, chunk0 + first + count), its part of the split (all of it for one part).
-  // A split's chunks fit shared memory's staging, so 32 bits.
-  const int splitChunks = int(chunkEnd - chunk0);
-  const int first = (splitChunks * part) >> groupShift;
-  const int count = active ? ((splitChunks * (part + 1)) >> groupShift) - first : 0;
+  // The warp's row group and chunks [chunk0 + first, chunk0 + first + count): its part of the split (GemvProblem.h).
+  const RingWarpWork work = ringWarpWork(blockIdx.x, warp, groupShift, int(chunkEnd - chunk0));
+  const int64_t group = work.group;
+  const int part = work.part, first = work.first;
+  const bool active = group < groups;  // the last block may have fewer row groups than warps
+  const int count = active ? work.count : 0;
   allowDependentLaunch();
 
   const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;

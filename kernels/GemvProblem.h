@@ -23,6 +23,13 @@
 #include <cstdint>
 #include <string>
 
+// The few helpers the kernels and the host share (compiled for both by nvcc; plain inline C++ elsewhere).
+#if defined(__CUDACC__)
+#define PARETO_HOST_DEVICE __host__ __device__
+#else
+#define PARETO_HOST_DEVICE
+#endif
+
 namespace pareto::kernels {
 
 enum class ActivationType { Float16, BFloat16 };
@@ -126,6 +133,24 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
                           size_t stagedFixedBytes, int64_t minChunksPerWarp = 2, int waveBlocks = 0,
                           int maxGroupWarps = 0);
+
+// What one warp of a ring block does (GemvDriver.cuh ringGemvKernel, with GemvSplit::ringGroupWarps =
+// 2^groupShift): the row group `group` (≥ the row groups of the problem: an idle warp of the last block) and, of
+// its split's `splitChunks` chunks, `count` from `first` on: the part floor(splitChunks · part / warps) ..
+// floor(splitChunks · (part + 1) / warps) of consecutive warps `part` = 0, 1, ... of the row group. A split's
+// chunks fit the staging in shared memory, so 32 bits.
+struct RingWarpWork {
+  int64_t group;
+  int part, first, count;
+};
+PARETO_HOST_DEVICE inline RingWarpWork ringWarpWork(int64_t block, int warp, int groupShift, int splitChunks) {
+  RingWarpWork w;
+  w.part = warp & ((1 << groupShift) - 1);
+  w.group = block * (kRingWarpsPerBlock >> groupShift) + (warp >> groupShift);
+  w.first = (splitChunks * w.part) >> groupShift;
+  w.count = ((splitChunks * (w.part + 1)) >> groupShift) - w.first;
+  return w;
+}
 
 // The blocks a multiprocessor that the ring split counts as a wave: kRingResidentBlocks (2), or 1 with
 // PARETO_RING_BLOCKS_PER_SM=1 in the environment. A grid of at most one ring block a multiprocessor leaves the

@@ -550,6 +550,55 @@ TEST(PackedGemvSplit, RingWarpsSharingARowGroupReplaceTheGlobalCombineOfSmallSpl
   }
 }
 
+// The ring kernel's work decomposition (ringWarpWork, which the kernel calls) over the grid of a chosen split:
+// every (row group, chunk) is computed by exactly one warp, every row group has exactly one storing warp (part 0)
+// a split, and the warps of a row group are consecutive in their block, in part order.
+TEST(PackedGemvSplit, RingWarpsCoverEveryRowGroupAndChunkOnce) {
+  namespace k = kernels;
+  const int sms = 132;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336},
+                            {100, 4160}, {333, 1056}, {32, 256}}) {
+    for (int batch : {1, 2, 4, 8, 16}) {
+      for (int maxGroupWarps : {1, 8}) {
+        const int halves = k::quantRingHalves(4, k::ActivationType::Float16, batch);
+        const int64_t chunks = k::quantChunks(cols, 4) * halves, chunkCols = k::quantChunkCols(4) / halves;
+        const k::GemvSplit s = k::chooseRingSplit(
+            rows, chunks, chunkCols, batch, 128 / halves, sms, k::kRingMaxSharedBytes, 2 * size_t(batch),
+            2 * size_t(batch) * size_t(k::quantStagePadHalves(4)) + 16 + k::quantRingBytes(halves), 2 * halves, 0,
+            maxGroupWarps);
+        int shift = 0;
+        while ((1 << shift) < s.ringGroupWarps) ++shift;
+        ASSERT_EQ(1 << shift, s.ringGroupWarps);
+        const int64_t groups = k::rowGroups(rows);
+        const int64_t blocks = k::ceilDiv(groups, k::kRingWarpsPerBlock / s.ringGroupWarps);
+        std::vector<int> computed(size_t(groups * chunks), 0), storers(size_t(groups) * size_t(s.splits), 0);
+        for (int split = 0; split < s.splits; ++split) {
+          const int64_t chunk0 = split * s.chunksPerSplit;
+          const int splitChunks = int(std::min(chunk0 + s.chunksPerSplit, chunks) - chunk0);
+          for (int64_t block = 0; block < blocks; ++block)
+            for (int warp = 0; warp < k::kRingWarpsPerBlock; ++warp) {
+              const k::RingWarpWork w = k::ringWarpWork(block, warp, shift, splitChunks);
+              EXPECT_EQ(w.part, warp % s.ringGroupWarps);
+              EXPECT_GE(w.count, 0);
+              if (w.group >= groups) continue;  // an idle warp of the last block
+              if (w.part == 0) ++storers[size_t(w.group * s.splits + split)];
+              if (w.part > 0) {  // the previous part is the previous warp, on the same row group, just before
+                const k::RingWarpWork before = k::ringWarpWork(block, warp - 1, shift, splitChunks);
+                EXPECT_EQ(before.group, w.group);
+                EXPECT_EQ(before.first + before.count, w.first);
+              }
+              for (int c = 0; c < w.count; ++c) ++computed[size_t(w.group * chunks + chunk0 + w.first + c)];
+            }
+        }
+        const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " batch " +
+                                 std::to_string(batch) + ", " + std::to_string(s.ringGroupWarps) + " warps a group";
+        EXPECT_EQ(std::count(computed.begin(), computed.end(), 1), int64_t(computed.size())) << what;
+        EXPECT_EQ(std::count(storers.begin(), storers.end(), 1), int64_t(storers.size())) << what;
+      }
+    }
+  }
+}
+
 
 // 2:4 runs on the tensor cores from batch 4 (bitmask_nm_gemv.cu: BitmaskMmaFormat), the other patterns of 16 kept
 // values a word from kBitmaskScatterMinBatch (BitmaskScatterMmaFormat), everything else on the FFMA path; the ring

@@ -653,12 +653,10 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
   check(cudaMemset(l->counters->ptr, 0, l->counters->bytes), "cudaMemset");
   int* counters = l->counters->as<int>();
   const int sms = multiprocessors();
-  const auto problem = [](const BenchLinear& b, const void* x, void* y, int batch) {
-    return k::GemvProblem{b.rows, b.cols, batch, k::ActivationType::Float16, x, y};
-  };
-  const int64_t shapeRows = s.rows, shapeCols = s.cols;
-  const auto shapeProblem = [shapeRows, shapeCols](int batch) {  // for the split only: no pointers
-    return k::GemvProblem{shapeRows, shapeCols, batch, k::ActivationType::Float16, nullptr, nullptr};
+  // The shape's problem (the split takes it without pointers). Not through `l`: a lambda stored in *l that held l
+  // would keep the weights alive for good.
+  const auto problem = [rows = s.rows, cols = s.cols](const void* x, void* y, int batch) {
+    return k::GemvProblem{rows, cols, batch, k::ActivationType::Float16, x, y};
   };
   if (format == "dense") {
     auto w = deviceRandom(size_t(s.rows * s.cols) * 2, seed, 1);
@@ -686,10 +684,10 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
     l->bytes = masks->bytes + values->bytes;
     k::BitmaskNMGemvWeight w{masks->as<uint32_t>(), values->ptr, nm24 ? 2 : 16, nm24 ? 4 : 32};
     l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
-      const k::GemvProblem p = problem(*l, x, y, batch);
+      const k::GemvProblem p = problem(x, y, batch);
       check(k::runBitmaskNMGemv(p, w, k::bitmaskNMGemvSplit(p, w, sms), partials, counters, stream), "bitmask");
     };
-    l->split = [=](int batch) { return k::bitmaskNMGemvSplit(shapeProblem(batch), w, sms); };
+    l->split = [=](int batch) { return k::bitmaskNMGemvSplit(problem(nullptr, nullptr, batch), w, sms); };
   } else if (format == "int8-channel" || format == "int4-g128") {
     const int bits = format == "int4-g128" ? 4 : 8;
     const int64_t group = bits == 4 ? 128 : s.cols;
@@ -700,10 +698,10 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
     l->bytes = codes->bytes + scales->bytes;
     k::QuantGroupGemvWeight w{codes->ptr, scales->as<uint16_t>(), nullptr, bits, true, group, columns};
     l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
-      const k::GemvProblem p = problem(*l, x, y, batch);
+      const k::GemvProblem p = problem(x, y, batch);
       check(k::runQuantGroupGemv(p, w, k::quantGroupGemvSplit(p, w, sms), partials, counters, stream), "quant");
     };
-    l->split = [=](int batch) { return k::quantGroupGemvSplit(shapeProblem(batch), w, sms); };
+    l->split = [=](int batch) { return k::quantGroupGemvSplit(problem(nullptr, nullptr, batch), w, sms); };
   } else if (format == "spqr-3bit") {
     const int64_t c = k::spqrChunks(s.cols);
     const int perRow = int(s.cols / 100);  // 1% outliers
@@ -721,10 +719,10 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
     k::SpqrGemvWeight w{codes->ptr, stats->as<uint8_t>(), second->as<uint16_t>(), offsets->as<int32_t>(),
                         columns->as<uint16_t>(), values->as<uint16_t>(), 3, 16};
     l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
-      const k::GemvProblem p = problem(*l, x, y, batch);
+      const k::GemvProblem p = problem(x, y, batch);
       check(k::runSpqrGemv(p, w, k::spqrGemvSplit(p, w, sms), partials, counters, stream), "spqr");
     };
-    l->split = [=](int batch) { return k::spqrGemvSplit(shapeProblem(batch), w, sms); };
+    l->split = [=](int batch) { return k::spqrGemvSplit(problem(nullptr, nullptr, batch), w, sms); };
   } else if (format == "bitmask-2:4+int4-g128") {
     const int64_t c = k::ceilDiv(s.cols, 256), columns = k::bitmaskInt4ScaleColumns(s.cols, 128);
     auto masks = deviceRandom(size_t(g * c * 32 * 8) * 4, seed, 2);
@@ -735,10 +733,10 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
     k::BitmaskInt4GemvWeight w{masks->as<uint32_t>(), codes->ptr, scales->as<uint16_t>(), nullptr, true, 128, columns,
                                2, 4};
     l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
-      const k::GemvProblem p = problem(*l, x, y, batch);
+      const k::GemvProblem p = problem(x, y, batch);
       check(k::runBitmaskInt4Gemv(p, w, k::bitmaskInt4GemvSplit(p, w, sms), partials, counters, stream), "bitmask int4");
     };
-    l->split = [=](int batch) { return k::bitmaskInt4GemvSplit(shapeProblem(batch), w, sms); };
+    l->split = [=](int batch) { return k::bitmaskInt4GemvSplit(problem(nullptr, nullptr, batch), w, sms); };
   } else {
     return nullptr;
   }

@@ -110,7 +110,7 @@ int ringWaveBlocks() {
 int ringMaxGroupWarps() {
   static const int warps = [] {
     const char* v = std::getenv("PARETO_RING_GROUP_WARPS");
-    return v != nullptr && std::strcmp(v, "1") == 0 ? kRingWarpsPerBlock : 1;
+    return v != nullptr && std::strcmp(v, "0") == 0 ? 1 : kRingWarpsPerBlock;
   }();
   return warps;
 }

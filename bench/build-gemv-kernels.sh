@@ -17,7 +17,7 @@ fi
 pids=()
 for src in kernels/quant_group_gemv.cu kernels/quant_group_gemv_folded.cu kernels/bitmask_nm_gemv.cu \
            kernels/bitmask_int4_gemv.cu kernels/bitmask_int4_gemv_folded.cu kernels/spqr_gemv.cu \
-           kernels/GemvProblem.cpp kernels/GemvChecks.cpp kernels/reference/GemvReference.cpp bench/gemv_kernels.cu; do
+           kernels/GemvProblem.cpp kernels/GemvChecks.cpp kernels/KernelSwitches.cpp kernels/reference/GemvReference.cpp bench/gemv_kernels.cu; do
   obj="$build/$(basename "$src").o"
   # Up to date: newer than its source and every kernels header (a carried build of the unchanged files).
   if [ -f "$obj" ] && [ -z "$(find "$here/$src" "$here"/kernels/*.h "$here"/kernels/*.cuh "$here"/kernels/reference/*.h -newer "$obj" 2>/dev/null)" ]; then

@@ -37,6 +37,7 @@
 #include "BitmaskInt4Gemv.h"
 #include "BitmaskNMGemv.h"
 #include "GemvProblem.h"
+#include "KernelSwitches.h"
 #include "ProgrammaticLaunch.cuh"
 #include "QuantGroupGemv.h"
 #include "SpqrGemv.h"
@@ -812,9 +813,9 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
   check(cudaGetDeviceProperties(&prop, 0), "properties");
   const double copy = copyBandwidth();
   std::printf("device %s (%d SMs), copy %.0f GB/s", prop.name, prop.multiProcessorCount, copy);
-  // The knobs a run may be an A/B side of (GemvChecks.cpp, GemvProblem.cpp), as set.
-  for (const char* knob : {"PARETO_QUANT_MMA", "PARETO_RING_GROUP_WARPS", "PARETO_RING_BLOCKS_PER_SM"})
-    std::printf(", %s=%s", knob, std::getenv(knob) ? std::getenv(knob) : "(unset)");
+  // The switches set (an A/B side's settings; kernels/KernelSwitches.h).
+  for (const pareto::kernels::KernelSwitch& sw : pareto::kernels::kKernelSwitches)
+    if (const char* v = std::getenv(sw.name)) std::printf(", %s=%s", sw.name, v);
   std::printf("\n");
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");

@@ -2,12 +2,11 @@
 // the .cu files so that the CPU references, which accept exactly what the kernels accept, use them on machines
 // without nvcc.
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "BitmaskInt4Gemv.h"
 #include "BitmaskNMGemv.h"
+#include "KernelSwitches.h"
 #include "QuantGroupGemv.h"
 #include "SpqrGemv.h"
 
@@ -32,13 +31,10 @@ std::string checkBitmaskNMGemv(const GemvProblem& p, const BitmaskNMGemvWeight& 
 
 bool bitmaskUsesTensorCores(int n, int m, int compiledBatch) {
   // PARETO_BITMASK_MMA: unset = the policy, 0 = the FFMA path everywhere, 1 = the tensor cores wherever they can.
-  static const int mode = [] {
-    const char* v = std::getenv("PARETO_BITMASK_MMA");
-    return v == nullptr ? -1 : std::strcmp(v, "0") == 0 ? 0 : 1;
-  }();
-  if (mode == 0) return false;
-  if (n == 2 && m == 4) return compiledBatch >= 4 || mode == 1;
-  if (bitmaskKeptPerWord(n, m) == 16) return compiledBatch >= kBitmaskScatterMinBatch || mode == 1;
+  static const SwitchSetting mode = kernelSwitch("PARETO_BITMASK_MMA");
+  if (mode == SwitchSetting::Off) return false;
+  if (n == 2 && m == 4) return compiledBatch >= 4 || mode == SwitchSetting::On;
+  if (bitmaskKeptPerWord(n, m) == 16) return compiledBatch >= kBitmaskScatterMinBatch || mode == SwitchSetting::On;
   return false;
 }
 
@@ -83,28 +79,19 @@ std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight
 
 bool quantUsesTensorCores(int bits, ActivationType type, int compiledBatch) {
   // PARETO_QUANT_MMA: unset = the policy, 0 = the FFMA path everywhere, 1 = the tensor cores wherever they can.
-  static const int mode = [] {
-    const char* v = std::getenv("PARETO_QUANT_MMA");
-    return v == nullptr ? -1 : std::strcmp(v, "0") == 0 ? 0 : 1;
-  }();
-  if (mode == 0) return false;
-  return bits == 4 || (type == ActivationType::Float16 && (compiledBatch >= 2 || mode == 1));
+  static const SwitchSetting mode = kernelSwitch("PARETO_QUANT_MMA");
+  if (mode == SwitchSetting::Off) return false;
+  return bits == 4 || (type == ActivationType::Float16 && (compiledBatch >= 2 || mode == SwitchSetting::On));
 }
 
 bool quantOddExponent() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("PARETO_QUANT_ODD");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = kernelSwitch("PARETO_QUANT_ODD") != SwitchSetting::Off;
   return enabled;
 }
 
 int quantRingHalves(int bits, ActivationType type, int compiledBatch) {
   // PARETO_QUANT_HALVES=0: whole chunks everywhere (the kernel compiles halves for batch 8 and 16 only).
-  static const bool enabled = [] {
-    const char* v = std::getenv("PARETO_QUANT_HALVES");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = kernelSwitch("PARETO_QUANT_HALVES") != SwitchSetting::Off;
   return enabled && quantUsesTensorCores(bits, type, compiledBatch) && compiledBatch >= quantHalvesMinBatch(bits) ? 2 : 1;
 }
 
@@ -142,12 +129,9 @@ std::string checkSpqrGemv(const GemvProblem& p, const SpqrGemvWeight& w) {
 
 bool spqrUsesTensorCores(int scaleGroup, int compiledBatch) {
   // PARETO_SPQR_MMA: unset = the policy, 0 = the FFMA path everywhere, 1 = the tensor cores wherever they can.
-  static const int mode = [] {
-    const char* v = std::getenv("PARETO_SPQR_MMA");
-    return v == nullptr ? -1 : std::strcmp(v, "0") == 0 ? 0 : 1;
-  }();
-  if (mode == 0 || scaleGroup < kSpqrMmaMinScaleGroup) return false;
-  return compiledBatch >= kSpqrMmaMinBatch || mode == 1;
+  static const SwitchSetting mode = kernelSwitch("PARETO_SPQR_MMA");
+  if (mode == SwitchSetting::Off || scaleGroup < kSpqrMmaMinScaleGroup) return false;
+  return compiledBatch >= kSpqrMmaMinBatch || mode == SwitchSetting::On;
 }
 
 GemvSplit spqrGemvSplit(const GemvProblem& p, const SpqrGemvWeight& w, int multiprocessors) {
@@ -158,7 +142,7 @@ GemvSplit spqrGemvSplit(const GemvProblem& p, const SpqrGemvWeight& w, int multi
     const size_t pad = size_t(kSpqrStagePadHalves);
     return chooseRingSplit(p.rows, spqrChunks(p.cols), kSpqrChunkCols, batch, 0, multiprocessors, kRingMaxSharedBytes,
                            2 * size_t(batch), 2 * size_t(batch) * pad + kSpqrTilesBytes + 16 + spqrRingBytes(w.bits),
-                           2, 0, 1);
+                           2, 1);
   }
   return chooseGemvSplit(p.rows, spqrChunks(p.cols), kSpqrChunkCols, compiledBatch(p.batch), kSpqrGroupCols,
                          multiprocessors, kMaxStagedBytes);
@@ -183,10 +167,7 @@ std::string checkBitmaskInt4Gemv(const GemvProblem& p, const BitmaskInt4GemvWeig
 
 bool bitmaskInt4UsesTensorCores(int n, int m, int64_t groupSize, int64_t cols) {
   // PARETO_BITMASK_INT4_MMA=0: the FFMA path everywhere (A/B timing).
-  static const bool disabled = [] {
-    const char* v = std::getenv("PARETO_BITMASK_INT4_MMA");
-    return v != nullptr && std::strcmp(v, "0") == 0;
-  }();
+  static const bool disabled = kernelSwitch("PARETO_BITMASK_INT4_MMA") == SwitchSetting::Off;
   if (disabled || n != 2 || m != 4) return false;
   return groupSize == cols / 2 || groupSize % 32 == 0;
 }

@@ -1,8 +1,8 @@
 #include "GemvProblem.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
+
+#include "KernelSwitches.h"
 
 namespace pareto::kernels {
 
@@ -49,9 +49,9 @@ constexpr int64_t kStageVectorsPerRound = int64_t(kRowsPerGroup) * kRingWarpsPer
 
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes, int64_t minChunksPerWarp, int waveBlocks, int maxGroupWarps) {
+                          size_t stagedFixedBytes, int64_t minChunksPerWarp, int maxGroupWarps) {
   const int64_t groups = rowGroups(rows);
-  const int64_t wave = int64_t(waveBlocks > 0 ? waveBlocks : ringWaveBlocks()) * std::max(1, multiprocessors);
+  const int64_t wave = int64_t(kRingResidentBlocks) * std::max(1, multiprocessors);
   const int groupWarpsLimit = std::min(kRingWarpsPerBlock, maxGroupWarps > 0 ? maxGroupWarps : ringMaxGroupWarps());
   // The combine and staging terms only where blocks sharing a row group are weighed: with a warp a row group the
   // choice is what it was through v6m.
@@ -99,19 +99,8 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   return s;
 }
 
-int ringWaveBlocks() {
-  static const int blocks = [] {
-    const char* v = std::getenv("PARETO_RING_BLOCKS_PER_SM");
-    return v != nullptr && std::strcmp(v, "1") == 0 ? 1 : kRingResidentBlocks;
-  }();
-  return blocks;
-}
-
 int ringMaxGroupWarps() {
-  static const int warps = [] {
-    const char* v = std::getenv("PARETO_RING_GROUP_WARPS");
-    return v != nullptr && std::strcmp(v, "0") == 0 ? 1 : kRingWarpsPerBlock;
-  }();
+  static const int warps = kernelSwitch("PARETO_RING_GROUP_WARPS") == SwitchSetting::Off ? 1 : kRingWarpsPerBlock;
   return warps;
 }
 

@@ -120,8 +120,9 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 // NOTES v6c: the kernels are bound by the warps' instruction latency, not by DRAM), so the split minimises
 // waves × (chunks a warp + 2), the 2 standing for a block's fixed cost (staging x, combining the splits), over
 // the splits whose staged x (`stagedBytesPerColumn` for all batch rows, `sumUnitCols` sums, plus
-// `stagedFixedBytes`: padding and the rings) fits in `maxSharedBytes`; a wave is `waveBlocks` (default
-// ringWaveBlocks()) blocks a multiprocessor; ties go to fewer splits; a warp gets at least `minChunksPerWarp`
+// `stagedFixedBytes`: padding and the rings) fits in `maxSharedBytes`; a wave is kRingResidentBlocks blocks a
+// multiprocessor (one a multiprocessor, leaving room for the next kernel's blocks, measured slower twice:
+// bench/NOTES.md "one ring block a multiprocessor"); ties go to fewer splits; a warp gets at least `minChunksPerWarp`
 // chunks where there are that many (its fixed cost is about 2 chunks' worth; the 2:4 ring, whose chunks are
 // shorter, measured 2-3% faster at batch 8-16 with 4, int4 7% slower at batch 1: bench/NOTES.md v6d).
 // `maxGroupWarps` > 1 (default ringMaxGroupWarps()) also weighs blocks whose warps share a row group
@@ -131,8 +132,7 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 // L2 round trip each, 1024 vectors of 8 columns a round), in chunks of a warp's chain at half a chunk a round trip.
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes, int64_t minChunksPerWarp = 2, int waveBlocks = 0,
-                          int maxGroupWarps = 0);
+                          size_t stagedFixedBytes, int64_t minChunksPerWarp = 2, int maxGroupWarps = 0);
 
 // What one warp of a ring block does (GemvDriver.cuh ringGemvKernel, with GemvSplit::ringGroupWarps =
 // 2^groupShift): the row group `group` (≥ the row groups of the problem: an idle warp of the last block) and, of
@@ -151,14 +151,6 @@ PARETO_HOST_DEVICE inline RingWarpWork ringWarpWork(int64_t block, int warp, int
   w.count = ((splitChunks * (w.part + 1)) >> groupShift) - w.first;
   return w;
 }
-
-// The blocks a multiprocessor that the ring split counts as a wave: kRingResidentBlocks (2), or 1 with
-// PARETO_RING_BLOCKS_PER_SM=1 in the environment. A grid of at most one ring block a multiprocessor leaves the
-// other half of every multiprocessor free, so that the next kernel's blocks, launched early by programmatic
-// dependent launch, are resident while this one drains and have their first weight chunks in flight before it
-// ends (bench/NOTES.md "one ring block a multiprocessor"): an A/B of the kernel boundaries' cost, the kernels
-// unchanged.
-int ringWaveBlocks();
 
 // The most warps of a ring block the ring split lets share one row group: kRingWarpsPerBlock, or 1 (every warp its
 // own row group, as the ring kernels ran through v6m) with PARETO_RING_GROUP_WARPS=0 in the environment. Sharing

@@ -25,8 +25,7 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
+#include "KernelSwitches.h"
 
 namespace pareto::kernels::detail {
 
@@ -46,10 +45,7 @@ __device__ __forceinline__ void allowDependentLaunch() {
 // capability ≥ 9 and PARETO_PDL not "0". The environment is read once; the device is asked on each launch
 // (a host-side lookup, no synchronisation) since a process may use several.
 inline bool programmaticLaunchWanted() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("PARETO_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = kernelSwitch("PARETO_PDL") != SwitchSetting::Off;
   if (!enabled) return false;
   int device = 0, major = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;

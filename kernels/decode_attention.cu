@@ -24,11 +24,9 @@
 // (row, key-value head, chunk) to arrive instead of a second kernel.
 #include <cuda_pipeline.h>
 
-#include <cstdlib>
-#include <cstring>
-
 #include "DecodeOps.h"
 #include "GemvDriver.cuh"
+#include "KernelSwitches.h"
 
 namespace pareto::kernels {
 namespace {
@@ -613,10 +611,7 @@ std::string prepare(const DecodeAttentionProblem& p, const DecodeAttentionSplit&
 // PARETO_ATTENTION_EARLY_TILE=1: the fused kernel's range and first tile before its wait (bench/NOTES.md "the
 // fused attention's first tile before the wait"), an A/B until it is measured.
 bool earlyTileEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("PARETO_ATTENTION_EARLY_TILE");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool enabled = kernelSwitch("PARETO_ATTENTION_EARLY_TILE") == SwitchSetting::On;
   return enabled;
 }
 

@@ -13,7 +13,7 @@
 # PARETO_DECODE_FUSION_AB=0 the batch-1 run and breakdown with the small ops unfused (PARETO_DECODE_FUSED=0),
 # PARETO_DECODE_FUSION_BATCHES (default 1) the batches of the runs without one fusion each,
 # PARETO_DECODE_AB_ENV adds batch-1 and batch-8 runs under other settings: sides separated by ';', each a
-# space-separated list of VAR=VALUE (e.g. "PARETO_RING_BLOCKS_PER_SM=1;PARETO_RING_GROUP_WARPS=1", GemvProblem.h),
+# space-separated list of VAR=VALUE (e.g. "PARETO_RING_GROUP_WARPS=0;PARETO_ATTENTION_EARLY_TILE=1", kernels/KernelSwitches.h),
 # PARETO_DECODE_AB_BREAKDOWN=1 adds each side's --breakdown (dense and int4, batch 1, context 512),
 # PARETO_DECODE_TEST_ENV (VAR=VALUE ...) runs the CUDA tests a second time under those settings,
 # PARETO_DECODE_HEAD_AB=0 the batch-1 runs and breakdown with a packed output head (int8-channel, int4-g128).

@@ -25,6 +25,7 @@
 #include "formats/SpqrWeight.h"
 #include "kernels/BitmaskInt4Gemv.h"
 #include "kernels/BitmaskNMGemv.h"
+#include "kernels/KernelSwitches.h"
 #include "kernels/QuantGroupGemv.h"
 #include "kernels/SpqrGemv.h"
 #include "runtime/KernelBenchmark.h"
@@ -478,28 +479,34 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
   }
 }
 
-// The ring split's wave (PARETO_RING_BLOCKS_PER_SM): with one block a multiprocessor the grid stays within the
-// multiprocessors wherever the row groups allow, so the other half of each is free for the next kernel; with the
-// default two it may fill both halves (a warp a row group here: sharing one fills the wave by other means). Either way the split covers every chunk exactly and the staged x fits.
-TEST(PackedGemvSplit, RingWaveOfOneBlockAMultiprocessorKeepsTheGridWithinThem) {
+// The kernels' environment switches: "0" off, "1" on, unset or empty the policy; anything else is named on stderr
+// and ignored (a typo in an A/B side must not quietly time the default as the other side). Every switch in the
+// list has its own name and a meaning the benchmarks can print.
+TEST(KernelSwitches, ReadZeroAndOneAndNameAnythingElse) {
   namespace k = kernels;
-  const int sms = 132;
-  EXPECT_EQ(k::ringWaveBlocks(), k::kRingResidentBlocks);  // the environment of the tests leaves it unset
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
-    const int64_t chunks = k::quantChunks(cols, 4), chunkCols = k::quantChunkCols(4);
-    const int64_t rowBlocks = k::ceilDiv(k::rowGroups(rows), k::kRingWarpsPerBlock);
-    for (int waveBlocks : {1, 2}) {
-      const k::GemvSplit s = k::chooseRingSplit(rows, chunks, chunkCols, 1, 128, sms, k::kRingMaxSharedBytes, 2,
-                                                16 + k::quantRingBytes(1), 2, waveBlocks, 1);
-      const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + ", " +
-                               std::to_string(waveBlocks) + " block(s) a multiprocessor";
-      EXPECT_LE(rowBlocks * s.splits, int64_t(waveBlocks) * sms) << what;
-      EXPECT_GE(int64_t(s.splits) * s.chunksPerSplit, chunks) << what;
-      EXPECT_LT(int64_t(s.splits - 1) * s.chunksPerSplit, chunks) << what;
-      EXPECT_LE(s.sharedBytes, k::kRingMaxSharedBytes) << what;
-      if (waveBlocks == 1 && rows == 6144) EXPECT_GT(s.splits, 1) << what;  // 24 row blocks alone leave 108 idle
-    }
+  const char* name = "PARETO_TEST_KERNEL_SWITCH";
+  unsetenv(name);
+  EXPECT_EQ(k::kernelSwitch(name), k::SwitchSetting::Unset);
+  setenv(name, "", 1);
+  EXPECT_EQ(k::kernelSwitch(name), k::SwitchSetting::Unset);
+  setenv(name, "0", 1);
+  EXPECT_EQ(k::kernelSwitch(name), k::SwitchSetting::Off);
+  setenv(name, "1", 1);
+  EXPECT_EQ(k::kernelSwitch(name), k::SwitchSetting::On);
+  setenv(name, "yes", 1);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(k::kernelSwitch(name), k::SwitchSetting::Unset);
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("PARETO_TEST_KERNEL_SWITCH=yes"), std::string::npos) << said;
+  unsetenv(name);
+  std::vector<std::string> names;
+  for (const k::KernelSwitch& sw : k::kKernelSwitches) {
+    EXPECT_EQ(std::string(sw.name).rfind("PARETO_", 0), 0u) << sw.name;
+    EXPECT_GT(std::string(sw.meaning).size(), 10u) << sw.name;
+    names.push_back(sw.name);
   }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
 }
 
 // Warps of a ring block sharing a row group (PARETO_RING_GROUP_WARPS=0 turns it off): weighed by default, the
@@ -522,7 +529,7 @@ TEST(PackedGemvSplit, RingWarpsSharingARowGroupReplaceTheGlobalCombineOfSmallSpl
     const size_t fixed = 2 * size_t(c.batch) * size_t(k::quantStagePadHalves(4)) + 16 + k::quantRingBytes(halves);
     const auto choose = [&](int maxGroupWarps) {
       return k::chooseRingSplit(c.rows, chunks, chunkCols, c.batch, 128 / halves, sms, k::kRingMaxSharedBytes,
-                                2 * size_t(c.batch), fixed, 2 * halves, 0, maxGroupWarps);
+                                2 * size_t(c.batch), fixed, 2 * halves, maxGroupWarps);
     };
     const k::GemvSplit one = choose(1), dflt = choose(0), shared = choose(8);
     const std::string what = std::to_string(c.rows) + "x" + std::to_string(c.cols) + " batch " + std::to_string(c.batch);
@@ -564,7 +571,7 @@ TEST(PackedGemvSplit, RingWarpsCoverEveryRowGroupAndChunkOnce) {
         const int64_t chunks = k::quantChunks(cols, 4) * halves, chunkCols = k::quantChunkCols(4) / halves;
         const k::GemvSplit s = k::chooseRingSplit(
             rows, chunks, chunkCols, batch, 128 / halves, sms, k::kRingMaxSharedBytes, 2 * size_t(batch),
-            2 * size_t(batch) * size_t(k::quantStagePadHalves(4)) + 16 + k::quantRingBytes(halves), 2 * halves, 0,
+            2 * size_t(batch) * size_t(k::quantStagePadHalves(4)) + 16 + k::quantRingBytes(halves), 2 * halves,
             maxGroupWarps);
         int shift = 0;
         while ((1 << shift) < s.ringGroupWarps) ++shift;

@@ -1,0 +1,34 @@
+// Environment switches between the kernels' paths, all in one list.
+//
+// They exist for A/B timing on the GPU machine (each one's measurement is in bench/NOTES.md) and as a way out
+// should a driver or a shape mishandle a path; a user never needs one. "0" turns a switch off and "1" on; unset
+// leaves the path's own policy. Any other value is reported once on stderr, naming the switch, and taken as
+// unset, so a typo cannot silently change what a benchmark measures.
+#pragma once
+
+namespace pareto::kernels {
+
+enum class SwitchSetting { Unset, Off, On };
+
+struct KernelSwitch {
+  const char* name;
+  const char* meaning;  // what "0" or "1" does, for the benchmarks' headers and --help texts
+};
+
+inline constexpr KernelSwitch kKernelSwitches[] = {
+    {"PARETO_PDL", "0: every kernel launched the ordinary way, without programmatic dependent launch"},
+    {"PARETO_QUANT_MMA", "0: the int4/int8 GEMVs on the FFMA path; 1: on the tensor cores wherever they can be"},
+    {"PARETO_QUANT_ODD", "0: odd int4 group columns through shared memory instead of in place"},
+    {"PARETO_QUANT_HALVES", "0: whole chunks in the int4/int8 rings at batch 8 and 16"},
+    {"PARETO_BITMASK_MMA", "0: the N:M GEMVs on the FFMA path; 1: on the tensor cores wherever they can be"},
+    {"PARETO_BITMASK_INT4_MMA", "0: 2:4 + int4 on the FFMA path"},
+    {"PARETO_SPQR_MMA", "0: SpQR on the FFMA path; 1: on the tensor cores wherever they can be"},
+    {"PARETO_RING_GROUP_WARPS", "0: every warp of a ring block its own row group (no sharing of a row group)"},
+    {"PARETO_ATTENTION_EARLY_TILE", "1: the fused decode attention's first tile before its wait on the previous kernel"},
+};
+
+// The setting of switch `name` (one of kKernelSwitches) in the environment now. Callers read it once, into a
+// function-local static: a process's kernels take one path for its whole life.
+SwitchSetting kernelSwitch(const char* name);
+
+}  // namespace pareto::kernels

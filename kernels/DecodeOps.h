@@ -9,11 +9,13 @@
 // Element types are fp16 or bf16 (ActivationType); every pointer is 16-byte aligned and every tensor contiguous.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "GemvProblem.h"  // ActivationType, ceilDiv
+#include "KernelSwitches.h"
 
 struct CUstream_st;
 
@@ -147,13 +149,24 @@ inline int64_t decodeAttentionHeadChunks(const DecodeAttentionProblem& p) {
   return ceilDiv(p.qHeads / p.kvHeads, kDecodeAttentionHeadsPerBlock);
 }
 
-// Chosen from the capacity, never from the slot (which only the device knows while a graph replays): enough
-// ranges that a full cache gives every multiprocessor about four blocks, each range a whole number of tiles.
-// Blocks whose range lies past the slot leave at once, so a short prefix of a long cache costs only their launch.
-inline DecodeAttentionSplit decodeAttentionSplit(const DecodeAttentionProblem& p, int multiprocessors) {
+// Blocks of the attention kernel a multiprocessor holds at once where the device is not asked
+// (decodeAttentionResidentBlocks): the fused kernel's registers (~127 a thread at 4 query heads) allow 4.
+inline constexpr int kDecodeAttentionResidentBlocks = 4;
+
+// Chosen from the capacity, never from the slot (which only the device knows while a graph replays): as many
+// ranges as one wave of `residentBlocks` blocks on every multiprocessor holds (never more: a grid a few blocks
+// past the wave runs them as a second wave, each as long as the first, at a fraction of the bandwidth), each
+// range a whole number of tiles. Blocks whose range lies past the slot leave at once, so a short prefix of a long
+// cache costs only their launch.
+inline DecodeAttentionSplit decodeAttentionSplit(const DecodeAttentionProblem& p, int multiprocessors,
+                                                 int residentBlocks = kDecodeAttentionResidentBlocks) {
   const int64_t tile = decodeAttentionTileSlots(p.headDim);
   const int64_t blocks = int64_t(p.batch) * p.kvHeads * decodeAttentionHeadChunks(p);
-  const int64_t wanted = ceilDiv(4 * int64_t(multiprocessors > 0 ? multiprocessors : 1), blocks);
+  const int64_t wave = int64_t(residentBlocks > 0 ? residentBlocks : 1) * (multiprocessors > 0 ? multiprocessors : 1);
+  // PARETO_ATTENTION_WAVE=0: the split as it was (about four blocks a multiprocessor, rounded up), for the A/B.
+  static const bool oneWave = kernelSwitch("PARETO_ATTENTION_WAVE") != SwitchSetting::Off;
+  const int64_t wanted = oneWave ? std::max<int64_t>(1, wave / blocks)
+                                 : ceilDiv(4 * int64_t(multiprocessors > 0 ? multiprocessors : 1), blocks);
   DecodeAttentionSplit s;
   s.slotsPerSplit = ceilDiv(ceilDiv(p.capacity, wanted < 1 ? 1 : wanted), tile) * tile;
   s.splits = int(ceilDiv(p.capacity, s.slotsPerSplit));
@@ -169,6 +182,11 @@ inline size_t decodeAttentionWorkspaceBytes(const DecodeAttentionProblem& p, con
 
 std::string runDecodeAttention(const DecodeAttentionProblem& p, const DecodeAttentionSplit& s, void* workspace,
                                CUstream_st* stream);
+
+// The blocks of the attention kernel for `p` (fused with RoPE or not) that one multiprocessor of the current
+// device holds at once (its registers, shared memory and threads), for the split; kDecodeAttentionResidentBlocks
+// if the device cannot say.
+int decodeAttentionResidentBlocks(const DecodeAttentionProblem& p, bool fused);
 
 // ---- RoPE + cache write + attention in one launch -------------------------------------------------------------
 //
@@ -189,8 +207,9 @@ struct RopeAttentionProblem {
 inline constexpr int kDecodeRopeAttentionMaxSplits = 256;
 
 // decodeAttentionSplit, with at most kDecodeRopeAttentionMaxSplits ranges.
-inline DecodeAttentionSplit decodeRopeAttentionSplit(const DecodeAttentionProblem& p, int multiprocessors) {
-  DecodeAttentionSplit s = decodeAttentionSplit(p, multiprocessors);
+inline DecodeAttentionSplit decodeRopeAttentionSplit(const DecodeAttentionProblem& p, int multiprocessors,
+                                                     int residentBlocks = kDecodeAttentionResidentBlocks) {
+  DecodeAttentionSplit s = decodeAttentionSplit(p, multiprocessors, residentBlocks);
   if (s.splits > kDecodeRopeAttentionMaxSplits) {
     const int64_t tile = decodeAttentionTileSlots(p.headDim);
     s.slotsPerSplit = ceilDiv(ceilDiv(p.capacity, kDecodeRopeAttentionMaxSplits), tile) * tile;

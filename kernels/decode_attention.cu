@@ -583,6 +583,13 @@ cudaError_t launchFor(const AttentionArgs& a, int maxHeads, cudaStream_t stream)
   }
 }
 
+// The query heads a block holds in registers (the kernel's MaxHeads): a power of two ≥ its heads.
+int blockMaxHeads(const DecodeAttentionProblem& p) {
+  const int64_t group = p.kvHeads > 0 ? p.qHeads / p.kvHeads : 1;
+  const int64_t perBlock = group < kDecodeAttentionHeadsPerBlock ? group : kDecodeAttentionHeadsPerBlock;
+  return perBlock <= 1 ? 1 : perBlock <= 2 ? 2 : perBlock <= 4 ? 4 : 8;
+}
+
 // The attention arguments both entry points share (the problem already checked): heads a block, layout, split.
 std::string prepare(const DecodeAttentionProblem& p, const DecodeAttentionSplit& s, void* workspace, bool fused,
                     AttentionArgs& a, int& maxHeads) {
@@ -593,9 +600,7 @@ std::string prepare(const DecodeAttentionProblem& p, const DecodeAttentionSplit&
   a.p = p;
   a.headChunks = int(decodeAttentionHeadChunks(p));
   if (p.kvHeads * a.headChunks > 65535) return "too many key-value heads for one grid dimension";
-  const int64_t group = p.qHeads / p.kvHeads;
-  const int64_t perBlock = group < kDecodeAttentionHeadsPerBlock ? group : kDecodeAttentionHeadsPerBlock;
-  maxHeads = perBlock <= 1 ? 1 : perBlock <= 2 ? 2 : perBlock <= 4 ? 4 : 8;
+  maxHeads = blockMaxHeads(p);
   a.l = attentionLayout(p.headDim, maxHeads, fused);
   a.slotsPerSplit = s.slotsPerSplit;
   a.splits = s.splits;
@@ -631,6 +636,36 @@ std::string runDecodeAttention(const DecodeAttentionProblem& p, const DecodeAtte
   const cudaError_t e = p.type == ActivationType::Float16 ? launchFor<ActivationType::Float16, false>(a, maxHeads, stream)
                                                           : launchFor<ActivationType::BFloat16, false>(a, maxHeads, stream);
   return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "decode_attention launch");
+}
+
+namespace {
+
+template <ActivationType T, bool kFused>
+int residentBlocksFor(int maxHeads, size_t sharedBytes) {
+  const void* kernel = maxHeads <= 1   ? reinterpret_cast<const void*>(decodeAttentionKernel<T, 1, kFused>)
+                       : maxHeads <= 2 ? reinterpret_cast<const void*>(decodeAttentionKernel<T, 2, kFused>)
+                       : maxHeads <= 4 ? reinterpret_cast<const void*>(decodeAttentionKernel<T, 4, kFused>)
+                                       : reinterpret_cast<const void*>(decodeAttentionKernel<T, 8, kFused>);
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, sharedBytes) != cudaSuccess ||
+      blocks < 1) {
+    (void)cudaGetLastError();  // not this process's error to keep
+    return kDecodeAttentionResidentBlocks;
+  }
+  return blocks;
+}
+
+}  // namespace
+
+int decodeAttentionResidentBlocks(const DecodeAttentionProblem& p, bool fused) {
+  const int maxHeads = blockMaxHeads(p);
+  const size_t bytes = attentionLayout(p.headDim, maxHeads, fused).bytes;
+  const bool f16 = p.type == ActivationType::Float16;
+  if (fused)
+    return f16 ? residentBlocksFor<ActivationType::Float16, true>(maxHeads, bytes)
+               : residentBlocksFor<ActivationType::BFloat16, true>(maxHeads, bytes);
+  return f16 ? residentBlocksFor<ActivationType::Float16, false>(maxHeads, bytes)
+             : residentBlocksFor<ActivationType::BFloat16, false>(maxHeads, bytes);
 }
 
 std::string runDecodeRopeAttention(const RopeAttentionProblem& f, const DecodeAttentionSplit& s, void* workspace,

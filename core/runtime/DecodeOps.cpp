@@ -291,7 +291,8 @@ void decodeAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tens
     const c10::cuda::CUDAGuard guard(q.device());
     p.q = q.data_ptr();
     const k::DecodeAttentionSplit split =
-        k::decodeAttentionSplit(p, at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
+        k::decodeAttentionSplit(p, at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
+                                k::decodeAttentionResidentBlocks(p, /*fused=*/false));
     const at::Tensor workspace = attentionWorkspace(p, split, q.options());
     c.kernelCheck(k::runDecodeAttention(p, split, pointerOf(workspace), currentStream()));
     return;
@@ -350,7 +351,8 @@ void ropeAttention(const at::Tensor& qkv, const at::Tensor& qNorm, const at::Ten
   const c10::cuda::CUDAGuard guard(qkv.device());
   f.counters = reinterpret_cast<unsigned*>(counters.data_ptr<int32_t>());
   const k::DecodeAttentionSplit split =
-      k::decodeRopeAttentionSplit(f.attention, at::cuda::getCurrentDeviceProperties()->multiProcessorCount);
+      k::decodeRopeAttentionSplit(f.attention, at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
+                                  k::decodeAttentionResidentBlocks(f.attention, /*fused=*/true));
   const at::Tensor workspace = attentionWorkspace(f.attention, split, qkv.options());
   c.kernelCheck(k::runDecodeRopeAttention(f, split, pointerOf(workspace), currentStream()));
 #else

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "InputErrors.h"
+#include "kernels/DecodeOps.h"
 #include "runtime/DecodeOps.h"
 #include "util/Error.h"
 
@@ -304,6 +306,40 @@ TEST(DecodeOpsCpu, SiluMulMatchesFloat64) {
         siluMul(gateUp, out);
         EXPECT_LT(relativeError(out, siluMul64(gateUp)), cpuTolerance(dtype))
             << dtypeName(dtype) << " B=" << B << " F=" << F;
+      }
+    }
+  }
+}
+
+// The attention's split over the cache: whole tiles, every slot in exactly one range, no empty range, and never
+// more blocks than one wave of the blocks a multiprocessor holds (unless the (row, head) blocks alone exceed it:
+// then one range). Llama-3.1-8B at batch 8 and context 4096 + 256 on an H200 (4 fused blocks a multiprocessor)
+// is the case that ran 9 ranges (576 blocks for 528 places, a second wave as long as the first) and takes 8.
+TEST(DecodeOpsCpu, AttentionSplitFillsOneWaveOfTheMultiprocessorsAndNoMore) {
+  namespace k = kernels;
+  for (int resident : {3, 4, 5}) {
+    for (int batch : {1, 2, 3, 4, 8, 16, 64}) {
+      for (int64_t capacity : {int64_t(1), int64_t(31), int64_t(768), int64_t(4352), int64_t(131072)}) {
+        k::DecodeAttentionProblem p;
+        p.batch = batch;
+        p.qHeads = 32;
+        p.kvHeads = 8;
+        p.headDim = 128;
+        p.capacity = capacity;
+        const int sms = 132;
+        const std::string what = "batch " + std::to_string(batch) + ", capacity " + std::to_string(capacity) +
+                                 ", " + std::to_string(resident) + " blocks a multiprocessor";
+        for (bool fused : {false, true}) {
+          const k::DecodeAttentionSplit s =
+              fused ? k::decodeRopeAttentionSplit(p, sms, resident) : k::decodeAttentionSplit(p, sms, resident);
+          const int64_t blocks = int64_t(batch) * p.kvHeads * k::decodeAttentionHeadChunks(p);
+          EXPECT_EQ(s.slotsPerSplit % k::decodeAttentionTileSlots(p.headDim), 0) << what;
+          EXPECT_GE(int64_t(s.splits) * s.slotsPerSplit, capacity) << what;
+          EXPECT_LT(int64_t(s.splits - 1) * s.slotsPerSplit, capacity) << what;
+          EXPECT_LE(blocks * s.splits, std::max<int64_t>(blocks, int64_t(resident) * sms)) << what;
+          if (fused) EXPECT_LE(s.splits, k::kDecodeRopeAttentionMaxSplits) << what;
+          if (batch == 8 && capacity == 4352 && resident == 4) EXPECT_EQ(s.splits, 8) << what;
+        }
       }
     }
   }

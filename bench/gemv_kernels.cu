@@ -896,7 +896,10 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gemv_kernels test [--small] | bench [--batch 1,2,4,8,16] [--runs 50] [--formats ...] [--json FILE]\n");
+    std::fprintf(stderr, "usage: gemv_kernels test [--small] | bench [--batch 1,2,4,8,16] [--runs 50] [--formats ...] [--json FILE]\n"
+                         "environment switches (an A/B side; kernels/KernelSwitches.h):\n");
+    for (const pareto::kernels::KernelSwitch& sw : pareto::kernels::kKernelSwitches)
+      std::fprintf(stderr, "  %s  %s\n", sw.name, sw.meaning);
     return 2;
   }
   const std::string mode = argv[1];

@@ -162,13 +162,13 @@ inline DecodeAttentionSplit decodeAttentionSplit(const DecodeAttentionProblem& p
                                                  int residentBlocks = kDecodeAttentionResidentBlocks) {
   const int64_t tile = decodeAttentionTileSlots(p.headDim);
   const int64_t blocks = int64_t(p.batch) * p.kvHeads * decodeAttentionHeadChunks(p);
-  const int64_t wave = int64_t(residentBlocks > 0 ? residentBlocks : 1) * (multiprocessors > 0 ? multiprocessors : 1);
+  const int64_t sms = std::max(1, multiprocessors);
   // PARETO_ATTENTION_WAVE=0: the split as it was (about four blocks a multiprocessor, rounded up), for the A/B.
   static const bool oneWave = kernelSwitch("PARETO_ATTENTION_WAVE") != SwitchSetting::Off;
-  const int64_t wanted = oneWave ? std::max<int64_t>(1, wave / blocks)
-                                 : ceilDiv(4 * int64_t(multiprocessors > 0 ? multiprocessors : 1), blocks);
+  const int64_t wanted =
+      oneWave ? std::max<int64_t>(1, std::max(1, residentBlocks) * sms / blocks) : ceilDiv(4 * sms, blocks);
   DecodeAttentionSplit s;
-  s.slotsPerSplit = ceilDiv(ceilDiv(p.capacity, wanted < 1 ? 1 : wanted), tile) * tile;
+  s.slotsPerSplit = ceilDiv(ceilDiv(p.capacity, wanted), tile) * tile;
   s.splits = int(ceilDiv(p.capacity, s.slotsPerSplit));
   return s;
 }

@@ -12,13 +12,13 @@ enum class SwitchSetting { Unset, Off, On };
 
 struct KernelSwitch {
   const char* name;
-  const char* meaning;  // what "0" or "1" does, for the benchmarks' headers and --help texts
+  const char* meaning;  // what "0" or "1" does (gemv_kernels prints it in its usage)
 };
 
 inline constexpr KernelSwitch kKernelSwitches[] = {
     {"PARETO_PDL", "0: every kernel launched the ordinary way, without programmatic dependent launch"},
     {"PARETO_QUANT_MMA", "0: the int4/int8 GEMVs on the FFMA path; 1: on the tensor cores wherever they can be"},
-    {"PARETO_QUANT_ODD", "0: odd int4 group columns through shared memory instead of in place"},
+    {"PARETO_QUANT_ODD", "0: the odd int4 columns shifted down before the tensor cores, not read in place under exponent 64"},
     {"PARETO_QUANT_HALVES", "0: whole chunks in the int4/int8 rings at batch 8 and 16"},
     {"PARETO_BITMASK_MMA", "0: the N:M GEMVs on the FFMA path; 1: on the tensor cores wherever they can be"},
     {"PARETO_BITMASK_INT4_MMA", "0: 2:4 + int4 on the FFMA path"},

@@ -24,6 +24,10 @@
 // (row, key-value head, chunk) to arrive instead of a second kernel.
 #include <cuda_pipeline.h>
 
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "DecodeOps.h"
 #include "GemvDriver.cuh"
 #include "KernelSwitches.h"
@@ -658,14 +662,26 @@ int residentBlocksFor(int maxHeads, size_t sharedBytes) {
 }  // namespace
 
 int decodeAttentionResidentBlocks(const DecodeAttentionProblem& p, bool fused) {
+  // Asked once a (device, kernel instance, head dim): the eager decode loop calls this for every layer and step.
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return kDecodeAttentionResidentBlocks;
+  }
   const int maxHeads = blockMaxHeads(p);
-  const size_t bytes = attentionLayout(p.headDim, maxHeads, fused).bytes;
   const bool f16 = p.type == ActivationType::Float16;
-  if (fused)
-    return f16 ? residentBlocksFor<ActivationType::Float16, true>(maxHeads, bytes)
-               : residentBlocksFor<ActivationType::BFloat16, true>(maxHeads, bytes);
-  return f16 ? residentBlocksFor<ActivationType::Float16, false>(maxHeads, bytes)
-             : residentBlocksFor<ActivationType::BFloat16, false>(maxHeads, bytes);
+  const auto key = std::make_tuple(device, f16, fused, maxHeads, p.headDim);
+  static std::mutex mutex;
+  static std::map<decltype(key), int> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  const size_t bytes = attentionLayout(p.headDim, maxHeads, fused).bytes;
+  const int blocks = fused ? (f16 ? residentBlocksFor<ActivationType::Float16, true>(maxHeads, bytes)
+                                  : residentBlocksFor<ActivationType::BFloat16, true>(maxHeads, bytes))
+                           : (f16 ? residentBlocksFor<ActivationType::Float16, false>(maxHeads, bytes)
+                                  : residentBlocksFor<ActivationType::BFloat16, false>(maxHeads, bytes));
+  known.emplace(key, blocks);
+  return blocks;
 }
 
 std::string runDecodeRopeAttention(const RopeAttentionProblem& f, const DecodeAttentionSplit& s, void* workspace,

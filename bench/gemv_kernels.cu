@@ -111,6 +111,14 @@ struct Linear {
 
 template <class V> std::shared_ptr<DeviceBuffer> upload(const std::vector<V>& v) { return std::make_shared<DeviceBuffer>(v); }
 
+// The 2:4 + int4 tensor-core kernel's metadata of masks in the kernel layout (k::bitmaskInt4MmaMetadata), on the
+// device, as the runtime computes it at load time.
+std::shared_ptr<DeviceBuffer> int4MaskMetadata(const std::vector<uint32_t>& masks, int64_t groups, int64_t chunks) {
+  std::vector<uint32_t> metadata(masks.size());
+  k::bitmaskInt4MmaMetadata(masks.data(), groups, chunks, metadata.data());
+  return upload(metadata);
+}
+
 std::vector<uint8_t> randomBytes(size_t n, std::mt19937_64& rng) {
   std::vector<uint8_t> v(n);
   for (auto& b : v) b = uint8_t(rng());
@@ -203,10 +211,11 @@ Linear bitmaskInt4Linear(int64_t rows, int64_t cols, int n, int m, bool symmetri
   Linear l;
   l.rows = rows, l.cols = cols;
   auto dm = upload(*masks), dc = upload(*codes), ds = upload(*scales), dz = upload(*zeros);
-  l.device = {dm, dc, ds, dz};
+  auto dmeta = int4MaskMetadata(*masks, g, c);
+  l.device = {dm, dmeta, dc, ds, dz};
   l.bytes = dm->bytes + dc->bytes + ds->bytes + (symmetric ? 0 : dz->bytes);
   k::BitmaskInt4GemvWeight dw{dm->as<uint32_t>(), dc->ptr, ds->as<uint16_t>(), symmetric ? nullptr : dz->as<uint8_t>(),
-                              symmetric, groupSize, columns, n, m};
+                              symmetric, groupSize, columns, n, m, dmeta->as<uint32_t>()};
   l.run = [dw](const k::GemvProblem& p, float* partials, int* counters, cudaStream_t s) {
     return k::runBitmaskInt4Gemv(p, dw, k::bitmaskInt4GemvSplit(p, dw, multiprocessors()), partials, counters, s);
   };
@@ -729,10 +738,18 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
     auto masks = deviceRandom(size_t(g * c * 32 * 8) * 4, seed, 2);
     auto codes = deviceRandom(size_t(g * c * 4 * 32 * 16), seed + 1);
     auto scales = deviceRandom(size_t(g * columns * 32) * 2, seed + 2, 1, 0.01f);
+    // As the runtime holds it (core/runtime/PackedGemv.h): the masks as the tensor-core kernel's metadata, or as
+    // masks for the FFMA one (PARETO_BITMASK_INT4_MMA=0); as many bytes either way.
+    if (k::bitmaskInt4UsesTensorCores(2, 4, 128, s.cols)) {
+      std::vector<uint32_t> hostMasks(masks->bytes / 4);
+      check(cudaMemcpy(hostMasks.data(), masks->ptr, masks->bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      masks = int4MaskMetadata(hostMasks, g, c);
+    }
     l->keep = {masks, codes, scales};
     l->bytes = masks->bytes + codes->bytes + scales->bytes;
-    k::BitmaskInt4GemvWeight w{masks->as<uint32_t>(), codes->ptr, scales->as<uint16_t>(), nullptr, true, 128, columns,
-                               2, 4};
+    const bool mma = k::bitmaskInt4UsesTensorCores(2, 4, 128, s.cols);
+    k::BitmaskInt4GemvWeight w{mma ? nullptr : masks->as<uint32_t>(), codes->ptr, scales->as<uint16_t>(), nullptr, true,
+                               128, columns, 2, 4, mma ? masks->as<uint32_t>() : nullptr};
     l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
       const k::GemvProblem p = problem(x, y, batch);
       check(k::runBitmaskInt4Gemv(p, w, k::bitmaskInt4GemvSplit(p, w, sms), partials, counters, stream), "bitmask int4");

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "BitmaskInt4Gemv.h"
-#include "BitmaskMetadata.cuh"
 #include "GemvDriver.cuh"
 #include "TensorCoreOps.cuh"
 
@@ -109,8 +108,8 @@ __device__ __forceinline__ uint32_t subtractPairs(uint32_t a, uint32_t b) {
 // 2:4 + int4 on the sparse tensor cores (bitmaskInt4UsesTensorCores; mma.sp), through the shared-memory ring of
 // GemvDriver.cuh, from the lane-interleaved layout as it is (the float64 reference reads the same bytes).
 //
-// Stream: the ring's chunk is half a layout chunk (128 columns: 4 mask words, 64 kept codes a row = 2 code pieces
-// of 16 bytes a lane). The 32 lanes copy the 2 code pieces (evict-first), their 16 bytes of mask words and the
+// Stream: the ring's chunk is half a layout chunk (128 columns: 64 kept codes a row = 2 code pieces of 16 bytes a
+// lane, and 512 bytes of metadata). The 32 lanes copy the 2 code pieces and the metadata (evict-first) and the
 // chunk's scale and zero columns with cp.async into a slot of the warp's ring.
 //
 // A fragment: in 2:4 the kept codes 2q and 2q + 1 of a row are its column group q, and they are byte q of the
@@ -122,11 +121,10 @@ __device__ __forceinline__ uint32_t subtractPairs(uint32_t a, uint32_t b) {
 // compressed columns 2t, 2t + 1 (group slot t) are group 4t + 2kb and its columns 2t + 8, 2t + 9 (slot t + 4)
 // group 4t + 2kb + 1, so slot s < 4 is group 4s + 2kb and slot s + 4 group 4s + 2kb + 1 of the piece.
 //
-// Metadata (BitmaskMetadata.cuh): lane t = 0 of a quad holds slots 0-3, i.e. the mask nibbles 2kb, 4 + 2kb, 8 + 2kb,
-// 12 + 2kb of the piece, lane t = 1 slots 4-7, the nibbles one higher. With the piece's two mask words of a row
-// shifted right by 4t, one LOP3 of a word and the word shifted by 12 puts nibbles (0, 4) into byte 0 and (2, 6)
-// into byte 1 (the slots of k-block 0 and 1), one PRMT joins the two words, one more the m-tile's two rows, and
-// sparseMetadata turns the nibbles into index pairs.
+// Metadata: lane t = 0 of a quad holds slots 0-3, i.e. the groups 2kb, 4 + 2kb, 8 + 2kb, 12 + 2kb of the piece, lane
+// t = 1 slots 4-7, the groups one higher. The words come computed from the masks at load time
+// (bitmaskInt4MmaMetadata), in the order the lanes read them: one 16-byte shared load a piece and lane (its four
+// MMAs' registers), where deriving them from the mask nibbles took ~50 instructions a piece.
 //
 // B (x, batch as N): k-block kb's dense rows 4s + (0..3) are the columns of its slot s's group, so lane t = 2u + h
 // needs columns 16u + 8kb + 2h + (0, 1) + 4·lo + 32·hi (lo, hi ∈ {0, 1}) for its registers b(hi + 2lo). x is staged
@@ -146,7 +144,7 @@ struct BitmaskInt4MmaFormat {
   static constexpr int kPadHalves = kBitmaskInt4StagePadHalves;
   static constexpr uint32_t kExponent = T == ActivationType::Float16 ? 0x64006400u : 0x43004300u;
   struct Params {
-    const uint4* masks;
+    const uint4* metadata;  // [G][C][2 halves][32 vectors] (BitmaskInt4Gemv.h)
     const uint4* codes;
     const uint4* scales;
     const uint4* zeros;
@@ -182,15 +180,15 @@ struct BitmaskInt4MmaFormat {
     const uint4* codes = w.codes + (base * 4 + 2 * half) * 32 + lane;
     detail::copyAsyncEvictFirst(slot + lane * 16, codes, evictFirst);
     detail::copyAsyncEvictFirst(slot + 512 + lane * 16, codes + 32, evictFirst);
-    // The lane's 8 mask words of the layout chunk are 32 contiguous bytes; the half's 4 are one 16-byte vector.
-    detail::copyAsyncEvictFirst(slot + kBitmaskInt4CodeBytes + lane * 16, w.masks + (base * 32 + lane) * 2 + half,
+    // The half chunk's metadata: 512 contiguous bytes, a 16-byte vector a lane.
+    detail::copyAsyncEvictFirst(slot + kBitmaskInt4CodeBytes + lane * 16, w.metadata + (base * 2 + half) * 32 + lane,
                                 evictFirst);
     // Scale columns [G][S][32] (64 bytes a column of fp16, 32 of zeros); 2 consecutive columns a chunk at 32 kept
     // values a scale, else the one column holding the chunk's 64 kept values.
     const int columns = w.chunksPerScale == 0 ? 2 : 1;
     const int64_t column = w.chunksPerScale == 0 ? 2 * chunk : chunk / w.chunksPerScale;
     const int64_t at = group * w.scaleColumns + column;  // first column of the chunk
-    const uint32_t scaleSlot = slot + kBitmaskInt4CodeBytes + kBitmaskInt4MaskBytes;
+    const uint32_t scaleSlot = slot + kBitmaskInt4CodeBytes + kBitmaskInt4MetadataBytes;
     if (lane < 4 * columns) detail::copyAsync(scaleSlot + lane * 16, w.scales + at * 4 + lane);
     if (!w.symmetric && lane >= 8 && lane < 8 + 2 * columns)
       detail::copyAsync(scaleSlot + kBitmaskInt4ScaleBytes + (lane - 8) * 16, w.zeros + at * 2 + (lane - 8));
@@ -208,23 +206,14 @@ struct BitmaskInt4MmaFormat {
 #pragma unroll
     for (int n = 0; n < kN; ++n)
       xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 8 * t : nullptr;
-    // The nibbles of the metadata lanes' slots (see above) of rows g + 8j: [p][j], k-block kb in bits 16kb ..
-    // 16kb + 15 (slots 0-1 from the piece's first mask word, 2-3 from its second).
-    uint32_t slots[2][4];
+    // The metadata registers of the lane's MMAs (lanes t and t + 2 read the same; only t = 0, 1 are used):
+    // [piece] = {(kb 0, m 0), (0, 1), (1, 0), (1, 1)}. The 8 lanes of a quarter-warp read 4 distinct vectors 32
+    // bytes apart: no bank conflict.
+    uint4 metadata[2];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint4 v = *reinterpret_cast<const uint4*>(slot + kBitmaskInt4CodeBytes + (g + 8 * j) * 16);
-      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-      uint32_t pairs[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const uint32_t a = words[k] >> (4 * (t & 1));
-        pairs[k] = detail::selectBits(a, a >> 12, 0x0F0F0F0Fu);
-      }
-#pragma unroll
-      for (int p = 0; p < 2; ++p) slots[p][j] = __byte_perm(pairs[2 * p], pairs[2 * p + 1], 0x5140u);
-    }
-    const uint8_t* scaleSlot = slot + kBitmaskInt4CodeBytes + kBitmaskInt4MaskBytes;
+    for (int p = 0; p < 2; ++p)
+      metadata[p] = *reinterpret_cast<const uint4*>(slot + kBitmaskInt4CodeBytes + ((g * 2 + (t & 1)) * 2 + p) * 16);
+    const uint8_t* scaleSlot = slot + kBitmaskInt4CodeBytes + kBitmaskInt4MetadataBytes;
     const bool twoUnits = w.chunksPerScale == 0;
     const uint32_t slotAddress = detail::sharedAddressOf(slot);
     float c[2][2][kN][4];  // [chain: k-block][m-tile][batch tile][register], the unit's sums
@@ -291,13 +280,12 @@ struct BitmaskInt4MmaFormat {
           }
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
-          const uint32_t metadata =
-              detail::sparseMetadata(__byte_perm(slots[p][2 * m], slots[p][2 * m + 1], kb ? 0x7632u : 0x5410u));
+          const uint32_t e = kb == 0 ? (m == 0 ? metadata[p].x : metadata[p].y)
+                                     : (m == 0 ? metadata[p].z : metadata[p].w);
 #pragma unroll
           for (int n = 0; n < kN; ++n)
             detail::mmaSparse16832<T>(c[kb][m][n], pair[2 * m][0], pair[2 * m + 1][0], pair[2 * m][1],
-                                      pair[2 * m + 1][1], xb[n][kb].x, xb[n][kb].y, xb[n][kb].z, xb[n][kb].w,
-                                      metadata);
+                                      pair[2 * m + 1][1], xb[n][kb].x, xb[n][kb].y, xb[n][kb].z, xb[n][kb].w, e);
         }
       }
       if (twoUnits) applyUnit(p);
@@ -319,7 +307,7 @@ std::string launch(const GemvProblem& p, const BitmaskInt4GemvWeight& w, const G
     using M = BitmaskInt4MmaFormat<T>;
     const bool perRow = w.groupSize == p.cols / 2;
     const int chunksPerScale = perRow ? int(ceilDiv(p.cols, kBitmaskInt4MmaChunkCols)) : int(w.groupSize / 64);
-    const typename M::Params params{reinterpret_cast<const uint4*>(w.masks),
+    const typename M::Params params{reinterpret_cast<const uint4*>(w.metadata),
                                     static_cast<const uint4*>(w.codes),
                                     reinterpret_cast<const uint4*>(w.scales),
                                     reinterpret_cast<const uint4*>(w.zeros),

@@ -8,6 +8,9 @@
 //              byte (kept value 2i in the low nibble of byte i), symmetric codes biased by +8
 //   scales     fp16 [G][S][32 lanes]   one per group of `groupSize` kept values (S padded so every chunk's
 //              groups exist); zeros uint8 [G][S][32] when asymmetric
+//   metadata   uint32 [G][C][2 halves][16 (g, t)][2 pieces][2 k-blocks][2 m-tiles]   the tensor-core path's
+//              (bitmaskInt4UsesTensorCores) sparse-MMA metadata, computed from the masks at load time
+//              (bitmaskInt4MmaMetadata), in place of the masks: the same 1/8 byte a weight
 //
 // Bytes per weight: masks 1/8 + codes 0.5 · 1/2 + scales 2 / (2g) (g kept values a scale):
 // 2:4 + int4 g128 = 0.125 + 0.25 + 0.0078 = 0.383.
@@ -33,7 +36,19 @@ struct BitmaskInt4GemvWeight {
   int64_t groupSize = 0;             // kept values per scale; cols/2 for per-channel
   int64_t scaleColumns = 0;          // S above
   int n = 0, m = 0;                  // the N:M pattern (0: unknown, the FFMA path)
+  const uint32_t* metadata = nullptr;  // the tensor-core path reads this instead of masks (layout above)
 };
+
+// The tensor-core path's metadata from the masks in the kernel layout above ([G][C][32][8] words, `rowGroups` ·
+// `chunks` · 256 of them) into `metadata` (as many words). Word ((g · 2 + t) · 2 + p) · 4 + kb · 2 + m of a half
+// chunk is the mma.sp metadata register that lanes 4g + t and 4g + t + 2 hand the MMA of piece p (64 columns),
+// k-block kb and m-tile m (BitmaskInt4Formats.cuh): bits 0-15 for row 16m + g, bits 16-31 for row 16m + g + 8,
+// 4 bits a group slot i = 0..3, which is the piece's column group 4i + 2kb + t; a group's 4 bits are the index of
+// its lower kept column and, in bits 2-3, of its higher one. Computing it here rather than from the mask nibbles
+// in the kernel takes ~100 instructions a 128-column chunk and lane out of the kernel's loop (bench/NOTES.md
+// v6o), where they were a third of its instructions. A nibble of two set bits gives its two columns; the
+// padding's 0000 and 1111 give (2, 1) and (0, 3), over zero values and zero x.
+void bitmaskInt4MmaMetadata(const uint32_t* masks, int64_t rowGroups, int64_t chunks, uint32_t* metadata);
 
 // S for a weight of `cols` columns (cols/2 kept per row) with groups of `groupSize` kept values.
 inline int64_t bitmaskInt4ScaleColumns(int64_t cols, int64_t groupSize) {
@@ -56,14 +71,14 @@ bool bitmaskInt4UsesTensorCores(int n, int m, int64_t groupSize, int64_t cols);
 // the second row costs one more 16-byte x load a piece and lane.
 inline int bitmaskInt4MmaBatch(int batch) { return std::max(2, compiledBatch(batch)); }
 // Its weight stream: each warp a ring of kBitmaskInt4RingStages slots of one 128-column chunk (half a layout
-// chunk): 2 code pieces of 512 bytes, the 32 lanes' 4 mask words (512 bytes), up to 2 scale columns (64 bytes
+// chunk): 2 code pieces of 512 bytes, the half chunk's 512 bytes of metadata, up to 2 scale columns (64 bytes
 // each) and their zeros (32 bytes each), filled by cp.async.
 inline constexpr int kBitmaskInt4MmaChunkCols = 128;
 inline constexpr int kBitmaskInt4RingStages = 4;
 inline constexpr int kBitmaskInt4CodeBytes = 2 * 512;
-inline constexpr int kBitmaskInt4MaskBytes = 32 * 16;
+inline constexpr int kBitmaskInt4MetadataBytes = 32 * 16;
 inline constexpr int kBitmaskInt4ScaleBytes = 2 * 64;
-inline constexpr int kBitmaskInt4SlotBytes = kBitmaskInt4CodeBytes + kBitmaskInt4MaskBytes + kBitmaskInt4ScaleBytes + 2 * 32;
+inline constexpr int kBitmaskInt4SlotBytes = kBitmaskInt4CodeBytes + kBitmaskInt4MetadataBytes + kBitmaskInt4ScaleBytes + 2 * 32;
 inline constexpr size_t kBitmaskInt4RingBytes =
     size_t(kRingWarpsPerBlock) * kBitmaskInt4RingStages * kBitmaskInt4SlotBytes;
 // x is staged as 16-bit rows padded by this many values: a quarter-warp's 16-byte B-fragment loads (lanes t = 0-3

@@ -1,5 +1,6 @@
 // The sparse tensor cores' metadata (mma.sp, TensorCoreOps.cuh) of 2:4 column groups from the bitmask layout's
-// mask nibbles, shared by the 2:4 paths (bitmask_nm_gemv.cu, BitmaskInt4Formats.cuh).
+// mask nibbles, for the 2:4 ring of bitmask_nm_gemv.cu (2:4 + int4 has them computed at load time:
+// bitmaskInt4MmaMetadata).
 #pragma once
 
 #include <cstdint>

@@ -158,11 +158,48 @@ std::string checkBitmaskInt4Gemv(const GemvProblem& p, const BitmaskInt4GemvWeig
     return "groups of " + std::to_string(g) + " kept values: the kernel needs 16, 32, 64, a multiple of 128 " +
            "dividing the row, or the whole row";
   if (w.scaleColumns != bitmaskInt4ScaleColumns(p.cols, g)) return "scale layout does not match the shape";
-  if (!w.masks || !w.codes || !w.scales || (!w.symmetric && !w.zeros)) return "missing pointer in the weight";
-  if (reinterpret_cast<uintptr_t>(w.masks) % 16 != 0 || reinterpret_cast<uintptr_t>(w.codes) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(w.scales) % 16 != 0 || reinterpret_cast<uintptr_t>(w.zeros) % 16 != 0)
-    return "masks, codes, scales and zeros must be 16-byte aligned (the kernel copies them 16 bytes at a time)";
+  // The masks, or their metadata, or both: which of them a reader needs is its own check (the reference and the
+  // FFMA kernel read the masks, the tensor-core kernel the metadata).
+  if ((!w.masks && !w.metadata) || !w.codes || !w.scales || (!w.symmetric && !w.zeros))
+    return "missing pointer in the weight";
+  if (reinterpret_cast<uintptr_t>(w.masks) % 16 != 0 || reinterpret_cast<uintptr_t>(w.metadata) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(w.codes) % 16 != 0 || reinterpret_cast<uintptr_t>(w.scales) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(w.zeros) % 16 != 0)
+    return "masks, metadata, codes, scales and zeros must be 16-byte aligned (the kernel copies them 16 bytes at a "
+           "time)";
   return {};
+}
+
+void bitmaskInt4MmaMetadata(const uint32_t* masks, int64_t rowGroups, int64_t chunks, uint32_t* metadata) {
+  // A nibble's two indices: the lowest kept column (2 when none of the first two is), the highest (1 when neither
+  // of the last two is): for 2-of-4 nibbles their columns, and what the kernel's metadata always was elsewhere.
+  uint32_t indices[16];
+  for (uint32_t n = 0; n < 16; ++n) {
+    const uint32_t low = n & 1 ? 0 : n & 2 ? 1 : 2, high = n & 8 ? 3 : n & 4 ? 2 : 1;
+    indices[n] = low | high << 2;
+  }
+  constexpr int kWordsPerChunk = 8;  // mask words of a row and 256-column layout chunk
+  for (int64_t gc = 0; gc < rowGroups * chunks; ++gc) {
+    const uint32_t* rows = masks + gc * kRowsPerGroup * kWordsPerChunk;  // [32 rows][8 words]
+    uint32_t* out = metadata + gc * kRowsPerGroup * kWordsPerChunk;      // [2 halves][128 words]
+    for (int half = 0; half < 2; ++half)
+      for (int g = 0; g < 8; ++g)
+        for (int t = 0; t < 2; ++t)
+          for (int piece = 0; piece < 2; ++piece)
+            for (int kb = 0; kb < 2; ++kb)
+              for (int m = 0; m < 2; ++m) {
+                uint32_t word = 0;
+                for (int hi = 0; hi < 2; ++hi) {
+                  const uint32_t* row = rows + (16 * m + 8 * hi + g) * kWordsPerChunk + 4 * half + 2 * piece;
+                  for (int i = 0; i < 4; ++i) {
+                    const int group = 4 * i + 2 * kb + t;  // of the piece's 16
+                    const uint32_t nibble = (row[group / 8] >> (4 * (group % 8))) & 0xF;
+                    word |= indices[nibble] << (16 * hi + 4 * i);
+                  }
+                }
+                out[half * 128 + ((g * 2 + t) * 2 + piece) * 4 + kb * 2 + m] = word;
+              }
+  }
 }
 
 bool bitmaskInt4UsesTensorCores(int n, int m, int64_t groupSize, int64_t cols) {

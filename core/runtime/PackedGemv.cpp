@@ -338,6 +338,15 @@ BitmaskInt4KernelWeight BitmaskInt4KernelWeight::fromPacked(const at::Tensor& ma
   out.m = m;
   const int64_t chunks = k::ceilDiv(cols, 256);
   out.masks = relayoutMasks(masks, rows, cols, 16);
+  if (masks.is_cuda() && k::bitmaskInt4UsesTensorCores(n, m, kept.groupSize, cols)) {
+    // The metadata is computed once, at load time, on the CPU (a table lookup a mask nibble).
+    const at::Tensor host = out.masks.cpu().contiguous();
+    at::Tensor metadata = at::empty({host.size(0), chunks, 2, k::kRowsPerGroup, 4}, host.options());
+    k::bitmaskInt4MmaMetadata(reinterpret_cast<const uint32_t*>(host.data_ptr<int>()), host.size(0), chunks,
+                              reinterpret_cast<uint32_t*>(metadata.data_ptr<int>()));
+    out.metadata = metadata.to(masks.device());
+    out.masks = at::Tensor();
+  }
   out.codes = interleaveLanes(padTo(kept.codes, paddedRows(rows), chunks * 64), chunks, 4, 16);
   const int64_t columns = k::bitmaskInt4ScaleColumns(cols, kept.groupSize);
   out.scales = interleaveRows(scaleColumns(kept.scales, rows, columns));
@@ -347,13 +356,14 @@ BitmaskInt4KernelWeight BitmaskInt4KernelWeight::fromPacked(const at::Tensor& ma
 }
 
 int64_t BitmaskInt4KernelWeight::bytes() const {
-  return tensorBytes(masks) + tensorBytes(codes) + tensorBytes(scales) + tensorBytes(zeros);
+  return tensorBytes(masks) + tensorBytes(metadata) + tensorBytes(codes) + tensorBytes(scales) + tensorBytes(zeros);
 }
 
 at::Tensor gemv(const BitmaskInt4KernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what,
                 const GemvFusion& fusion) {
   k::BitmaskInt4GemvWeight kw;
-  kw.masks = reinterpret_cast<const uint32_t*>(w.masks.data_ptr<int>());
+  if (w.masks.defined()) kw.masks = reinterpret_cast<const uint32_t*>(w.masks.data_ptr<int>());
+  if (w.metadata.defined()) kw.metadata = reinterpret_cast<const uint32_t*>(w.metadata.data_ptr<int>());
   kw.codes = w.codes.data_ptr();
   kw.scales = reinterpret_cast<const uint16_t*>(w.scales.data_ptr());
   kw.zeros = w.zeros.defined() ? w.zeros.data_ptr<uint8_t>() : nullptr;
@@ -363,7 +373,7 @@ at::Tensor gemv(const BitmaskInt4KernelWeight& w, const at::Tensor& x, at::Tenso
   kw.n = w.n;
   kw.m = w.m;
   return runGemv(
-      x, out, w.rows, w.cols, w.masks, w.launch, what, fusion,
+      x, out, w.rows, w.cols, w.codes, w.launch, what, fusion,
       [&](const k::GemvProblem& p, int sms) { return k::bitmaskInt4GemvSplit(p, kw, sms); },
       [&](const k::GemvProblem& p, const k::GemvSplit& s, float* partials, int* counters, CUstream_st* stream) {
 #ifdef PARETO_WITH_CUDA

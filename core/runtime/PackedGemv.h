@@ -54,7 +54,10 @@ struct QuantGroupKernelWeight {
 
 // A 50%-dense N:M weight whose kept values are 4-bit codes (prune then quantize).
 struct BitmaskInt4KernelWeight {
-  at::Tensor masks;   // int32 [G, C, 32, 8]
+  // On a GPU, where the 2:4 tensor-core kernel runs (kernels/BitmaskInt4Gemv.h, bitmaskInt4UsesTensorCores), the
+  // masks are held only as that kernel's metadata (the same bytes); elsewhere as masks.
+  at::Tensor masks;     // int32 [G, C, 32, 8]
+  at::Tensor metadata;  // int32 [G, C, 2, 32, 4]
   at::Tensor codes;   // uint8 [G, C, 4, 32, 16]
   at::Tensor scales;  // fp16 [G, S, 32]
   at::Tensor zeros;   // uint8, asymmetric only

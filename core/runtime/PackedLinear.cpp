@@ -187,7 +187,10 @@ PackedLinear concatRows(const std::vector<const PackedLinear*>& parts) {
             out.launch.counters = countersFor(rows, out.masks);
           } else if constexpr (std::is_same_v<W, QuantGroupKernelWeight> ||
                                std::is_same_v<W, BitmaskInt4KernelWeight>) {
-            if constexpr (std::is_same_v<W, BitmaskInt4KernelWeight>) out.masks = catField(ps, &W::masks);
+            if constexpr (std::is_same_v<W, BitmaskInt4KernelWeight>) {
+              out.masks = catField(ps, &W::masks);  // masks, metadata or both (PackedGemv.h); undefined stay so
+              out.metadata = catField(ps, &W::metadata);
+            }
             out.codes = catField(ps, &W::codes);
             out.scales = catField(ps, &W::scales);
             out.zeros = catField(ps, &W::zeros);

@@ -133,6 +133,7 @@ std::vector<double> spqrGemvReference(const GemvProblem& p, const SpqrGemvWeight
 
 std::vector<double> bitmaskInt4GemvReference(const GemvProblem& p, const BitmaskInt4GemvWeight& w) {
   require(checkBitmaskInt4Gemv(p, w));
+  require(w.masks ? "" : "the reference reads the masks, and the weight has only their metadata");
   const int64_t chunks = ceilDiv(p.cols, 256);
   std::vector<double> y(size_t(p.batch * p.rows), 0.0);
   for (int64_t r = 0; r < p.rows; ++r) {

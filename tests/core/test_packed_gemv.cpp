@@ -700,6 +700,62 @@ TEST(PackedGemvSplit, BitmaskInt4SharedMemoryFollowsTheArithmeticPath) {
   }
 }
 
+// The 2:4 + int4 tensor-core kernel reads its masks as sparse-MMA metadata computed at load time
+// (kernels/BitmaskInt4Gemv.h). Read back through the fragment layout the kernel hands mma.sp (lane 4g + t, t = 0
+// or 1, slots 4t .. 4t + 3 of rows g and g + 8 of its m-tile; k-block kb's slot s is the piece's group
+// 4 (s mod 4) + 2kb + s / 4), the words name every (row, group) of every half chunk once, with the two kept
+// columns of each 2:4 group, and (2, 1) / (0, 3) for the padding's 0000 / 1111.
+TEST(BitmaskInt4Metadata, ReadBackThroughTheSparseFragmentsItIsTheMasks) {
+  namespace k = kernels;
+  std::mt19937_64 rng(freshSeed());
+  const int64_t groups = 3, chunks = 2;
+  std::vector<uint32_t> masks(size_t(groups * chunks * 32 * 8));
+  const uint32_t twoOfFour[6] = {0x3, 0x5, 0x6, 0x9, 0xA, 0xC};
+  for (size_t i = 0; i < masks.size(); ++i) {
+    uint32_t word = 0;
+    for (int nibble = 0; nibble < 8; ++nibble) word |= twoOfFour[rng() % 6] << (4 * nibble);
+    masks[i] = word;
+  }
+  masks[5] = 0x0000FFFFu;  // padding columns (relayoutMasks' fill), then nothing kept
+  masks[7] = 0;
+  std::vector<uint32_t> metadata(masks.size(), 0xDEADBEEFu);
+  k::bitmaskInt4MmaMetadata(masks.data(), groups, chunks, metadata.data());
+
+  std::vector<int> seen(masks.size() * 8, 0);  // (row group, chunk, row, word, nibble)
+  for (int64_t gc = 0; gc < groups * chunks; ++gc)
+    for (int half = 0; half < 2; ++half)
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, t = lane % 4;
+        if (t >= 2) continue;  // selector 0: lanes t = 0, 1 of each quad hold the metadata
+        for (int piece = 0; piece < 2; ++piece)
+          for (int kb = 0; kb < 2; ++kb)
+            for (int m = 0; m < 2; ++m) {
+              const uint32_t word = metadata[size_t(gc * 256 + half * 128 + ((g * 2 + t) * 2 + piece) * 4 + kb * 2 + m)];
+              for (int hi = 0; hi < 2; ++hi)
+                for (int i = 0; i < 4; ++i) {
+                  const int slot = 4 * t + i, group = 4 * (slot % 4) + 2 * kb + slot / 4;  // of the piece's 16
+                  const int row = 16 * m + 8 * hi + g;
+                  const int maskWord = 4 * half + 2 * piece + group / 8, nibble = group % 8;
+                  const size_t at = size_t((gc * 32 + row) * 8 + maskWord);
+                  const uint32_t bits = (masks[at] >> (4 * nibble)) & 0xF;
+                  const uint32_t e = (word >> (16 * hi + 4 * i)) & 0xF, low = e & 3, high = e >> 2;
+                  const uint32_t expected = bits == 0 ? (2u | 1u << 2) : bits == 0xF ? (0u | 3u << 2) : 0xFFu;
+                  const std::string what = "row group/chunk " + std::to_string(gc) + " row " + std::to_string(row) +
+                                           " word " + std::to_string(maskWord) + " nibble " + std::to_string(nibble);
+                  if (expected != 0xFFu) {
+                    EXPECT_EQ(e, expected) << what;
+                  } else {
+                    EXPECT_LT(low, high) << what;
+                    EXPECT_EQ((1u << low) | (1u << high), bits) << what;
+                  }
+                  ++seen[at * 8 + nibble];
+                }
+            }
+      }
+  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }))
+      << "every (row, group) is named by exactly one metadata slot";
+}
+
 // SpQR runs on the tensor cores from kSpqrMmaMinBatch for second-level groups of at least kSpqrMmaMinScaleGroup
 // rows (spqr_gemv.cu: SpqrMmaFormat), else on the FFMA path; the ring split keeps the staged x (16-bit rows padded
 // by kSpqrStagePadHalves), the warps' tiles and rings within the ring kernels' budget, the FFMA split the fp32

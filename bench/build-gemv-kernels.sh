@@ -3,11 +3,14 @@
 # kernels, their host code and references, CUDA runtime and cuBLAS only; one nvcc per file, in parallel.
 #   bench/build-gemv-kernels.sh [BUILDDIR]     (default build-kernels; the binary is BUILDDIR/gemv_kernels)
 # GEMV_BUILD_JOBS: at most this many nvcc at once (default: all files together; 2 on a shared build machine).
+# GEMV_TIMELINE=1: the kernels stamp every block (kernels/GemvTimeline.cuh) for `gemv_kernels timeline`; use a
+# build folder of its own (the objects differ).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build-kernels}"
 mkdir -p "$build"
 flags=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I"$here/kernels" -Xptxas=-v)
+[ "${GEMV_TIMELINE:-0}" = 1 ] && flags+=(-DPARETO_GEMV_TIMELINE)
 # ptxas's advice to use mma.sp::ordered_metadata (no faster on the H200: bench/NOTES.md v6k), where it knows the switch.
 if echo '__global__ void k() {}' >"${TMPDIR:-/tmp}/pareto-ptxas-probe.cu" &&
    nvcc -Xptxas=--suppress-sparse-mma-advisory-info -c "${TMPDIR:-/tmp}/pareto-ptxas-probe.cu" \

@@ -16,12 +16,19 @@
 //     replays after 5 warm-ups; cuBLAS fp16 (cublasGemmEx, fp32 accumulation) in the same run, and each shape alone
 //     (its 32 GEMVs in their own graph) as µs a GEMV. `floor:FORMAT` (e.g. floor:int4-g128, floor:dense): a kernel
 //     that only streams that format's bytes (floorKernel below), timed the same way.
+//   gemv_kernels timeline [--batch 1] [--formats int4-g128,...] [--csv FILE]
+//     (a build with GEMV_TIMELINE=1 only: kernels/GemvTimeline.cuh) one replay of the same step with every block's
+//     start, release (griddepcontrol.wait), staged x and end stamped; per shape, the medians over the 32 layers of:
+//     the gap from the previous GEMV's last block to this one's first release, the release spread, the staging,
+//     the span from first release to last end, the tail (last end − median end) and the bytes / span.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -608,6 +615,10 @@ __global__ void __launch_bounds__(256) floorKernel(FloorBuffers w, const uint4* 
   for (int64_t i = t; i < yCount; i += stride) y[i] = __ushort_as_half(uint16_t(acc & 0x3BFF));
 }
 
+#ifdef PARETO_GEMV_TIMELINE
+k::GemvTimelineBuffer gTimeline;  // set for the timeline replay only (the launches read it when they are made)
+#endif
+
 struct BenchLinear {
   int64_t rows, cols;
   size_t bytes = 0;
@@ -666,7 +677,11 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
   // The shape's problem (the split takes it without pointers). Not through `l`: a lambda stored in *l that held l
   // would keep the weights alive for good.
   const auto problem = [rows = s.rows, cols = s.cols](const void* x, void* y, int batch) {
-    return k::GemvProblem{rows, cols, batch, k::ActivationType::Float16, x, y};
+    k::GemvProblem p{rows, cols, batch, k::ActivationType::Float16, x, y};
+#ifdef PARETO_GEMV_TIMELINE
+    p.timeline = gTimeline;
+#endif
+    return p;
   };
   if (format == "dense") {
     auto w = deviceRandom(size_t(s.rows * s.cols) * 2, seed, 1);
@@ -909,11 +924,131 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
   return 0;
 }
 
+#ifdef PARETO_GEMV_TIMELINE
+// One replay of the step's graph with every block stamped (kernels/GemvTimeline.cuh), summarised per shape.
+int runTimeline(int batch, const std::vector<std::string>& formats, const std::string& csvPath) {
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  std::vector<std::shared_ptr<DeviceBuffer>> xs = {deviceRandom(16 * 4096 * 2, 7, 1, 1.f), deviceRandom(16 * 14336 * 2, 8, 1, 1.f)};
+  auto partials = std::make_shared<DeviceBuffer>(size_t(64) << 20);
+  const unsigned capacity = 1u << 20;
+  DeviceBuffer records(size_t(capacity) * sizeof(k::GemvTimelineRecord)), count(4);
+  FILE* csv = csvPath.empty() ? nullptr : std::fopen(csvPath.c_str(), "w");
+  if (csv) std::fprintf(csv, "format,batch,gemv,shape,block,sm,start_ns,released_ns,staged_ns,end_ns\n");
+  const char* shapeNames[4] = {"qkv", "o", "gate+up", "down"};
+  std::printf("batch %d; µs, medians over the 32 layers (gap: previous GEMV's last end to this one's first release;\n"
+              "spread: last − first release; stage: median staged − released; span: first release to last end;\n"
+              "tail: last end − median end; early: median release − start, the blocks' prologue window)\n", batch);
+  std::printf("%-24s %-8s %6s %6s %6s %6s %6s %6s %7s %8s\n", "format", "shape", "blocks", "gap", "spread", "stage",
+              "span", "tail", "early", "GB/s");
+  for (const auto& format : formats) {
+    gTimeline = {records.as<k::GemvTimelineRecord>(), count.as<unsigned>(), capacity};
+    std::vector<std::shared_ptr<BenchLinear>> step;
+    uint32_t seed = 1000;
+    for (int layer = 0; layer < kLayers; ++layer)
+      for (const auto& s : kLlama8b) {
+        auto l = makeBench(format, s, seed += 17);
+        if (!l) { std::fprintf(stderr, "unknown format %s\n", format.c_str()); return 2; }
+        step.push_back(l);
+      }
+    std::vector<std::shared_ptr<DeviceBuffer>> ys;
+    for (auto& l : step) ys.push_back(std::make_shared<DeviceBuffer>(size_t(batch * l->rows) * 2));
+    // timeGraph replays 5 + runs times; the records of the last replay are the last ones written. Reset the count
+    // before a final single replay so that exactly one replay's blocks are kept.
+    const double stampedMs = timeGraph(step, 0, step.size(), batch, 5, xs, ys, partials->as<float>(), stream);
+    check(cudaMemset(count.ptr, 0, 4), "reset");
+    check(cudaMemset(records.ptr, 0, records.bytes), "reset");
+    (void)timeGraph(step, 0, step.size(), batch, 1, xs, ys, partials->as<float>(), stream);
+    unsigned n = 0;
+    check(cudaMemcpy(&n, count.ptr, 4, cudaMemcpyDeviceToHost), "count");
+    std::vector<k::GemvTimelineRecord> all(std::min(n, capacity));
+    check(cudaMemcpy(all.data(), records.ptr, all.size() * sizeof(k::GemvTimelineRecord), cudaMemcpyDeviceToHost), "records");
+    // The timer's step (1 µs on some GPUs unless a profiler raises it, which would blur gaps of a few µs).
+    {
+      std::vector<uint64_t> stamps;
+      for (const auto& r : all) stamps.insert(stamps.end(), {r.start, r.released, r.staged, r.end});
+      std::sort(stamps.begin(), stamps.end());
+      uint64_t stepNs = UINT64_MAX;
+      for (size_t i = 1; i < stamps.size(); ++i)
+        if (stamps[i] > stamps[i - 1]) stepNs = std::min(stepNs, stamps[i] - stamps[i - 1]);
+      std::printf("%s: %.3f ms a step with the stamps, %u block records, %%globaltimer step %llu ns\n", format.c_str(),
+                  stampedMs, n, (unsigned long long)stepNs);
+    }
+    // The eager run and the 6 + 1 replays wrote in that order: keep each GEMV's last grid of records (its y pointer,
+    // block numbers seen again mean an earlier launch).
+    std::map<uint64_t, size_t> gemvOf;
+    for (size_t i = 0; i < step.size(); ++i) gemvOf[reinterpret_cast<uint64_t>(ys[i]->ptr)] = i;
+    std::vector<std::vector<k::GemvTimelineRecord>> byGemv(step.size());
+    for (const auto& r : all) {
+      auto it = gemvOf.find(r.y);
+      if (it == gemvOf.end()) continue;
+      auto& v = byGemv[it->second];
+      if (!v.empty() && std::any_of(v.begin(), v.end(), [&](const auto& o) { return o.block == r.block; })) v.clear();
+      v.push_back(r);
+    }
+    if (std::any_of(byGemv.begin(), byGemv.end(), [](const auto& v) { return v.empty(); })) {
+      std::printf("%-24s no stamps (only the packed GEMV kernels have them: not dense, not floor:)\n", format.c_str());
+      gTimeline = {};
+      continue;
+    }
+    const uint64_t t0 = byGemv[0].empty() ? 0 : std::min_element(byGemv[0].begin(), byGemv[0].end(), [](auto& a, auto& b) { return a.start < b.start; })->start;
+    std::vector<double> gap[4], spread[4], stage[4], span[4], tail[4], early[4], rate[4];
+    size_t blocks[4] = {0, 0, 0, 0};
+    uint64_t previousEnd = 0, firstReleaseOfStep = 0;
+    double gapTotal = 0;
+    for (size_t i = 0; i < step.size(); ++i) {
+      auto& v = byGemv[i];
+      const int sh = int(i % 4);
+      std::vector<double> releases, ends, stages, earlies;
+      uint64_t firstRelease = UINT64_MAX, lastRelease = 0, lastEnd = 0;
+      for (const auto& r : v) {
+        firstRelease = std::min(firstRelease, r.released);
+        lastRelease = std::max(lastRelease, r.released);
+        lastEnd = std::max(lastEnd, r.end);
+        ends.push_back(double(r.end));
+        stages.push_back(double(r.staged - r.released) * 1e-3);
+        earlies.push_back(double(r.released - r.start) * 1e-3);
+        if (csv)
+          std::fprintf(csv, "%s,%d,%zu,%s,%u,%u,%llu,%llu,%llu,%llu\n", format.c_str(), batch, i, shapeNames[sh],
+                       r.block, r.sm, (unsigned long long)(r.start - t0), (unsigned long long)(r.released - t0),
+                       (unsigned long long)(r.staged - t0), (unsigned long long)(r.end - t0));
+      }
+      blocks[sh] = v.size();
+      if (i > 0) gap[sh].push_back((double(firstRelease) - double(previousEnd)) * 1e-3);
+      if (i > 0) gapTotal += (double(firstRelease) - double(previousEnd)) * 1e-3;
+      if (i == 0) firstReleaseOfStep = firstRelease;
+      spread[sh].push_back(double(lastRelease - firstRelease) * 1e-3);
+      stage[sh].push_back(median(stages));
+      span[sh].push_back(double(lastEnd - firstRelease) * 1e-3);
+      tail[sh].push_back((double(lastEnd) - median(ends)) * 1e-3);
+      early[sh].push_back(median(earlies));
+      rate[sh].push_back(double(step[i]->bytes) / (double(lastEnd - firstRelease) * 1e-9) / 1e9);
+      previousEnd = lastEnd;
+    }
+    const double stepUs = double(previousEnd - firstReleaseOfStep) * 1e-3;
+    std::printf("%-24s step %.1f µs from the first release to the last end, of which %.1f µs (%.0f%%) between one "
+                "GEMV's last end and the next one's first release\n",
+                format.c_str(), stepUs, gapTotal, 100 * gapTotal / stepUs);
+    for (int sh = 0; sh < 4; ++sh)
+      std::printf("%-24s %-8s %6zu %6.2f %6.2f %6.2f %6.2f %6.2f %7.2f %8.0f\n", format.c_str(), shapeNames[sh],
+                  blocks[sh], median(gap[sh]), median(spread[sh]), median(stage[sh]), median(span[sh]),
+                  median(tail[sh]), median(early[sh]), median(rate[sh]));
+    std::fflush(stdout);
+    gTimeline = {};
+    step.clear();
+    check(cudaDeviceSynchronize(), "timeline");
+  }
+  if (csv) std::fclose(csv);
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: gemv_kernels test [--small] | bench [--batch 1,2,4,8,16] [--runs 50] [--formats ...] [--json FILE]\n"
+                         "       | timeline [--batch 1] [--formats ...] [--csv FILE]  (a GEMV_TIMELINE=1 build)\n"
                          "environment switches (an A/B side; kernels/KernelSwitches.h):\n");
     for (const pareto::kernels::KernelSwitch& sw : pareto::kernels::kKernelSwitches)
       std::fprintf(stderr, "  %s  %s\n", sw.name, sw.meaning);
@@ -941,6 +1076,25 @@ int main(int argc, char** argv) {
     for (int b : batches)
       if (b < 1 || b > k::kMaxBatch) { std::fprintf(stderr, "batch %d outside 1..16\n", b); return 2; }
     return runBench(batches, runs, formats, json);
+  }
+  if (mode == "timeline") {
+#ifdef PARETO_GEMV_TIMELINE
+    int batch = 1;
+    std::vector<std::string> formats = {"int4-g128", "bitmask-2:4+int4-g128", "bitmask-2:4"};
+    std::string csv;
+    for (int i = 2; i + 1 < argc; i += 2) {
+      const std::string a = argv[i], v = argv[i + 1];
+      if (a == "--batch") batch = std::stoi(v);
+      else if (a == "--formats") formats = splitList(v);
+      else if (a == "--csv") csv = v;
+      else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+    }
+    if (batch < 1 || batch > k::kMaxBatch) { std::fprintf(stderr, "batch %d outside 1..16\n", batch); return 2; }
+    return runTimeline(batch, formats, csv);
+#else
+    std::fprintf(stderr, "timeline: this binary has no stamps; build it with GEMV_TIMELINE=1 bench/build-gemv-kernels.sh\n");
+    return 2;
+#endif
   }
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;

@@ -17,6 +17,7 @@
 #include "Activation.cuh"
 #include "DecodeArithmetic.cuh"
 #include "GemvProblem.h"
+#include "GemvTimeline.cuh"
 #include "ProgrammaticLaunch.cuh"
 
 namespace pareto::kernels::detail {
@@ -85,6 +86,9 @@ struct GemvLaunch {
   const void* normWeight = nullptr;
   float eps = 0.f;
   bool accumulate = false;
+#ifdef PARETO_GEMV_TIMELINE
+  GemvTimelineBuffer timeline;
+#endif
 };
 
 // RmsNorm inputs: each block computes every batch row's 1/rms itself from the whole input row (8 KB a row at
@@ -465,6 +469,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
   const int64_t col0 = chunk0 * Format::kChunkCols;
   const int64_t row = group * kRowsPerGroup + lane;
+  BlockTimeline timeline;
+  timeline.begin();
   detail::allowDependentLaunch();  // the next kernel may start its own weight loads once all blocks run
 
   // The warp's chunks are first, first + kWarpsPerBlock, ... below chunkEnd: the same for all 32 lanes (no
@@ -485,6 +491,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   // Everything above reads only this launch's weight; x, y, the partials and the counters belong to the
   // kernels before and after this one (ProgrammaticLaunch.cuh).
   detail::waitForPreviousGrid();
+  timeline.release();
 
   using Staged = typename Staging::type;
   Staged* xs = reinterpret_cast<Staged*>(shared);
@@ -492,6 +499,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   const InputReader<T> in = readerOf<kFolds, B, T>(a, norm, lane);
   stageSlice<Format, B, T, kFolds>(a, in, col0, xs, xsum, lane);
   __syncthreads();
+  timeline.stage();
 
   using Accumulator = AccumulatorOf<Format, B>;
   typename Accumulator::type acc{};
@@ -536,6 +544,9 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
     for (int v = 0; v < kWarpsPerBlock; ++v) total[b] += warpSums[v][b][lane];
   }
   storeOrCombineSplits<B, T, kFolds>(a, total, group, split, int64_t(gridDim.x) * kRowsPerGroup, lane, lastBlock);
+#ifdef PARETO_GEMV_TIMELINE
+  timeline.end(a.timeline, a.y);
+#endif
 }
 
 // The kernel of the ring formats (RingOf): the kRingWarpsPerBlock (8) warps of a block take kRingWarpsPerBlock /
@@ -574,6 +585,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   const int part = work.part, first = work.first;
   const bool active = group < groups;  // the last block may have fewer row groups than warps
   const int count = active ? work.count : 0;
+  BlockTimeline timeline;
+  timeline.begin();
   allowDependentLaunch();
 
   const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
@@ -591,6 +604,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
     }
   }
   waitForPreviousGrid();  // x, y, the partials and the counters belong to the kernels before and after this one
+  timeline.release();
 
   auto* xs = reinterpret_cast<typename Staging::type*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
@@ -598,6 +612,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
                                    lane);
   PrepareOf<Format>::run();
   __syncthreads();
+  timeline.stage();
 
   typename Format::template Accumulator<B> acc{};
   const int64_t unitsPerChunk = a.sumUnit > 0 ? Format::kChunkCols / a.sumUnit : 0;
@@ -645,6 +660,9 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
     return;
   }
   storeOrCombineSplits<B, T, kFolds>(a, total, group, split, groups * kRowsPerGroup, lane, lastBlock[warp]);
+#ifdef PARETO_GEMV_TIMELINE
+  timeline.end(a.timeline, a.y);
+#endif
 }
 
 inline std::string cudaErrorText(cudaError_t e, const char* what) {
@@ -723,6 +741,9 @@ inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t t
   a.normWeight = p.normWeight;
   a.eps = p.eps;
   a.accumulate = p.accumulate;
+#ifdef PARETO_GEMV_TIMELINE
+  a.timeline = p.timeline;
+#endif
   return a;
 }
 

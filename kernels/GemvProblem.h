@@ -69,6 +69,20 @@ enum class GemvInput {
 };
 inline constexpr int64_t kGemvMaxNormCols = 16384;  // RmsNorm: the spans' totals a block keeps in shared memory
 
+// Where the kernels of a PARETO_GEMV_TIMELINE build stamp their blocks (GemvTimeline.cuh; bench/gemv_kernels
+// timeline): one record a block, taken in the order the blocks end.
+struct GemvTimelineRecord {
+  uint64_t y;           // the launch's output pointer: which GEMV of the step
+  uint32_t block, sm;   // blockIdx.x + gridDim.x · blockIdx.y, %smid
+  uint64_t start, released, staged, end;  // %globaltimer, ns
+};
+static_assert(sizeof(GemvTimelineRecord) == 48, "records are read back as an array");
+struct GemvTimelineBuffer {
+  GemvTimelineRecord* records = nullptr;  // none: nothing recorded
+  unsigned* count = nullptr;
+  unsigned capacity = 0;
+};
+
 struct GemvProblem {
   int64_t rows = 0;
   int64_t cols = 0;
@@ -82,6 +96,9 @@ struct GemvProblem {
   // y += x · Ŵᵀ instead of y = x · Ŵᵀ: the product rounded to the dtype, then the sum (the residual add that
   // follows the o and down projections, as decode_add_rmsnorm adds them).
   bool accumulate = false;
+#ifdef PARETO_GEMV_TIMELINE
+  GemvTimelineBuffer timeline;  // only in the timeline build of bench/gemv_kernels
+#endif
 };
 // Whether a problem folds work into the GEMV (an input other than Plain, or accumulate).
 inline bool foldsWork(const GemvProblem& p) { return p.input != GemvInput::Plain || p.accumulate; }

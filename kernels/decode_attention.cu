@@ -27,6 +27,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 
 #include "DecodeOps.h"
 #include "GemvDriver.cuh"
@@ -577,14 +578,22 @@ cudaError_t launch(const AttentionArgs& a, cudaStream_t stream) {
                               stream, a);
 }
 
+// f(std::integral_constant<int, MaxHeads>) for the kernel instance that holds `maxHeads` query heads (blockMaxHeads:
+// 1, 2, 4 or 8): the one place that maps the runtime count to the compiled instances, for the launch and the
+// occupancy query alike.
+template <class F>
+auto withMaxHeads(int maxHeads, F&& f) {
+  switch (maxHeads) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    default: return f(std::integral_constant<int, 8>{});
+  }
+}
+
 template <ActivationType T, bool kFused>
 cudaError_t launchFor(const AttentionArgs& a, int maxHeads, cudaStream_t stream) {
-  switch (maxHeads) {
-    case 1: return launch<T, 1, kFused>(a, stream);
-    case 2: return launch<T, 2, kFused>(a, stream);
-    case 4: return launch<T, 4, kFused>(a, stream);
-    default: return launch<T, 8, kFused>(a, stream);
-  }
+  return withMaxHeads(maxHeads, [&](auto heads) { return launch<T, decltype(heads)::value, kFused>(a, stream); });
 }
 
 // The query heads a block holds in registers (the kernel's MaxHeads): a power of two ≥ its heads.
@@ -644,17 +653,16 @@ std::string runDecodeAttention(const DecodeAttentionProblem& p, const DecodeAtte
 
 namespace {
 
+// The blocks of the kernel instance a multiprocessor holds, or 0 when the device cannot say.
 template <ActivationType T, bool kFused>
 int residentBlocksFor(int maxHeads, size_t sharedBytes) {
-  const void* kernel = maxHeads <= 1   ? reinterpret_cast<const void*>(decodeAttentionKernel<T, 1, kFused>)
-                       : maxHeads <= 2 ? reinterpret_cast<const void*>(decodeAttentionKernel<T, 2, kFused>)
-                       : maxHeads <= 4 ? reinterpret_cast<const void*>(decodeAttentionKernel<T, 4, kFused>)
-                                       : reinterpret_cast<const void*>(decodeAttentionKernel<T, 8, kFused>);
+  const void* kernel = withMaxHeads(maxHeads, [](auto heads) {
+    return reinterpret_cast<const void*>(decodeAttentionKernel<T, decltype(heads)::value, kFused>);
+  });
   int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, sharedBytes) != cudaSuccess ||
-      blocks < 1) {
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, sharedBytes) != cudaSuccess) {
     (void)cudaGetLastError();  // not this process's error to keep
-    return kDecodeAttentionResidentBlocks;
+    return 0;
   }
   return blocks;
 }
@@ -680,6 +688,7 @@ int decodeAttentionResidentBlocks(const DecodeAttentionProblem& p, bool fused) {
                                   : residentBlocksFor<ActivationType::BFloat16, true>(maxHeads, bytes))
                            : (f16 ? residentBlocksFor<ActivationType::Float16, false>(maxHeads, bytes)
                                   : residentBlocksFor<ActivationType::BFloat16, false>(maxHeads, bytes));
+  if (blocks < 1) return kDecodeAttentionResidentBlocks;  // asked again next time, not remembered
   known.emplace(key, blocks);
   return blocks;
 }

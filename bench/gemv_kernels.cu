@@ -776,6 +776,23 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
   return l;
 }
 
+// The step of a format: 32 layers × the four Llama-3.1-8B shapes, every weight distinct; empty (and named on stderr)
+// for an unknown format.
+std::vector<std::shared_ptr<BenchLinear>> makeStep(const std::string& format) {
+  std::vector<std::shared_ptr<BenchLinear>> step;
+  uint32_t seed = 1000;
+  for (int layer = 0; layer < kLayers; ++layer)
+    for (const auto& s : kLlama8b) {
+      auto l = makeBench(format, s, seed += 17);
+      if (!l) {
+        std::fprintf(stderr, "unknown format %s\n", format.c_str());
+        return {};
+      }
+      step.push_back(l);
+    }
+  return step;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -859,14 +876,8 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
   bool firstResult = true;
   std::printf("%-24s %5s %9s %8s %7s %7s  %s\n", "format", "batch", "ms/step", "GB/s", "copy", "vs fp16", "µs a GEMV alone: qkv o gate+up down");
   for (const auto& format : formats) {
-    std::vector<std::shared_ptr<BenchLinear>> step;
-    uint32_t seed = 1000;
-    for (int layer = 0; layer < kLayers; ++layer)
-      for (const auto& s : kLlama8b) {
-        auto l = makeBench(format, s, seed += 17);
-        if (!l) { std::fprintf(stderr, "unknown format %s\n", format.c_str()); return 2; }
-        step.push_back(l);
-      }
+    std::vector<std::shared_ptr<BenchLinear>> step = makeStep(format);
+    if (step.empty()) return 2;
     // Each shape alone: its GEMVs of every layer in a step of their own (same order of layers).
     std::vector<std::shared_ptr<BenchLinear>> byShape;
     for (int s = 0; s < 4; ++s)
@@ -943,14 +954,8 @@ int runTimeline(int batch, const std::vector<std::string>& formats, const std::s
               "span", "tail", "early", "GB/s");
   for (const auto& format : formats) {
     gTimeline = {records.as<k::GemvTimelineRecord>(), count.as<unsigned>(), capacity};
-    std::vector<std::shared_ptr<BenchLinear>> step;
-    uint32_t seed = 1000;
-    for (int layer = 0; layer < kLayers; ++layer)
-      for (const auto& s : kLlama8b) {
-        auto l = makeBench(format, s, seed += 17);
-        if (!l) { std::fprintf(stderr, "unknown format %s\n", format.c_str()); return 2; }
-        step.push_back(l);
-      }
+    std::vector<std::shared_ptr<BenchLinear>> step = makeStep(format);
+    if (step.empty()) return 2;
     std::vector<std::shared_ptr<DeviceBuffer>> ys;
     for (auto& l : step) ys.push_back(std::make_shared<DeviceBuffer>(size_t(batch * l->rows) * 2));
     // timeGraph replays 5 + runs times; the records of the last replay are the last ones written. Reset the count

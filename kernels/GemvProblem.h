@@ -75,8 +75,9 @@ struct GemvTimelineRecord {
   uint64_t y;           // the launch's output pointer: which GEMV of the step
   uint32_t block, sm;   // blockIdx.x + gridDim.x · blockIdx.y, %smid
   uint64_t start, released, staged, end;  // %globaltimer, ns
+  uint64_t clocks[4];   // clock64 of the multiprocessor at the same four points (a finer timer, per SM)
 };
-static_assert(sizeof(GemvTimelineRecord) == 48, "records are read back as an array");
+static_assert(sizeof(GemvTimelineRecord) == 80, "records are read back as an array");
 struct GemvTimelineBuffer {
   GemvTimelineRecord* records = nullptr;  // none: nothing recorded
   unsigned* count = nullptr;

@@ -171,8 +171,9 @@ std::string checkBitmaskInt4Gemv(const GemvProblem& p, const BitmaskInt4GemvWeig
 }
 
 void bitmaskInt4MmaMetadata(const uint32_t* masks, int64_t rowGroups, int64_t chunks, uint32_t* metadata) {
-  // A nibble's two indices: the lowest kept column (2 when none of the first two is), the highest (1 when neither
-  // of the last two is): for 2-of-4 nibbles their columns, and what the kernel's metadata always was elsewhere.
+  // A nibble's two indices, as sparseMetadata (BitmaskMetadata.cuh) gives them on the device: its lowest kept
+  // column (2 when neither of the first two is kept) and its highest (1 when neither of the last two is), i.e. the
+  // two columns of a 2-of-4 nibble, and pairs mma.sp accepts for the padding's 0000 and 1111 (over zero values and x).
   uint32_t indices[16];
   for (uint32_t n = 0; n < 16; ++n) {
     const uint32_t low = n & 1 ? 0 : n & 2 ? 1 : 2, high = n & 8 ? 3 : n & 4 ? 2 : 1;

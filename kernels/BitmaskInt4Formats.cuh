@@ -106,7 +106,8 @@ __device__ __forceinline__ uint32_t subtractPairs(uint32_t a, uint32_t b) {
 }
 
 // 2:4 + int4 on the sparse tensor cores (bitmaskInt4UsesTensorCores; mma.sp), through the shared-memory ring of
-// GemvDriver.cuh, from the lane-interleaved layout as it is (the float64 reference reads the same bytes).
+// GemvDriver.cuh, from the lane-interleaved layout as it is (the float64 reference reads the same codes, scales and
+// zeros; the masks it reads are here the metadata computed from them at load time).
 //
 // Stream: the ring's chunk is half a layout chunk (128 columns: 64 kept codes a row = 2 code pieces of 16 bytes a
 // lane, and 512 bytes of metadata). The 32 lanes copy the 2 code pieces and the metadata (evict-first) and the

@@ -6,9 +6,8 @@
 // programmatic-launch overlap) cannot say where it goes between two kernels of the graph. Thread 0 of every block
 // stamps %globaltimer (and its multiprocessor's clock64, finer where the global timer ticks in microseconds) when
 // the block starts, when griddepcontrol.wait lets it go, when its x is staged and when it has stored its rows; the
-// bench turns the stamps of one graph replay into, per GEMV, the gap between the previous
-// GEMV's last block and this one's release, the spread of its blocks' ends (the tail), the staging time and the
-// time its bytes took.
+// bench turns the stamps of one graph replay into, per GEMV, the gap between the previous GEMV's last block and
+// this one's release, the spread of its blocks' ends (the tail), the staging time and the time its bytes took.
 #pragma once
 
 #include <cstdint>

@@ -18,8 +18,9 @@ if echo '__global__ void k() {}' >"${TMPDIR:-/tmp}/pareto-ptxas-probe.cu" &&
   flags+=(-Xptxas=--suppress-sparse-mma-advisory-info)
 fi
 pids=()
-for src in kernels/quant_group_gemv.cu kernels/quant_group_gemv_folded.cu kernels/bitmask_nm_gemv.cu \
-           kernels/bitmask_int4_gemv.cu kernels/bitmask_int4_gemv_folded.cu kernels/spqr_gemv.cu \
+for src in kernels/quant_group_gemv.cu kernels/quant_group_gemv_folded.cu kernels/quant_group_gemv_chain.cu \
+           kernels/bitmask_nm_gemv.cu kernels/bitmask_int4_gemv.cu kernels/bitmask_int4_gemv_folded.cu \
+           kernels/bitmask_int4_gemv_chain.cu kernels/spqr_gemv.cu \
            kernels/GemvProblem.cpp kernels/GemvChecks.cpp kernels/KernelSwitches.cpp kernels/reference/GemvReference.cpp bench/gemv_kernels.cu; do
   obj="$build/$(basename "$src").o"
   # Up to date: newer than its source and every kernels header (a carried build of the unchanged files).

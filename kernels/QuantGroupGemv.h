@@ -105,5 +105,9 @@ std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors);
 std::string runQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight& w, const GemvSplit& s,
                               float* partials, int* counters, CUstream_st* stream);
+// Its links in one launch (GemvProblem.h GemvChainLink; each link's split from quantGroupGemvSplit): the
+// tensor-core ring kernels only (4-bit codes at every batch, 8-bit fp16 codes from batch 2), plain GEMVs.
+std::string runQuantGroupGemvChain(const GemvChainLink<QuantGroupGemvWeight>* links, int count,
+                                   const GemvChainWorkspace& ws, CUstream_st* stream);
 
 }  // namespace pareto::kernels

@@ -9,7 +9,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build-kernels}"
 mkdir -p "$build"
-flags=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I"$here/kernels" -Xptxas=-v)
+flags=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I"$here/kernels" -Xptxas=-v -DPARETO_GEMV_CHAIN_EVERY_BATCH)
 [ "${GEMV_TIMELINE:-0}" = 1 ] && flags+=(-DPARETO_GEMV_TIMELINE)
 # ptxas's advice to use mma.sp::ordered_metadata (no faster on the H200: bench/NOTES.md v6k), where it knows the switch.
 if echo '__global__ void k() {}' >"${TMPDIR:-/tmp}/pareto-ptxas-probe.cu" &&

@@ -550,6 +550,74 @@ void checkChain(const std::vector<Linear>& links, k::ActivationType t, const std
   std::fflush(stdout);
 }
 
+// The decode layer's folded chain at batch 1 (o adds into the residual stream, gate+up reads its RMSNorm, down
+// reads SiLU·mul of gate+up and adds into the residual): the chain against the three folded launches one by one,
+// bit for bit; at batch 2 a folded chain must be refused (compiled for batch 1 only). `make(rows, cols)` makes a
+// weight of the format; hidden 512, intermediate 768, attention width 512.
+void checkFoldedChain(const std::function<Linear(int64_t, int64_t)>& make, k::ActivationType t,
+                      const std::string& label, TestCounts& counts) {
+  std::mt19937_64 rng(std::random_device{}());
+  const int64_t hidden = 512, inter = 768;
+  const std::vector<Linear> links = {make(hidden, hidden), make(2 * inter, hidden), make(hidden, inter)};
+  std::string failed;
+  for (int batch : {1, 2}) {
+    ++counts.cases;
+    const std::vector<uint16_t> attn = randomValues(size_t(batch * hidden), t, 1.f, rng);
+    const std::vector<uint16_t> residual = randomValues(size_t(batch * hidden), t, 1.f, rng);
+    const std::vector<uint16_t> normWeight = randomValues(size_t(hidden), t, 1.f, rng);
+    const std::vector<uint16_t> poison(size_t(batch * 2 * inter), 0x7FFF);
+    DeviceBuffer dAttn(attn), dNorm(normWeight), r1(residual), r2(residual), g1(poison), g2(poison);
+    const auto problems = [&](DeviceBuffer& r, DeviceBuffer& g) {
+      std::vector<k::GemvProblem> p(3);
+      p[0] = k::GemvProblem{hidden, hidden, batch, t, dAttn.ptr, r.ptr};
+      p[0].accumulate = true;
+      p[1] = k::GemvProblem{2 * inter, hidden, batch, t, r.ptr, g.ptr};
+      p[1].input = k::GemvInput::RmsNorm, p[1].normWeight = dNorm.ptr, p[1].eps = 1e-5f;
+      p[2] = k::GemvProblem{hidden, inter, batch, t, g.ptr, r.ptr};
+      p[2].input = k::GemvInput::SiluMul, p[2].accumulate = true;
+      return p;
+    };
+    const std::vector<k::GemvProblem> ps = problems(r1, g1), pc = problems(r2, g2);
+    std::vector<k::GemvSplit> splits;
+    std::vector<std::shared_ptr<DeviceBuffer>> counterBuffers;
+    std::vector<int*> counters;
+    std::vector<const std::any*> weights;
+    size_t partialFloats = 1;
+    for (size_t i = 0; i < 3; ++i) {
+      splits.push_back(links[i].split(ps[i]));
+      partialFloats = std::max(partialFloats, k::gemvPartialFloats(ps[i], splits[i]));
+      counterBuffers.push_back(std::make_shared<DeviceBuffer>(size_t(k::rowGroups(links[i].rows)) * sizeof(int)));
+      check(cudaMemset(counterBuffers[i]->ptr, 0, counterBuffers[i]->bytes), "cudaMemset");
+      counters.push_back(counterBuffers[i]->as<int>());
+      weights.push_back(&links[i].weight);
+    }
+    DeviceBuffer partials(partialFloats * sizeof(float)), barrier(k::kGemvChainCounters * sizeof(unsigned));
+    check(cudaMemset(barrier.ptr, 0, barrier.bytes), "cudaMemset");
+    const std::string error = runChain(weights, pc, splits, counters, {partials.as<float>(), barrier.as<unsigned>()}, nullptr);
+    if (batch != 1) {
+      if (error.empty()) ++counts.failures, failed += " b" + std::to_string(batch) + "(not refused)";
+      continue;
+    }
+    check(error, label.c_str());
+    for (size_t i = 0; i < 3; ++i) check(links[i].run(ps[i], partials.as<float>(), counters[i], nullptr), label.c_str());
+    check(cudaDeviceSynchronize(), (label + " (run)").c_str());
+    const auto read = [](const DeviceBuffer& b) {
+      std::vector<uint16_t> v(b.bytes / 2);
+      check(cudaMemcpy(v.data(), b.ptr, b.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      return v;
+    };
+    const std::vector<uint16_t> gate = read(g1);
+    if (read(r1) != read(r2) || gate != read(g2) ||
+        std::any_of(gate.begin(), gate.end(), [](uint16_t v) { return v == 0x7FFF; })) {
+      ++counts.failures;
+      failed += " b" + std::to_string(batch);
+    }
+  }
+  std::printf("%-4s %-44s %s%s\n", failed.empty() ? "ok" : "FAIL", ("folded chain " + label).c_str(),
+              t == k::ActivationType::Float16 ? "fp16" : "bf16", failed.c_str());
+  std::fflush(stdout);
+}
+
 int runTests(bool small, bool chainOnly) {
   std::vector<std::pair<int64_t, int64_t>> shapes = {{32, 256}, {100, 4160}, {333, 1056}};
   if (!small) shapes.push_back({4096, 4096});
@@ -632,6 +700,10 @@ int runTests(bool small, bool chainOnly) {
                  [](int) { return true; }, "bitmask 2:4 int4 sym g128", counts);
       checkChain(chainOf([&](int64_t r, int64_t c) { return bitmaskInt4Linear(r, c, 2, 4, false, c / 2, ++seed); }), t,
                  [](int) { return true; }, "bitmask 2:4 int4 asym per row", counts);
+      checkFoldedChain([&](int64_t r, int64_t c) { return quantLinear(r, c, 4, false, 128, ++seed); }, t,
+                       "int4 asym g128", counts);
+      checkFoldedChain([&](int64_t r, int64_t c) { return bitmaskInt4Linear(r, c, 2, 4, true, 128, ++seed); }, t,
+                       "bitmask 2:4 int4 sym g128", counts);
     }
   }
   std::printf("TESTS %s: %d of %d (kernel, batch) cases failed, worst relative error %.2e\n",

@@ -387,12 +387,19 @@ std::string launchChainAt(const GemvChainLink<BitmaskInt4GemvWeight>* links, int
 template <ActivationType T, bool kFolds>
 std::string launchChain(const GemvChainLink<BitmaskInt4GemvWeight>* links, int count, const GemvChainWorkspace& ws,
                         cudaStream_t stream) {
-  switch (bitmaskInt4MmaBatch(links[0].problem.batch)) {
-    case 2: return launchChainAt<2, T, kFolds>(links, count, ws, stream);
-    case 4: return launchChainAt<4, T, kFolds>(links, count, ws, stream);
-    case 8: return launchChainAt<8, T, kFolds>(links, count, ws, stream);
-    default: return launchChainAt<16, T, kFolds>(links, count, ws, stream);
+  // Batch 1 runs the batch-2 kernel (bitmaskInt4MmaBatch).
+  if (links[0].problem.batch == 1) return launchChainAt<2, T, kFolds>(links, count, ws, stream);
+#ifdef PARETO_GEMV_CHAIN_EVERY_BATCH
+  if constexpr (!kFolds) {
+    switch (bitmaskInt4MmaBatch(links[0].problem.batch)) {
+      case 2: return launchChainAt<2, T, false>(links, count, ws, stream);
+      case 4: return launchChainAt<4, T, false>(links, count, ws, stream);
+      case 8: return launchChainAt<8, T, false>(links, count, ws, stream);
+      default: return launchChainAt<16, T, false>(links, count, ws, stream);
+    }
   }
+#endif
+  return std::string("bitmask_int4_gemv chain: ") + detail::kGemvChainBatches;
 }
 
 // Defined in bitmask_int4_gemv_folded.cu: launchAny<true>.

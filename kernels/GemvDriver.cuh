@@ -415,8 +415,9 @@ __device__ __forceinline__ bool arriveLast(int* counter, int splits) {
 // Stores the row group's y (`total`, the lane's row), or, when several blocks (splits) share the row group's
 // columns, publishes this block's partial sums and lets the last block to arrive add them all up (arriveLast).
 // One warp a row group, all 32 lanes; `lastBlock` is a shared flag of that warp. Partials are
-// [split][batch][paddedRows].
-template <int B, ActivationType T, bool kFolds>
+// [split][batch][paddedRows]. kCoherent: the residual an accumulating store adds to is read through L2 (the chain
+// kernel: an earlier link of the same launch may have written it).
+template <int B, ActivationType T, bool kFolds, bool kCoherent = false>
 __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const float (&total)[B], int64_t group,
                                                      int split, int64_t paddedRows, int lane, bool& lastBlock) {
   using A = Act<T>;
@@ -426,7 +427,15 @@ __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const 
   const bool accumulate = kFolds && a.accumulate;
   const auto store = [&](int b, float v) {
     typename A::type* at = y + int64_t(b) * a.rows + row;
-    *at = accumulate ? residualAdd<T>(*at, v) : A::fromFloat(v);
+    if (!accumulate) {
+      *at = A::fromFloat(v);
+    } else if constexpr (kCoherent) {
+      typename A::type old;
+      *reinterpret_cast<unsigned short*>(&old) = __ldcg(reinterpret_cast<const unsigned short*>(at));
+      *at = residualAdd<T>(old, v);
+    } else {
+      *at = residualAdd<T>(*at, v);
+    }
   };
   if (a.splits == 1) {
     if (row < a.rows)
@@ -683,7 +692,8 @@ __device__ __forceinline__ void ringRest(const typename Format::Params& w, const
     return;
   }
   const int64_t groups = (a.rows + kRowsPerGroup - 1) / kRowsPerGroup;
-  storeOrCombineSplits<B, T, kFolds>(a, total, p.group, split, groups * kRowsPerGroup, lane, lastBlock[p.warp]);
+  storeOrCombineSplits<B, T, kFolds, kCoherent>(a, total, p.group, split, groups * kRowsPerGroup, lane,
+                                                lastBlock[p.warp]);
 #ifdef PARETO_GEMV_TIMELINE
   timeline.end(a.timeline, a.y);
 #endif
@@ -768,6 +778,16 @@ __device__ __forceinline__ unsigned chainRank(unsigned* counters, int multiproce
 // its ring before it waits at the barrier, so the weight stream does not stop at the boundary. Each virtual block
 // computes exactly what its ringGemvKernel block would, in the same order: the results are the separate launches'
 // bit for bit.
+// What a build compiles of the chain kernel: batch 1 with and without the folds (the decode step chains a layer's
+// GEMVs at batch 1, the one batch where it folds), and with PARETO_GEMV_CHAIN_EVERY_BATCH (the kernels-only bench,
+// bench/build-gemv-kernels.sh) the plain chain at every batch.
+#ifdef PARETO_GEMV_CHAIN_EVERY_BATCH
+inline constexpr const char* kGemvChainBatches = "a chain with folded work runs at batch 1 only";
+#else
+inline constexpr const char* kGemvChainBatches =
+    "this build compiles the chain for batch 1 (bench/build-gemv-kernels.sh compiles every batch of the plain chain)";
+#endif
+
 template <class P>
 struct RingChain {
   P w[kMaxGemvChainLinks];

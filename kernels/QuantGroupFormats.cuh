@@ -467,17 +467,21 @@ std::string launchChain(const GemvChainLink<QuantGroupGemvWeight>* links, int co
   const int batch = compiledBatch(links[0].problem.batch);
   if constexpr (Bits == 4 || T == ActivationType::Float16) {
     if (quantUsesTensorCores(Bits, T, batch)) {
-      const int halves = quantRingHalves(Bits, T, batch);
-      if (halves == 2)
-        return batch <= 8 ? launchChainAt<QuantMmaFormat<Bits, T, 2>, 8, T, kFolds, Bits>(links, count, ws, 2, stream)
-                          : launchChainAt<QuantMmaFormat<Bits, T, 2>, 16, T, kFolds, Bits>(links, count, ws, 2, stream);
-      switch (batch) {
-        case 1: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 1, T, kFolds, Bits>(links, count, ws, 1, stream);
-        case 2: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 2, T, kFolds, Bits>(links, count, ws, 1, stream);
-        case 4: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 4, T, kFolds, Bits>(links, count, ws, 1, stream);
-        case 8: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 8, T, kFolds, Bits>(links, count, ws, 1, stream);
-        default: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 16, T, kFolds, Bits>(links, count, ws, 1, stream);
+      if (batch == 1) return launchChainAt<QuantMmaFormat<Bits, T, 1>, 1, T, kFolds, Bits>(links, count, ws, 1, stream);
+#ifdef PARETO_GEMV_CHAIN_EVERY_BATCH
+      if constexpr (!kFolds) {
+        if (quantRingHalves(Bits, T, batch) == 2)
+          return batch <= 8 ? launchChainAt<QuantMmaFormat<Bits, T, 2>, 8, T, false, Bits>(links, count, ws, 2, stream)
+                            : launchChainAt<QuantMmaFormat<Bits, T, 2>, 16, T, false, Bits>(links, count, ws, 2, stream);
+        switch (batch) {
+          case 2: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 2, T, false, Bits>(links, count, ws, 1, stream);
+          case 4: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 4, T, false, Bits>(links, count, ws, 1, stream);
+          case 8: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 8, T, false, Bits>(links, count, ws, 1, stream);
+          default: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 16, T, false, Bits>(links, count, ws, 1, stream);
+        }
       }
+#endif
+      return std::string("quant_group_gemv chain: ") + detail::kGemvChainBatches;
     }
   }
   return "quant_group_gemv chain: " + std::to_string(Bits) + "-bit codes at batch " +

@@ -9,20 +9,20 @@ std::string runQuantGroupGemvChain(const GemvChainLink<QuantGroupGemvWeight>* li
                                    const GemvChainWorkspace& ws, CUstream_st* stream) {
   if (auto e = checkGemvChain(links, count, ws, &checkQuantGroupGemv); !e.empty()) return e;
   const int bits = links[0].weight.bits;
+  bool folds = false;
   for (int i = 0; i < count; ++i) {
     if (links[i].weight.bits != bits) return "quant_group_gemv chain: every link has the first link's code width";
-    // The folds' kernels would read an earlier link's residual stream through L2 (InputReader's kCoherent), but
-    // they are not compiled for the chain yet: a folded link is refused, not run unfused.
-    if (foldsWork(links[i].problem))
-      return "quant_group_gemv chain link " + std::to_string(i) + ": the chain runs plain GEMVs (no folded norm, "
-             "SiLU·mul or residual add)";
+    folds = folds || foldsWork(links[i].problem);
   }
   const bool f16 = links[0].problem.type == ActivationType::Float16;
-  if (bits == 4)
-    return f16 ? quant_group_gemv::launchChain<4, ActivationType::Float16, false>(links, count, ws, stream)
-               : quant_group_gemv::launchChain<4, ActivationType::BFloat16, false>(links, count, ws, stream);
-  return f16 ? quant_group_gemv::launchChain<8, ActivationType::Float16, false>(links, count, ws, stream)
-             : quant_group_gemv::launchChain<8, ActivationType::BFloat16, false>(links, count, ws, stream);
+  using quant_group_gemv::launchChain;
+  constexpr auto F16 = ActivationType::Float16, BF16 = ActivationType::BFloat16;
+  if (bits == 4) {
+    if (folds) return f16 ? launchChain<4, F16, true>(links, count, ws, stream) : launchChain<4, BF16, true>(links, count, ws, stream);
+    return f16 ? launchChain<4, F16, false>(links, count, ws, stream) : launchChain<4, BF16, false>(links, count, ws, stream);
+  }
+  if (folds) return f16 ? launchChain<8, F16, true>(links, count, ws, stream) : launchChain<8, BF16, true>(links, count, ws, stream);
+  return f16 ? launchChain<8, F16, false>(links, count, ws, stream) : launchChain<8, BF16, false>(links, count, ws, stream);
 }
 
 }  // namespace pareto::kernels

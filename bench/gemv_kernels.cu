@@ -471,6 +471,33 @@ void checkFolded(const Linear& l, k::ActivationType t, Fold fold, bool takesFold
   std::fflush(stdout);
 }
 
+// What a chain of `links` needs for `problems` (each link's split and zeroed row-group counters, the partials, the
+// chain's own counters), and its launch on problems of the same shapes.
+struct ChainHarness {
+  std::vector<k::GemvSplit> splits;
+  std::vector<std::shared_ptr<DeviceBuffer>> counterBuffers;
+  std::vector<int*> counters;
+  std::vector<const std::any*> weights;
+  std::shared_ptr<DeviceBuffer> partials, barrier;
+  ChainHarness(const std::vector<Linear>& links, const std::vector<k::GemvProblem>& problems) {
+    size_t partialFloats = 1;
+    for (size_t i = 0; i < links.size(); ++i) {
+      splits.push_back(links[i].split(problems[i]));
+      partialFloats = std::max(partialFloats, k::gemvPartialFloats(problems[i], splits[i]));
+      counterBuffers.push_back(std::make_shared<DeviceBuffer>(size_t(k::rowGroups(links[i].rows)) * sizeof(int)));
+      check(cudaMemset(counterBuffers[i]->ptr, 0, counterBuffers[i]->bytes), "cudaMemset");
+      counters.push_back(counterBuffers[i]->as<int>());
+      weights.push_back(&links[i].weight);
+    }
+    partials = std::make_shared<DeviceBuffer>(partialFloats * sizeof(float));
+    barrier = std::make_shared<DeviceBuffer>(k::kGemvChainCounters * sizeof(unsigned));
+    check(cudaMemset(barrier->ptr, 0, barrier->bytes), "cudaMemset");
+  }
+  std::string run(const std::vector<k::GemvProblem>& problems) const {
+    return runChain(weights, problems, splits, counters, {partials->as<float>(), barrier->as<unsigned>()}, nullptr);
+  }
+};
+
 // The chain kernel (kernels/GemvProblem.h GemvChainLink) against the same links launched one after another, bit for
 // bit, at every test batch. All links but the last feed each other (link i + 1's x is link i's y: the grid barrier
 // and the coherent loads of x); the last is independent and has more blocks than a wave (the kernel's loop over a
@@ -502,34 +529,19 @@ void checkChain(const std::vector<Linear>& links, k::ActivationType t, const std
       return p;
     };
     const std::vector<k::GemvProblem> ps = problemsOf(separate), pc = problemsOf(chained);
-    std::vector<k::GemvSplit> splits;
-    std::vector<std::shared_ptr<DeviceBuffer>> counterBuffers;
-    std::vector<int*> counters;
-    std::vector<const std::any*> weights;
-    size_t partialFloats = 1;
-    for (size_t i = 0; i < n; ++i) {
-      splits.push_back(links[i].split(ps[i]));
-      partialFloats = std::max(partialFloats, k::gemvPartialFloats(ps[i], splits[i]));
-      counterBuffers.push_back(std::make_shared<DeviceBuffer>(size_t(k::rowGroups(links[i].rows)) * sizeof(int)));
-      check(cudaMemset(counterBuffers[i]->ptr, 0, counterBuffers[i]->bytes), "cudaMemset");
-      counters.push_back(counterBuffers[i]->as<int>());
-      weights.push_back(&links[i].weight);
-    }
-    DeviceBuffer partials(partialFloats * sizeof(float)), barrier(k::kGemvChainCounters * sizeof(unsigned));
-    check(cudaMemset(barrier.ptr, 0, barrier.bytes), "cudaMemset");
-    const k::GemvChainWorkspace ws{partials.as<float>(), barrier.as<unsigned>()};
-    const std::string error = runChain(weights, pc, splits, counters, ws, nullptr);
+    const ChainHarness h(links, ps);
+    const std::string error = h.run(pc);
     if (!ring(batch)) {
       if (error.empty()) ++counts.failures, failed += " b" + std::to_string(batch) + "(not refused)";
       continue;
     }
     check(error, label.c_str());
-    check(runChain(weights, pc, splits, counters, ws, nullptr), label.c_str());
-    for (size_t i = 0; i < n; ++i) check(links[i].run(ps[i], partials.as<float>(), counters[i], nullptr), label.c_str());
+    check(h.run(pc), label.c_str());
+    for (size_t i = 0; i < n; ++i) check(links[i].run(ps[i], h.partials->as<float>(), h.counters[i], nullptr), label.c_str());
     check(cudaDeviceSynchronize(), (label + " (run)").c_str());
     // After whole launches every counter but the barrier's generation ([1]) is back at 0 (GemvProblem.h).
     std::vector<unsigned> left(k::kGemvChainCounters);
-    check(cudaMemcpy(left.data(), barrier.ptr, barrier.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    check(cudaMemcpy(left.data(), h.barrier->ptr, h.barrier->bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
     left[1] = 0;
     const bool reset = std::all_of(left.begin(), left.end(), [](unsigned v) { return v == 0; });
     bool same = reset;
@@ -578,28 +590,14 @@ void checkFoldedChain(const std::function<Linear(int64_t, int64_t)>& make, k::Ac
       return p;
     };
     const std::vector<k::GemvProblem> ps = problems(r1, g1), pc = problems(r2, g2);
-    std::vector<k::GemvSplit> splits;
-    std::vector<std::shared_ptr<DeviceBuffer>> counterBuffers;
-    std::vector<int*> counters;
-    std::vector<const std::any*> weights;
-    size_t partialFloats = 1;
-    for (size_t i = 0; i < 3; ++i) {
-      splits.push_back(links[i].split(ps[i]));
-      partialFloats = std::max(partialFloats, k::gemvPartialFloats(ps[i], splits[i]));
-      counterBuffers.push_back(std::make_shared<DeviceBuffer>(size_t(k::rowGroups(links[i].rows)) * sizeof(int)));
-      check(cudaMemset(counterBuffers[i]->ptr, 0, counterBuffers[i]->bytes), "cudaMemset");
-      counters.push_back(counterBuffers[i]->as<int>());
-      weights.push_back(&links[i].weight);
-    }
-    DeviceBuffer partials(partialFloats * sizeof(float)), barrier(k::kGemvChainCounters * sizeof(unsigned));
-    check(cudaMemset(barrier.ptr, 0, barrier.bytes), "cudaMemset");
-    const std::string error = runChain(weights, pc, splits, counters, {partials.as<float>(), barrier.as<unsigned>()}, nullptr);
+    const ChainHarness h(links, ps);
+    const std::string error = h.run(pc);
     if (batch != 1) {
       if (error.empty()) ++counts.failures, failed += " b" + std::to_string(batch) + "(not refused)";
       continue;
     }
     check(error, label.c_str());
-    for (size_t i = 0; i < 3; ++i) check(links[i].run(ps[i], partials.as<float>(), counters[i], nullptr), label.c_str());
+    for (size_t i = 0; i < 3; ++i) check(links[i].run(ps[i], h.partials->as<float>(), h.counters[i], nullptr), label.c_str());
     check(cudaDeviceSynchronize(), (label + " (run)").c_str());
     const auto read = [](const DeviceBuffer& b) {
       std::vector<uint16_t> v(b.bytes / 2);

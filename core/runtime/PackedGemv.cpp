@@ -535,12 +535,13 @@ at::Tensor gemvChainCounters(const at::Device& device) {
   return at::zeros({k::kGemvChainCounters}, at::TensorOptions().dtype(at::kInt).device(device));
 }
 
+#ifdef PARETO_WITH_CUDA
 namespace {
 // The kernels' chain over links of one weight kind W (`weightOf(link)`), or false and the reason.
-template <class W, class KernelWeight, class WeightOf, class Split, class Run>
-bool runChain(const std::vector<GemvChainLink>& links, const at::Tensor& counters, std::string* why,
-              WeightOf weightOf, Split split, Run run) {
-#ifdef PARETO_WITH_CUDA
+template <class W, class KernelWeight, class WeightOf>
+bool runChain(const std::vector<GemvChainLink>& links, const at::Tensor& counters, std::string* why, WeightOf weightOf,
+              k::GemvSplit (*split)(const k::GemvProblem&, const KernelWeight&, int),
+              std::string (*run)(const k::GemvChainLink<KernelWeight>*, int, const k::GemvChainWorkspace&, CUstream_st*)) {
   std::vector<k::GemvChainLink<KernelWeight>> kernelLinks;
   std::vector<at::Tensor> keep;  // the contiguous inputs, alive until the launch
   size_t partialFloats = 0;
@@ -565,13 +566,9 @@ bool runChain(const std::vector<GemvChainLink>& links, const at::Tensor& counter
   if (error.empty()) return true;
   if (why) *why = error;
   return false;
-#else
-  (void)links, (void)counters, (void)weightOf, (void)split, (void)run;
-  if (why) *why = "this build has no CUDA kernels";
-  return false;
-#endif
 }
 }  // namespace
+#endif
 
 bool gemvChain(const std::vector<GemvChainLink>& links, const at::Tensor& counters, std::string* why) {
   const auto refuse = [&](const std::string& reason) {
@@ -589,29 +586,15 @@ bool gemvChain(const std::vector<GemvChainLink>& links, const at::Tensor& counte
       counters.numel() < k::kGemvChainCounters || !counters.is_contiguous())
     throw InputError("gemv chain: the counters must be a contiguous int32 [" + std::to_string(k::kGemvChainCounters) +
                      "] tensor on the device (gemvChainCounters)");
+#ifdef PARETO_WITH_CUDA
   if (quant)
-    return runChain<QuantGroupKernelWeight, k::QuantGroupGemvWeight>(
-        links, counters, why, [](const GemvChainLink& l) { return l.quant; },
-        [](const k::GemvProblem& p, const k::QuantGroupGemvWeight& w, int sms) { return k::quantGroupGemvSplit(p, w, sms); },
-        [](const k::GemvChainLink<k::QuantGroupGemvWeight>* l, int n, const k::GemvChainWorkspace& ws, CUstream_st* st) {
-#ifdef PARETO_WITH_CUDA
-          return k::runQuantGroupGemvChain(l, n, ws, st);
+    return runChain<QuantGroupKernelWeight>(links, counters, why, [](const GemvChainLink& l) { return l.quant; },
+                                            &k::quantGroupGemvSplit, &k::runQuantGroupGemvChain);
+  return runChain<BitmaskInt4KernelWeight>(links, counters, why, [](const GemvChainLink& l) { return l.bitmaskInt4; },
+                                           &k::bitmaskInt4GemvSplit, &k::runBitmaskInt4GemvChain);
 #else
-          (void)l, (void)n, (void)ws, (void)st;
-          return std::string();
+  return refuse("this build has no CUDA kernels");
 #endif
-        });
-  return runChain<BitmaskInt4KernelWeight, k::BitmaskInt4GemvWeight>(
-      links, counters, why, [](const GemvChainLink& l) { return l.bitmaskInt4; },
-      [](const k::GemvProblem& p, const k::BitmaskInt4GemvWeight& w, int sms) { return k::bitmaskInt4GemvSplit(p, w, sms); },
-      [](const k::GemvChainLink<k::BitmaskInt4GemvWeight>* l, int n, const k::GemvChainWorkspace& ws, CUstream_st* st) {
-#ifdef PARETO_WITH_CUDA
-        return k::runBitmaskInt4GemvChain(l, n, ws, st);
-#else
-        (void)l, (void)n, (void)ws, (void)st;
-        return std::string();
-#endif
-      });
 }
 
 }  // namespace pareto

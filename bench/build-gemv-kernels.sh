@@ -9,7 +9,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build-kernels}"
 mkdir -p "$build"
-flags=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I"$here/kernels" -Xptxas=-v -DPARETO_GEMV_CHAIN_EVERY_BATCH)
+flags=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -lineinfo -I"$here/kernels" -Xptxas=-v)
 [ "${GEMV_TIMELINE:-0}" = 1 ] && flags+=(-DPARETO_GEMV_TIMELINE)
 # ptxas's advice to use mma.sp::ordered_metadata (no faster on the H200: bench/NOTES.md v6k), where it knows the switch.
 if echo '__global__ void k() {}' >"${TMPDIR:-/tmp}/pareto-ptxas-probe.cu" &&
@@ -18,9 +18,8 @@ if echo '__global__ void k() {}' >"${TMPDIR:-/tmp}/pareto-ptxas-probe.cu" &&
   flags+=(-Xptxas=--suppress-sparse-mma-advisory-info)
 fi
 pids=()
-for src in kernels/quant_group_gemv.cu kernels/quant_group_gemv_folded.cu kernels/quant_group_gemv_chain.cu \
-           kernels/bitmask_nm_gemv.cu kernels/bitmask_int4_gemv.cu kernels/bitmask_int4_gemv_folded.cu \
-           kernels/bitmask_int4_gemv_chain.cu kernels/spqr_gemv.cu \
+for src in kernels/quant_group_gemv.cu kernels/quant_group_gemv_folded.cu kernels/bitmask_nm_gemv.cu \
+           kernels/bitmask_int4_gemv.cu kernels/bitmask_int4_gemv_folded.cu kernels/spqr_gemv.cu \
            kernels/GemvProblem.cpp kernels/GemvChecks.cpp kernels/KernelSwitches.cpp kernels/reference/GemvReference.cpp bench/gemv_kernels.cu; do
   obj="$build/$(basename "$src").o"
   # Up to date: newer than its source and every kernels header (a carried build of the unchanged files).

@@ -3,22 +3,19 @@
 // the GPU machine in about a minute. `pareto-cli bench kernels` (core/runtime/KernelBenchmark.cpp) stays the
 // record; this binary uses the same shapes and the same timing method.
 //
-//   gemv_kernels test [--small] [--chain]
+//   gemv_kernels test [--small]
 //     every kernel against its float64 reference on fresh random weights written directly in the kernel layout
 //     (the layout the references read; tests/core/test_packed_gemv.cpp checks the load-time re-layout and the
 //     references against the stored formats), outputs poisoned with NaN, every batch 1-16, fp16 and bf16, shapes
 //     that are not multiples of the tiles, every compiled N:M density and group size; then the decode step's folds
 //     (RMSNorm + residual add, SiLU·mul) in the kernels that take them, and their refusal by the others. --small:
-//     the three small shapes (for compute-sanitizer); then the chain kernel against the same launches one by one
-//     (checkChain). --chain: only the chains. Exit status 1 on any failure.
+//     the three small shapes (for compute-sanitizer). Exit status 1 on any failure.
 //   gemv_kernels bench [--batch 1,2,4,8,16] [--runs 50] [--formats dense,int4-g128,...] [--json FILE]
 //     Llama-3.1-8B linears, 32 layers × {qkv 6144×4096, o 4096×4096, gate+up 28672×4096, down 4096×14336}, every
 //     weight distinct (nothing served from L2), one step of 128 GEMVs captured in a CUDA graph, median of `runs`
 //     replays after 5 warm-ups; cuBLAS fp16 (cublasGemmEx, fp32 accumulation) in the same run, and each shape alone
 //     (its 32 GEMVs in their own graph) as µs a GEMV. `floor:FORMAT` (e.g. floor:int4-g128, floor:dense): a kernel
 //     that only streams that format's bytes (floorKernel below), timed the same way.
-//     `chain:FORMAT` (int4-g128, int8-channel, bitmask-2:4+int4-g128): each layer's o, gate+up and down in one
-//     launch of the chain kernel (kernels/GemvProblem.h GemvChainLink), qkv alone; the chains alone as µs a chain.
 //   gemv_kernels timeline [--batch 1] [--formats int4-g128,...] [--csv FILE]
 //     (a build with GEMV_TIMELINE=1 only: kernels/GemvTimeline.cuh) one replay of the same step with every block's
 //     start, release (griddepcontrol.wait), staged x and end stamped; per shape, the medians over the 32 layers of:
@@ -30,7 +27,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <any>
 #include <cstdint>
 #include <map>
 #include <cmath>
@@ -118,31 +114,7 @@ struct Linear {
   std::function<std::string(const k::GemvProblem&, float*, int*, cudaStream_t)> run;  // device pointers
   std::function<k::GemvSplit(const k::GemvProblem&)> split;
   std::function<std::vector<double>(const k::GemvProblem&)> reference;                 // host pointers
-  std::any weight;  // the kernel's weight struct, for a chain of several (runChain)
 };
-
-// One launch of the chain kernel over links of one format (their `weight`s: k::QuantGroupGemvWeight or
-// k::BitmaskInt4GemvWeight), with each link's problem, split and row-group counters.
-std::string runChain(const std::vector<const std::any*>& weights, const std::vector<k::GemvProblem>& problems,
-                     const std::vector<k::GemvSplit>& splits, const std::vector<int*>& counters,
-                     const k::GemvChainWorkspace& ws, cudaStream_t stream) {
-  const auto links = [&](auto type) {
-    using W = decltype(type);
-    std::vector<k::GemvChainLink<W>> v;
-    for (size_t i = 0; i < weights.size(); ++i) v.push_back({problems[i], std::any_cast<W>(*weights[i]), splits[i], counters[i]});
-    return v;
-  };
-  if (weights.empty()) return "an empty chain";
-  if (weights[0]->type() == typeid(k::QuantGroupGemvWeight)) {
-    const auto v = links(k::QuantGroupGemvWeight{});
-    return k::runQuantGroupGemvChain(v.data(), int(v.size()), ws, stream);
-  }
-  if (weights[0]->type() == typeid(k::BitmaskInt4GemvWeight)) {
-    const auto v = links(k::BitmaskInt4GemvWeight{});
-    return k::runBitmaskInt4GemvChain(v.data(), int(v.size()), ws, stream);
-  }
-  return "this format has no chain";
-}
 
 template <class V> std::shared_ptr<DeviceBuffer> upload(const std::vector<V>& v) { return std::make_shared<DeviceBuffer>(v); }
 
@@ -226,7 +198,6 @@ Linear quantLinear(int64_t rows, int64_t cols, int bits, bool symmetric, int64_t
     return k::runQuantGroupGemv(p, dw, k::quantGroupGemvSplit(p, dw, multiprocessors()), partials, counters, s);
   };
   l.split = [dw](const k::GemvProblem& p) { return k::quantGroupGemvSplit(p, dw, multiprocessors()); };
-  l.weight = dw;
   l.reference = [codes, scales, zeros, bits, symmetric, groupSize, columns](const k::GemvProblem& p) {
     return k::quantGroupGemvReference(p, {codes->data(), scales->data(), symmetric ? nullptr : zeros->data(), bits,
                                           symmetric, groupSize, columns});
@@ -256,7 +227,6 @@ Linear bitmaskInt4Linear(int64_t rows, int64_t cols, int n, int m, bool symmetri
     return k::runBitmaskInt4Gemv(p, dw, k::bitmaskInt4GemvSplit(p, dw, multiprocessors()), partials, counters, s);
   };
   l.split = [dw](const k::GemvProblem& p) { return k::bitmaskInt4GemvSplit(p, dw, multiprocessors()); };
-  l.weight = dw;
   l.reference = [masks, codes, scales, zeros, symmetric, groupSize, columns, n, m](const k::GemvProblem& p) {
     return k::bitmaskInt4GemvReference(p, {masks->data(), codes->data(), scales->data(),
                                            symmetric ? nullptr : zeros->data(), symmetric, groupSize, columns, n, m});
@@ -471,152 +441,7 @@ void checkFolded(const Linear& l, k::ActivationType t, Fold fold, bool takesFold
   std::fflush(stdout);
 }
 
-// What a chain of `links` needs for `problems` (each link's split and zeroed row-group counters, the partials, the
-// chain's own counters), and its launch on problems of the same shapes.
-struct ChainHarness {
-  std::vector<k::GemvSplit> splits;
-  std::vector<std::shared_ptr<DeviceBuffer>> counterBuffers;
-  std::vector<int*> counters;
-  std::vector<const std::any*> weights;
-  std::shared_ptr<DeviceBuffer> partials, barrier;
-  ChainHarness(const std::vector<Linear>& links, const std::vector<k::GemvProblem>& problems) {
-    size_t partialFloats = 1;
-    for (size_t i = 0; i < links.size(); ++i) {
-      splits.push_back(links[i].split(problems[i]));
-      partialFloats = std::max(partialFloats, k::gemvPartialFloats(problems[i], splits[i]));
-      counterBuffers.push_back(std::make_shared<DeviceBuffer>(size_t(k::rowGroups(links[i].rows)) * sizeof(int)));
-      check(cudaMemset(counterBuffers[i]->ptr, 0, counterBuffers[i]->bytes), "cudaMemset");
-      counters.push_back(counterBuffers[i]->as<int>());
-      weights.push_back(&links[i].weight);
-    }
-    partials = std::make_shared<DeviceBuffer>(partialFloats * sizeof(float));
-    barrier = std::make_shared<DeviceBuffer>(k::kGemvChainCounters * sizeof(unsigned));
-    check(cudaMemset(barrier->ptr, 0, barrier->bytes), "cudaMemset");
-  }
-  std::string run(const std::vector<k::GemvProblem>& problems) const {
-    return runChain(weights, problems, splits, counters, {partials->as<float>(), barrier->as<unsigned>()}, nullptr);
-  }
-};
-
-// The chain kernel (kernels/GemvProblem.h GemvChainLink) against the same links launched one after another, bit for
-// bit, at every test batch. All links but the last feed each other (link i + 1's x is link i's y: the grid barrier
-// and the coherent loads of x); the last is independent and has more blocks than a wave (the kernel's loop over a
-// link's blocks). Outputs start poisoned; the chain runs twice (its barrier and the row-group counters must be back
-// where they were, which is also read back). Where `ring(batch)` is false the format runs no ring kernel and the chain must
-// refuse, not run.
-void checkChain(const std::vector<Linear>& links, k::ActivationType t, const std::function<bool(int)>& ring,
-                const std::string& label, TestCounts& counts) {
-  std::mt19937_64 rng(std::random_device{}());
-  const size_t n = links.size();
-  std::string failed;
-  for (int batch : gTestBatches) {
-    ++counts.cases;
-    const std::vector<uint16_t> x0 = randomValues(size_t(batch * links[0].cols), t, 1.f, rng);
-    const std::vector<uint16_t> xLast = randomValues(size_t(batch * links.back().cols), t, 1.f, rng);
-    DeviceBuffer dx0(x0), dxLast(xLast);
-    std::vector<std::shared_ptr<DeviceBuffer>> separate, chained;
-    for (const Linear& l : links) {
-      const std::vector<uint16_t> poison(size_t(batch * l.rows), 0x7FFF);  // NaN in fp16 and bf16
-      separate.push_back(std::make_shared<DeviceBuffer>(poison));
-      chained.push_back(std::make_shared<DeviceBuffer>(poison));
-    }
-    const auto problemsOf = [&](const std::vector<std::shared_ptr<DeviceBuffer>>& ys) {
-      std::vector<k::GemvProblem> p;
-      for (size_t i = 0; i < n; ++i) {
-        const void* x = i == 0 ? dx0.ptr : i + 1 == n ? dxLast.ptr : ys[i - 1]->ptr;
-        p.push_back(k::GemvProblem{links[i].rows, links[i].cols, batch, t, x, ys[i]->ptr});
-      }
-      return p;
-    };
-    const std::vector<k::GemvProblem> ps = problemsOf(separate), pc = problemsOf(chained);
-    const ChainHarness h(links, ps);
-    const std::string error = h.run(pc);
-    if (!ring(batch)) {
-      if (error.empty()) ++counts.failures, failed += " b" + std::to_string(batch) + "(not refused)";
-      continue;
-    }
-    check(error, label.c_str());
-    check(h.run(pc), label.c_str());
-    for (size_t i = 0; i < n; ++i) check(links[i].run(ps[i], h.partials->as<float>(), h.counters[i], nullptr), label.c_str());
-    check(cudaDeviceSynchronize(), (label + " (run)").c_str());
-    // After whole launches every counter but the barrier's generation ([1]) is back at 0 (GemvProblem.h).
-    std::vector<unsigned> left(k::kGemvChainCounters);
-    check(cudaMemcpy(left.data(), h.barrier->ptr, h.barrier->bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-    left[1] = 0;
-    const bool reset = std::all_of(left.begin(), left.end(), [](unsigned v) { return v == 0; });
-    bool same = reset;
-    for (size_t i = 0; i < n && same; ++i) {
-      std::vector<uint16_t> a(separate[i]->bytes / 2), b(chained[i]->bytes / 2);
-      check(cudaMemcpy(a.data(), separate[i]->ptr, separate[i]->bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-      check(cudaMemcpy(b.data(), chained[i]->ptr, chained[i]->bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-      same = a == b && std::none_of(a.begin(), a.end(), [](uint16_t v) { return v == 0x7FFF; });
-      if (!same) failed += " b" + std::to_string(batch) + "(link " + std::to_string(i) + ")";
-    }
-    if (!same) {
-      ++counts.failures;
-      if (!reset) failed += " b" + std::to_string(batch) + "(counters not back at 0)";
-    }
-  }
-  std::printf("%-4s %-44s %s%s\n", failed.empty() ? "ok" : "FAIL", ("chain " + label).c_str(),
-              t == k::ActivationType::Float16 ? "fp16" : "bf16", failed.c_str());
-  std::fflush(stdout);
-}
-
-// The decode layer's folded chain at batch 1 (o adds into the residual stream, gate+up reads its RMSNorm, down
-// reads SiLU·mul of gate+up and adds into the residual): the chain against the three folded launches one by one,
-// bit for bit; at batch 2 a folded chain must be refused (compiled for batch 1 only). `make(rows, cols)` makes a
-// weight of the format; hidden 512, intermediate 768, attention width 512.
-void checkFoldedChain(const std::function<Linear(int64_t, int64_t)>& make, k::ActivationType t,
-                      const std::string& label, TestCounts& counts) {
-  std::mt19937_64 rng(std::random_device{}());
-  const int64_t hidden = 512, inter = 768;
-  const std::vector<Linear> links = {make(hidden, hidden), make(2 * inter, hidden), make(hidden, inter)};
-  std::string failed;
-  for (int batch : {1, 2}) {
-    ++counts.cases;
-    const std::vector<uint16_t> attn = randomValues(size_t(batch * hidden), t, 1.f, rng);
-    const std::vector<uint16_t> residual = randomValues(size_t(batch * hidden), t, 1.f, rng);
-    const std::vector<uint16_t> normWeight = randomValues(size_t(hidden), t, 1.f, rng);
-    const std::vector<uint16_t> poison(size_t(batch * 2 * inter), 0x7FFF);
-    DeviceBuffer dAttn(attn), dNorm(normWeight), r1(residual), r2(residual), g1(poison), g2(poison);
-    const auto problems = [&](DeviceBuffer& r, DeviceBuffer& g) {
-      std::vector<k::GemvProblem> p(3);
-      p[0] = k::GemvProblem{hidden, hidden, batch, t, dAttn.ptr, r.ptr};
-      p[0].accumulate = true;
-      p[1] = k::GemvProblem{2 * inter, hidden, batch, t, r.ptr, g.ptr};
-      p[1].input = k::GemvInput::RmsNorm, p[1].normWeight = dNorm.ptr, p[1].eps = 1e-5f;
-      p[2] = k::GemvProblem{hidden, inter, batch, t, g.ptr, r.ptr};
-      p[2].input = k::GemvInput::SiluMul, p[2].accumulate = true;
-      return p;
-    };
-    const std::vector<k::GemvProblem> ps = problems(r1, g1), pc = problems(r2, g2);
-    const ChainHarness h(links, ps);
-    const std::string error = h.run(pc);
-    if (batch != 1) {
-      if (error.empty()) ++counts.failures, failed += " b" + std::to_string(batch) + "(not refused)";
-      continue;
-    }
-    check(error, label.c_str());
-    for (size_t i = 0; i < 3; ++i) check(links[i].run(ps[i], h.partials->as<float>(), h.counters[i], nullptr), label.c_str());
-    check(cudaDeviceSynchronize(), (label + " (run)").c_str());
-    const auto read = [](const DeviceBuffer& b) {
-      std::vector<uint16_t> v(b.bytes / 2);
-      check(cudaMemcpy(v.data(), b.ptr, b.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-      return v;
-    };
-    const std::vector<uint16_t> gate = read(g1);
-    if (read(r1) != read(r2) || gate != read(g2) ||
-        std::any_of(gate.begin(), gate.end(), [](uint16_t v) { return v == 0x7FFF; })) {
-      ++counts.failures;
-      failed += " b" + std::to_string(batch);
-    }
-  }
-  std::printf("%-4s %-44s %s%s\n", failed.empty() ? "ok" : "FAIL", ("folded chain " + label).c_str(),
-              t == k::ActivationType::Float16 ? "fp16" : "bf16", failed.c_str());
-  std::fflush(stdout);
-}
-
-int runTests(bool small, bool chainOnly) {
+int runTests(bool small) {
   std::vector<std::pair<int64_t, int64_t>> shapes = {{32, 256}, {100, 4160}, {333, 1056}};
   if (!small) shapes.push_back({4096, 4096});
   gTestBatches = small ? std::vector<int>{1, 2, 3, 8, 16} : std::vector<int>{};
@@ -625,7 +450,6 @@ int runTests(bool small, bool chainOnly) {
   const k::ActivationType types[] = {k::ActivationType::Float16, k::ActivationType::BFloat16};
   TestCounts counts;
   uint64_t seed = std::random_device{}();
-  if (chainOnly) shapes.clear();
   for (auto [rows, cols] : shapes) {
     const std::string shape = " " + std::to_string(rows) + "x" + std::to_string(cols);
     for (int bits : {4, 8})
@@ -675,34 +499,6 @@ int runTests(bool small, bool chainOnly) {
         checkFolded(bitmaskLinear(rows, cols, 2, 4, t, ++seed), t, fold, false, "bitmask 2:4" + shape, counts);
         checkFolded(spqrLinear(rows, cols, 3, 16, 0.01, ++seed), t, fold, false, "spqr 3-bit sg16" + shape, counts);
       }
-  }
-  // Chains: three links feeding each other (o-, gate+up- and down-like) and one of more blocks than a wave.
-  {
-    const std::vector<std::pair<int64_t, int64_t>> chainShapes =
-        small ? std::vector<std::pair<int64_t, int64_t>>{{256, 512}, {768, 256}, {512, 768}, {76800, 256}}
-              : std::vector<std::pair<int64_t, int64_t>>{{1280, 4096}, {5376, 1280}, {4096, 5376}, {76800, 256}};
-    const auto chainOf = [&](const std::function<Linear(int64_t, int64_t)>& make) {
-      std::vector<Linear> v;
-      for (auto [rows, cols] : chainShapes) v.push_back(make(rows, cols));
-      return v;
-    };
-    for (auto t : types) {
-      checkChain(chainOf([&](int64_t r, int64_t c) { return quantLinear(r, c, 4, true, 128, ++seed); }), t,
-                 [](int) { return true; }, "int4 sym g128", counts);
-      checkChain(chainOf([&](int64_t r, int64_t c) { return quantLinear(r, c, 4, false, 32, ++seed); }), t,
-                 [](int) { return true; }, "int4 asym g32", counts);
-      checkChain(chainOf([&](int64_t r, int64_t c) { return quantLinear(r, c, 8, true, c, ++seed); }), t,
-                 [t](int batch) { return k::quantUsesTensorCores(8, t, k::compiledBatch(batch)); }, "int8 sym per row",
-                 counts);
-      checkChain(chainOf([&](int64_t r, int64_t c) { return bitmaskInt4Linear(r, c, 2, 4, true, 128, ++seed); }), t,
-                 [](int) { return true; }, "bitmask 2:4 int4 sym g128", counts);
-      checkChain(chainOf([&](int64_t r, int64_t c) { return bitmaskInt4Linear(r, c, 2, 4, false, c / 2, ++seed); }), t,
-                 [](int) { return true; }, "bitmask 2:4 int4 asym per row", counts);
-      checkFoldedChain([&](int64_t r, int64_t c) { return quantLinear(r, c, 4, false, 128, ++seed); }, t,
-                       "int4 asym g128", counts);
-      checkFoldedChain([&](int64_t r, int64_t c) { return bitmaskInt4Linear(r, c, 2, 4, true, 128, ++seed); }, t,
-                       "bitmask 2:4 int4 sym g128", counts);
-    }
   }
   std::printf("TESTS %s: %d of %d (kernel, batch) cases failed, worst relative error %.2e\n",
               counts.failures ? "FAILED" : "PASSED", counts.failures, counts.cases, counts.worst);
@@ -830,12 +626,6 @@ struct BenchLinear {
   std::function<void(const void* x, void* y, int batch, float* partials, cudaStream_t)> run;
   std::function<k::GemvSplit(int batch)> split;  // the packed formats' split at a batch (printed beside the times)
   std::shared_ptr<DeviceBuffer> counters;
-  // For a chain (`chain:FORMAT`): the kernel's weight struct and the problem of a launch; on a chain's first GEMV,
-  // how many GEMVs from it on run as one launch, and the chain's barrier counters.
-  std::any weight;
-  std::function<k::GemvProblem(const void* x, void* y, int batch)> problem;
-  int chainLinks = 0;
-  std::shared_ptr<DeviceBuffer> chainBarrier;
 };
 
 cublasHandle_t cublas() {
@@ -937,7 +727,6 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
       check(k::runQuantGroupGemv(p, w, k::quantGroupGemvSplit(p, w, sms), partials, counters, stream), "quant");
     };
     l->split = [=](int batch) { return k::quantGroupGemvSplit(problem(nullptr, nullptr, batch), w, sms); };
-    l->weight = w;
   } else if (format == "spqr-3bit") {
     const int64_t c = k::spqrChunks(s.cols);
     const int perRow = int(s.cols / 100);  // 1% outliers
@@ -981,77 +770,27 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
       check(k::runBitmaskInt4Gemv(p, w, k::bitmaskInt4GemvSplit(p, w, sms), partials, counters, stream), "bitmask int4");
     };
     l->split = [=](int batch) { return k::bitmaskInt4GemvSplit(problem(nullptr, nullptr, batch), w, sms); };
-    l->weight = w;
   } else {
     return nullptr;
   }
-  l->problem = problem;
   return l;
 }
 
 // The step of a format: 32 layers × the four Llama-3.1-8B shapes, every weight distinct; empty (and named on stderr)
 // for an unknown format.
 std::vector<std::shared_ptr<BenchLinear>> makeStep(const std::string& format) {
-  const bool chain = format.rfind("chain:", 0) == 0;
-  const std::string inner = chain ? format.substr(6) : format;
   std::vector<std::shared_ptr<BenchLinear>> step;
   uint32_t seed = 1000;
   for (int layer = 0; layer < kLayers; ++layer)
     for (const auto& s : kLlama8b) {
-      auto l = makeBench(inner, s, seed += 17);
+      auto l = makeBench(format, s, seed += 17);
       if (!l) {
         std::fprintf(stderr, "unknown format %s\n", format.c_str());
         return {};
       }
       step.push_back(l);
     }
-  if (chain) {  // o, gate+up and down of each layer as one launch (the GEMVs a decode layer has back to back)
-    if (!step[0]->weight.has_value()) {
-      std::fprintf(stderr, "%s: the format has no chain (int4-g128, int8-channel, bitmask-2:4+int4-g128 have)\n",
-                   format.c_str());
-      return {};
-    }
-    for (int layer = 0; layer < kLayers; ++layer) {  // counters of its own a chain, as the runtime would hold them
-      auto barrier = std::make_shared<DeviceBuffer>(k::kGemvChainCounters * sizeof(unsigned));
-      check(cudaMemset(barrier->ptr, 0, barrier->bytes), "cudaMemset");
-      step[size_t(layer * 4 + 1)]->chainLinks = 3;
-      step[size_t(layer * 4 + 1)]->chainBarrier = barrier;
-    }
-  }
   return step;
-}
-
-// Launches the GEMVs [begin, end) of `step` in order, a chain (`chainLinks`) as one launch where `chains`.
-void launchRange(std::vector<std::shared_ptr<BenchLinear>>& step, size_t begin, size_t end, int batch,
-                 const std::vector<std::shared_ptr<DeviceBuffer>>& xs, std::vector<std::shared_ptr<DeviceBuffer>>& ys,
-                 float* partials, cudaStream_t stream, bool chains) {
-  const auto xFor = [&](int64_t cols) { return cols == 4096 ? xs[0]->ptr : xs[1]->ptr; };
-  for (size_t i = begin; i < end; ++i) {
-    const BenchLinear& l = *step[i];
-    if (chains && l.chainLinks > 1 && i + size_t(l.chainLinks) <= end) {
-      std::vector<const std::any*> weights;
-      std::vector<k::GemvProblem> problems;
-      std::vector<k::GemvSplit> splits;
-      std::vector<int*> counters;
-      for (size_t j = i; j < i + size_t(l.chainLinks); ++j) {
-        weights.push_back(&step[j]->weight);
-        problems.push_back(step[j]->problem(xFor(step[j]->cols), ys[j]->ptr, batch));
-        splits.push_back(step[j]->split(batch));
-        counters.push_back(step[j]->counters->as<int>());
-      }
-      const std::string refused =
-          runChain(weights, problems, splits, counters, {partials, l.chainBarrier->as<unsigned>()}, stream);
-      if (refused.empty()) {
-        i += size_t(l.chainLinks) - 1;
-        continue;
-      }
-      // e.g. int8 at batch 1 (the FFMA kernel): the chain's GEMVs one by one, said once.
-      static std::string said;
-      if (said != refused) std::fprintf(stderr, "chain not run (%s): its GEMVs run one by one\n", refused.c_str());
-      said = refused;
-    }
-    l.run(xFor(l.cols), ys[i]->ptr, batch, partials, stream);
-  }
 }
 
 double median(std::vector<double> v) {
@@ -1060,16 +799,16 @@ double median(std::vector<double> v) {
 }
 
 // Median ms of `runs` replays of the GEMVs [begin, end) of `step`, captured in one graph.
-// `chains`: a chain's GEMVs as one launch (launchRange).
 double timeGraph(std::vector<std::shared_ptr<BenchLinear>>& step, size_t begin, size_t end, int batch, int runs,
                  const std::vector<std::shared_ptr<DeviceBuffer>>& xs, std::vector<std::shared_ptr<DeviceBuffer>>& ys,
-                 float* partials, cudaStream_t stream, bool chains = true) {
-  launchRange(step, begin, end, batch, xs, ys, partials, stream, chains);  // eager once
+                 float* partials, cudaStream_t stream) {
+  const auto xFor = [&](int64_t cols) { return cols == 4096 ? xs[0]->ptr : xs[1]->ptr; };
+  for (size_t i = begin; i < end; ++i) step[i]->run(xFor(step[i]->cols), ys[i]->ptr, batch, partials, stream);  // eager once
   check(cudaStreamSynchronize(stream), "eager step");
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-  launchRange(step, begin, end, batch, xs, ys, partials, stream, chains);
+  for (size_t i = begin; i < end; ++i) step[i]->run(xFor(step[i]->cols), ys[i]->ptr, batch, partials, stream);
   check(cudaStreamEndCapture(stream, &graph), "capture end");
   check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
   for (int i = 0; i < 5; ++i) check(cudaGraphLaunch(exec, stream), "replay");
@@ -1159,17 +898,7 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
       double alone[4];
       for (int s = 0; s < 4; ++s)
         alone[s] = timeGraph(byShape, size_t(s * kLayers), size_t((s + 1) * kLayers), batch, runs, xs, ysAlone,
-                             partials->as<float>(), stream, false) * 1e3 / kLayers;
-      // A chain format's chains alone (the step without its qkv GEMVs), µs a chain.
-      double chainAlone = 0;
-      if (step[1]->chainLinks > 1) {
-        std::vector<std::shared_ptr<BenchLinear>> chainsOnly;
-        std::vector<std::shared_ptr<DeviceBuffer>> ysChains;
-        for (size_t i = 0; i < step.size(); ++i)
-          if (i % 4 != 0) chainsOnly.push_back(step[i]), ysChains.push_back(ys[i]);
-        chainAlone = timeGraph(chainsOnly, 0, chainsOnly.size(), batch, runs, xs, ysChains, partials->as<float>(),
-                               stream) * 1e3 / kLayers;
-      }
+                             partials->as<float>(), stream) * 1e3 / kLayers;
       if (format == "dense") denseMs[bi] = ms;
       const double gbs = (double(weightBytes) + io) / (ms * 1e-3) / 1e9;
       const double speedup = denseMs[bi] > 0 ? denseMs[bi] / ms : 0;
@@ -1180,11 +909,6 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
           const k::GemvSplit sp = step[size_t(sh)]->split(batch);
           splits += " " + std::to_string(sp.splits) + "x" + std::to_string(sp.ringGroupWarps);
         }
-      if (chainAlone > 0) {
-        char chainText[64];
-        std::snprintf(chainText, sizeof chainText, "  chain alone %.1f", chainAlone);
-        splits += chainText;
-      }
       std::printf("%-24s %5d %9.3f %8.0f %6.1f%% %6.2fx  %.1f %.1f %.1f %.1f%s%s\n", format.c_str(), batch, ms, gbs,
                   100 * gbs / copy, speedup, alone[0], alone[1], alone[2], alone[3], splits.empty() ? "" : "  splits",
                   splits.c_str());
@@ -1193,10 +917,9 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
       std::snprintf(buf, sizeof buf,
                     "%s{\"format\": \"%s\", \"batch\": %d, \"ms_per_step\": %.4f, \"bytes_per_step\": %.0f, "
                     "\"gb_per_s\": %.1f, \"fraction_of_copy\": %.4f, \"speedup_over_dense\": %.4f, "
-                    "\"us_per_gemv_alone\": {\"qkv\": %.2f, \"o\": %.2f, \"gate+up\": %.2f, \"down\": %.2f}, "
-                    "\"us_per_chain_alone\": %.2f}",
+                    "\"us_per_gemv_alone\": {\"qkv\": %.2f, \"o\": %.2f, \"gate+up\": %.2f, \"down\": %.2f}}",
                     firstResult ? "" : ", ", format.c_str(), batch, ms, double(weightBytes) + io, gbs, gbs / copy,
-                    speedup, alone[0], alone[1], alone[2], alone[3], chainAlone);
+                    speedup, alone[0], alone[1], alone[2], alone[3]);
       json += buf;
       firstResult = false;
     }
@@ -1358,7 +1081,7 @@ int runTimeline(int batch, const std::vector<std::string>& formats, const std::s
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gemv_kernels test [--small] [--chain] | bench [--batch 1,2,4,8,16] [--runs 50] [--formats ...] [--json FILE]\n"
+    std::fprintf(stderr, "usage: gemv_kernels test [--small] | bench [--batch 1,2,4,8,16] [--runs 50] [--formats ...] [--json FILE]\n"
                          "       | timeline [--batch 1] [--formats ...] [--csv FILE]  (a GEMV_TIMELINE=1 build)\n"
                          "environment switches (an A/B side; kernels/KernelSwitches.h):\n");
     for (const pareto::kernels::KernelSwitch& sw : pareto::kernels::kKernelSwitches)
@@ -1367,14 +1090,8 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   if (mode == "test") {
-    bool small = false, chainOnly = false;
-    for (int i = 2; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (a == "--small") small = true;
-      else if (a == "--chain") chainOnly = true;
-      else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
-    }
-    return runTests(small, chainOnly);
+    const bool small = argc > 2 && std::string(argv[2]) == "--small";
+    return runTests(small);
   }
   if (mode == "bench") {
     std::vector<int> batches = {1, 2, 4, 8, 16};

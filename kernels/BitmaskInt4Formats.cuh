@@ -300,28 +300,22 @@ struct BitmaskInt4MmaFormat {
   }
 };
 
-// The tensor-core kernel's view of a weight (bitmaskInt4UsesTensorCores).
-template <ActivationType T>
-typename BitmaskInt4MmaFormat<T>::Params mmaParams(const GemvProblem& p, const BitmaskInt4GemvWeight& w) {
-  const bool perRow = w.groupSize == p.cols / 2;
-  const int chunksPerScale = perRow ? int(ceilDiv(p.cols, kBitmaskInt4MmaChunkCols)) : int(w.groupSize / 64);
-  return typename BitmaskInt4MmaFormat<T>::Params{reinterpret_cast<const uint4*>(w.metadata),
-                                                  static_cast<const uint4*>(w.codes),
-                                                  reinterpret_cast<const uint4*>(w.scales),
-                                                  reinterpret_cast<const uint4*>(w.zeros),
-                                                  ceilDiv(p.cols, 256),
-                                                  w.scaleColumns,
-                                                  chunksPerScale,
-                                                  w.symmetric};
-}
-
 template <ActivationType T, bool kFolds>
 std::string launch(const GemvProblem& p, const BitmaskInt4GemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
   const int64_t chunks = ceilDiv(p.cols, 256);
   if (bitmaskInt4UsesTensorCores(w.n, w.m, w.groupSize, p.cols)) {
     using M = BitmaskInt4MmaFormat<T>;
-    const typename M::Params params = mmaParams<T>(p, w);
+    const bool perRow = w.groupSize == p.cols / 2;
+    const int chunksPerScale = perRow ? int(ceilDiv(p.cols, kBitmaskInt4MmaChunkCols)) : int(w.groupSize / 64);
+    const typename M::Params params{reinterpret_cast<const uint4*>(w.metadata),
+                                    static_cast<const uint4*>(w.codes),
+                                    reinterpret_cast<const uint4*>(w.scales),
+                                    reinterpret_cast<const uint4*>(w.zeros),
+                                    chunks,
+                                    w.scaleColumns,
+                                    chunksPerScale,
+                                    w.symmetric};
     // The split (bitmaskInt4GemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
     const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskInt4MmaChunkCols), 0, partials, counters);
     cudaError_t e;
@@ -363,43 +357,6 @@ std::string launchAny(const GemvProblem& p, const BitmaskInt4GemvWeight& w, cons
   return p.type == ActivationType::Float16
              ? launch<ActivationType::Float16, kFolds>(p, w, s, partials, counters, stream)
              : launch<ActivationType::BFloat16, kFolds>(p, w, s, partials, counters, stream);
-}
-
-// A chain (GemvProblem.h GemvChainLink) on the tensor-core kernel: one BitmaskInt4MmaFormat<T> kernel at the chain's
-// batch (bitmaskInt4MmaBatch) runs every link.
-template <int B, ActivationType T, bool kFolds>
-std::string launchChainAt(const GemvChainLink<BitmaskInt4GemvWeight>* links, int count, const GemvChainWorkspace& ws,
-                          cudaStream_t stream) {
-  detail::RingChain<typename BitmaskInt4MmaFormat<T>::Params> c;
-  size_t sharedBytes = 0;
-  for (int i = 0; i < count; ++i) {
-    const GemvChainLink<BitmaskInt4GemvWeight>& l = links[i];
-    c.w[i] = mmaParams<T>(l.problem, l.weight);
-    c.a[i] = detail::makeLaunch(l.problem, l.split, ceilDiv(l.problem.cols, kBitmaskInt4MmaChunkCols), 0, ws.partials,
-                                l.counters);
-    sharedBytes = std::max(sharedBytes, l.split.sharedBytes);
-  }
-  c.links = count;
-  c.counters = ws.barrier;
-  const cudaError_t e = detail::launchRingChainAt<BitmaskInt4MmaFormat<T>, B, T, kFolds>(c, sharedBytes, stream);
-  return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_int4_gemv chain launch");
-}
-template <ActivationType T, bool kFolds>
-std::string launchChain(const GemvChainLink<BitmaskInt4GemvWeight>* links, int count, const GemvChainWorkspace& ws,
-                        cudaStream_t stream) {
-  // Batch 1 runs the batch-2 kernel (bitmaskInt4MmaBatch).
-  if (links[0].problem.batch == 1) return launchChainAt<2, T, kFolds>(links, count, ws, stream);
-#ifdef PARETO_GEMV_CHAIN_EVERY_BATCH
-  if constexpr (!kFolds) {
-    switch (bitmaskInt4MmaBatch(links[0].problem.batch)) {
-      case 2: return launchChainAt<2, T, false>(links, count, ws, stream);
-      case 4: return launchChainAt<4, T, false>(links, count, ws, stream);
-      case 8: return launchChainAt<8, T, false>(links, count, ws, stream);
-      default: return launchChainAt<16, T, false>(links, count, ws, stream);
-    }
-  }
-#endif
-  return std::string("bitmask_int4_gemv chain: ") + detail::kGemvChainBatches;
 }
 
 // Defined in bitmask_int4_gemv_folded.cu: launchAny<true>.

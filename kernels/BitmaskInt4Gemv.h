@@ -89,10 +89,5 @@ std::string checkBitmaskInt4Gemv(const GemvProblem& p, const BitmaskInt4GemvWeig
 GemvSplit bitmaskInt4GemvSplit(const GemvProblem& p, const BitmaskInt4GemvWeight& w, int multiprocessors);
 std::string runBitmaskInt4Gemv(const GemvProblem& p, const BitmaskInt4GemvWeight& w, const GemvSplit& s,
                                float* partials, int* counters, CUstream_st* stream);
-// Its links in one launch (GemvProblem.h GemvChainLink; each link's split from bitmaskInt4GemvSplit): the tensor-core
-// kernel only (bitmaskInt4UsesTensorCores); links with folded work at batch 1 only, plain ones at batch 1 or, in a
-// build with PARETO_GEMV_CHAIN_EVERY_BATCH (the kernels-only bench), every batch (GemvDriver.cuh kGemvChainBatches).
-std::string runBitmaskInt4GemvChain(const GemvChainLink<BitmaskInt4GemvWeight>* links, int count,
-                                    const GemvChainWorkspace& ws, CUstream_st* stream);
 
 }  // namespace pareto::kernels

@@ -11,7 +11,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -92,16 +91,6 @@ struct GemvLaunch {
 #endif
 };
 
-// A 16-byte load of the decode step's activations (x, the residual stream, the norm weight). Through the
-// read-only path normally: they were written by an earlier kernel. The chain kernel (ringChainKernel) reads what an
-// earlier link of the same launch wrote, which the non-coherent path may not (PTX: ld.global.nc is for data
-// read-only for the kernel's lifetime): those loads go to L2 (ld.global.cg).
-template <bool kCoherent>
-__device__ __forceinline__ uint4 loadActivations(const uint4* p) {
-  if constexpr (kCoherent) return __ldcg(p);
-  else return __ldg(p);
-}
-
 // RmsNorm inputs: each block computes every batch row's 1/rms itself from the whole input row (8 KB a row at
 // 4096 columns, read from L2 while its first weight chunks are in flight), so no block waits for another and
 // the norm needs no launch of its own. The spans' totals (DecodeArithmetic.cuh) go to shared memory.
@@ -111,7 +100,7 @@ template <int B> struct NormShared {
   float inverse[B];
 };
 // Every thread of the block calls it (it contains __syncthreads); a no-op unless the input is RmsNorm.
-template <int B, ActivationType T, bool kCoherent>
+template <int B, ActivationType T>
 __device__ __forceinline__ void computeNormInverses(const GemvLaunch& a, NormShared<B>& norm, int lane) {
   if (a.input != GemvInput::RmsNorm) return;
   const int spans = int((a.cols + kNormSpanValues - 1) / kNormSpanValues);
@@ -126,7 +115,7 @@ __device__ __forceinline__ void computeNormInverses(const GemvLaunch& a, NormSha
     for (int u = 0; u < kUnroll; ++u) {
       const int p = p0 + u * warps, b = p / spans;
       const int64_t v = int64_t(p % spans) * 32 + lane;
-      raw[u] = p < pairs && v < rowVectors ? loadActivations<kCoherent>(x + b * rowVectors + v) : make_uint4(0, 0, 0, 0);
+      raw[u] = p < pairs && v < rowVectors ? __ldg(x + b * rowVectors + v) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -146,8 +135,8 @@ __device__ __forceinline__ void computeNormInverses(const GemvLaunch& a, NormSha
 // How a block reads x (GemvLaunch's input): `first`/`second`/`combine` the 8 values at columns c .. c + 7 of
 // batch row b (c < cols) for the staging, `at` one value (SpQR's outliers, read outside the staging). Both give x
 // as the op it replaces rounds it. The fields are copies (no reference to the kernel's parameters, which would
-// put them in local memory). kCoherent: the staging's loads through L2 (loadActivations).
-template <ActivationType T, bool kCoherent = false>
+// put them in local memory).
+template <ActivationType T>
 struct InputReader {
   using A = Act<T>;
   using V = typename A::type;
@@ -166,11 +155,11 @@ struct InputReader {
   // together, combined later, so that the staging keeps all its loads in flight at once.
   __device__ __forceinline__ uint4 first(int b, int64_t c) const {
     const int64_t stride = input == GemvInput::SiluMul ? 2 * cols : cols;
-    return loadActivations<kCoherent>(reinterpret_cast<const uint4*>(x + b * stride + c));
+    return __ldg(reinterpret_cast<const uint4*>(x + b * stride + c));
   }
   __device__ __forceinline__ uint4 second(int b, int64_t c) const {
-    if (input == GemvInput::RmsNorm) return loadActivations<kCoherent>(reinterpret_cast<const uint4*>(normWeight + c));
-    return loadActivations<kCoherent>(reinterpret_cast<const uint4*>(x + b * 2 * cols + cols + c));
+    if (input == GemvInput::RmsNorm) return __ldg(reinterpret_cast<const uint4*>(normWeight + c));
+    return __ldg(reinterpret_cast<const uint4*>(x + b * 2 * cols + cols + c));
   }
   __device__ __forceinline__ uint4 combine(int b, const uint4& v, const uint4& partner) const {
     if (input == GemvInput::RmsNorm) return normed8<T>(v, inverse[b], partner);
@@ -306,14 +295,13 @@ template <bool kFolds, int B>
 using NormSharedOf = std::conditional_t<kFolds, NormShared<B>, NoNormShared>;
 
 // The block's reader of x: for a kernel without folds always the plain one, a constant the fused branches fold on.
-template <bool kFolds, int B, ActivationType T, bool kCoherent = false>
-__device__ __forceinline__ InputReader<T, kCoherent> readerOf(const GemvLaunch& a, NormSharedOf<kFolds, B>& norm,
-                                                              int lane) {
+template <bool kFolds, int B, ActivationType T>
+__device__ __forceinline__ InputReader<T> readerOf(const GemvLaunch& a, NormSharedOf<kFolds, B>& norm, int lane) {
   if constexpr (kFolds) {
-    computeNormInverses<B, T, kCoherent>(a, norm, lane);
-    return InputReader<T, kCoherent>(a, norm.inverse);
+    computeNormInverses<B, T>(a, norm, lane);
+    return InputReader<T>(a, norm.inverse);
   } else {
-    InputReader<T, kCoherent> in(a, norm.inverse);
+    InputReader<T> in(a, norm.inverse);
     in.input = GemvInput::Plain;
     return in;
   }
@@ -336,8 +324,8 @@ __host__ __device__ constexpr int64_t ringOffsetBytes(int64_t stagedWords, int64
 // load-then-store loop costs one memory latency per iteration, which for a 3072-column slice at batch 8 was most
 // of the kernel). A unit (≤ 256 columns, dividing the slice) is unit/8 consecutive threads of one warp, so its
 // sum is a shuffle reduction. Every thread of the block calls it; the caller synchronises after it.
-template <class Format, int B, ActivationType T, bool kFused, class Reader>
-__device__ __forceinline__ void stageSliceAs(const GemvLaunch& a, const Reader& in, int64_t col0,
+template <class Format, int B, ActivationType T, bool kFused>
+__device__ __forceinline__ void stageSliceAs(const GemvLaunch& a, const InputReader<T>& in, int64_t col0,
                                              typename StagingOf<Format, B>::type* xs, float* xsum, int lane) {
   using Staging = StagingOf<Format, B>;
   const int64_t vectors = int64_t(B) * a.sliceCols / 8;
@@ -389,8 +377,8 @@ __device__ __forceinline__ void stageSliceAs(const GemvLaunch& a, const Reader& 
     }
   }
 }
-template <class Format, int B, ActivationType T, bool kFolds, class Reader>
-__device__ __forceinline__ void stageSlice(const GemvLaunch& a, const Reader& in, int64_t col0,
+template <class Format, int B, ActivationType T, bool kFolds>
+__device__ __forceinline__ void stageSlice(const GemvLaunch& a, const InputReader<T>& in, int64_t col0,
                                            typename StagingOf<Format, B>::type* xs, float* xsum, int lane) {
   if constexpr (!kFolds) {
     stageSliceAs<Format, B, T, false>(a, in, col0, xs, xsum, lane);
@@ -415,9 +403,8 @@ __device__ __forceinline__ bool arriveLast(int* counter, int splits) {
 // Stores the row group's y (`total`, the lane's row), or, when several blocks (splits) share the row group's
 // columns, publishes this block's partial sums and lets the last block to arrive add them all up (arriveLast).
 // One warp a row group, all 32 lanes; `lastBlock` is a shared flag of that warp. Partials are
-// [split][batch][paddedRows]. kCoherent: the residual an accumulating store adds to is read through L2 (the chain
-// kernel: an earlier link of the same launch may have written it).
-template <int B, ActivationType T, bool kFolds, bool kCoherent = false>
+// [split][batch][paddedRows].
+template <int B, ActivationType T, bool kFolds>
 __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const float (&total)[B], int64_t group,
                                                      int split, int64_t paddedRows, int lane, bool& lastBlock) {
   using A = Act<T>;
@@ -427,15 +414,7 @@ __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const 
   const bool accumulate = kFolds && a.accumulate;
   const auto store = [&](int b, float v) {
     typename A::type* at = y + int64_t(b) * a.rows + row;
-    if (!accumulate) {
-      *at = A::fromFloat(v);
-    } else if constexpr (kCoherent) {
-      typename A::type old;
-      *reinterpret_cast<unsigned short*>(&old) = __ldcg(reinterpret_cast<const unsigned short*>(at));
-      *at = residualAdd<T>(old, v);
-    } else {
-      *at = residualAdd<T>(*at, v);
-    }
+    *at = accumulate ? residualAdd<T>(*at, v) : A::fromFloat(v);
   };
   if (a.splits == 1) {
     if (row < a.rows)
@@ -576,71 +555,61 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
 // ringGroupWarps warps of a row group (consecutive warps) each walk a contiguous part of them, and their sums are
 // added in shared memory, in part order, before the row group's split is stored or combined. Grid: (ceil(row
 // groups / row groups a block), splits). One warp a row group combines its splits (storeOrCombineSplits, one
-// counter a row group). A block's work is three steps, shared with the chain kernel (ringChainKernel below):
-// ringWarpPlan (what this warp does), ringPrologue (its first chunks in flight: weights only, so allowed before the
-// previous grid's end) and ringRest (x staged, the chunks computed, the rows stored).
-template <class Format>
-struct RingWarpPlan {
-  int lane, warp, groupWarps, part, first, count;
-  int64_t group, chunk0, chunkEnd, units;
-  bool active;  // the last block may have fewer row groups than warps
-  uint8_t* warpRing;
-};
-// The plan of this thread's warp in the ring block (blockX, split) of launch `a`; `shared` is the block's dynamic
-// shared memory.
-template <class Format, int B>
-__device__ __forceinline__ RingWarpPlan<Format> ringWarpPlan(const GemvLaunch& a, int64_t blockX, int split,
-                                                              float* shared) {
+// counter a row group).
+template <class Format, int B, ActivationType T, bool kFolds>
+__global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResidentBlocks)
+    ringGemvKernel(const typename Format::Params w, const GemvLaunch a) {
+  static_assert(!kFolds || FoldsOf<Format>::kFolds, "a format without folds has only plain kernels");
+  using A = Act<T>;
   using Ring = RingOf<Format>;
   using Staging = StagingOf<Format, B>;
-  RingWarpPlan<Format> p;
-  p.lane = threadIdx.x % 32;
-  p.warp = threadIdx.x / 32;
+  static_assert(Ring::kRing && Staging::kCustom && AccumulatorOf<Format, B>::kCustom, "a ring format");
+  // The parts' sums meet in the first bytes of each warp's ring (free once its last chunk is computed).
+  static_assert(Ring::kStages * Ring::kSlotBytes >= int(sizeof(float)) * B * kRowsPerGroup,
+                "a warp's sums fit its ring");
+  extern __shared__ float shared[];
+  __shared__ NormSharedOf<kFolds, B> norm;
+  __shared__ bool lastBlock[kRingWarpsPerBlock];
+
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
   // A power of two (the launch checks it): shifts, not divisions by a runtime value.
-  p.groupWarps = a.ringGroupWarps;
-  const int groupShift = __ffs(p.groupWarps) - 1;
+  const int groupWarps = a.ringGroupWarps, groupShift = __ffs(groupWarps) - 1;
   const int64_t groups = (a.rows + kRowsPerGroup - 1) / kRowsPerGroup;
-  p.chunk0 = int64_t(split) * a.chunksPerSplit;
-  p.chunkEnd = min(p.chunk0 + a.chunksPerSplit, a.totalChunks);
+  const int split = blockIdx.y;
+  const int64_t chunk0 = int64_t(split) * a.chunksPerSplit;
+  const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
   // The warp's row group and chunks [chunk0 + first, chunk0 + first + count): its part of the split (GemvProblem.h).
-  const RingWarpWork work = ringWarpWork(blockX, p.warp, groupShift, int(p.chunkEnd - p.chunk0));
-  p.group = work.group;
-  p.part = work.part, p.first = work.first;
-  p.active = p.group < groups;
-  p.count = p.active ? work.count : 0;
-  p.units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
-  uint8_t* ring = reinterpret_cast<uint8_t*>(shared) + ringOffsetBytes(Staging::words(a.sliceCols), int64_t(B) * p.units);
-  p.warpRing = ring + p.warp * Ring::kStages * Ring::kSlotBytes;
-  return p;
-}
-template <class Format>
-__device__ __forceinline__ uint8_t* ringSlot(const RingWarpPlan<Format>& p, int i) {
-  return p.warpRing + (i % RingOf<Format>::kStages) * RingOf<Format>::kSlotBytes;
-}
-// The warp's first kRingStages chunks go in flight before x is staged (they do not depend on it): one commit
-// group a stage, empty or not, so that waitCopies counts stages.
-template <class Format>
-__device__ __forceinline__ void ringPrologue(const typename Format::Params& w, const RingWarpPlan<Format>& p) {
-  const uint64_t policy = evictFirstPolicy();
+  const RingWarpWork work = ringWarpWork(blockIdx.x, warp, groupShift, int(chunkEnd - chunk0));
+  const int64_t group = work.group;
+  const int part = work.part, first = work.first;
+  const bool active = group < groups;  // the last block may have fewer row groups than warps
+  const int count = active ? work.count : 0;
+  BlockTimeline timeline;
+  timeline.begin();
+  allowDependentLaunch();
+
+  const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
+  uint8_t* ring = reinterpret_cast<uint8_t*>(shared) + ringOffsetBytes(Staging::words(a.sliceCols), int64_t(B) * units);
+  uint8_t* warpRing = ring + warp * Ring::kStages * Ring::kSlotBytes;
+  const auto slotOf = [&](int i) { return warpRing + (i % Ring::kStages) * Ring::kSlotBytes; };
+  // The warp's first kRingStages chunks go in flight before x is staged (they do not depend on it): one commit
+  // group a stage, empty or not, so that waitCopies counts stages.
+  {
+    const uint64_t policy = evictFirstPolicy();
 #pragma unroll
-  for (int i = 0; i < RingOf<Format>::kStages; ++i) {
-    if (i < p.count) Format::copyChunk(w, p.group, p.chunk0 + p.first + i, p.lane, sharedAddressOf(ringSlot(p, i)), policy);
-    commitCopies();
+    for (int i = 0; i < Ring::kStages; ++i) {
+      if (i < count) Format::copyChunk(w, group, chunk0 + first + i, lane, sharedAddressOf(slotOf(i)), policy);
+      commitCopies();
+    }
   }
-}
-// Everything after the prologue, once x may be read: every thread of the block calls it (it has block barriers);
-// a thread may return from it early, after the last of them. kCoherent: x read through L2 (loadActivations).
-template <class Format, int B, ActivationType T, bool kFolds, bool kCoherent = false>
-__device__ __forceinline__ void ringRest(const typename Format::Params& w, const GemvLaunch& a,
-                                         const RingWarpPlan<Format>& p, int split, float* shared,
-                                         NormSharedOf<kFolds, B>& norm, bool* lastBlock, BlockTimeline& timeline) {
-  using Ring = RingOf<Format>;
-  using Staging = StagingOf<Format, B>;
-  const int lane = p.lane;
+  waitForPreviousGrid();  // x, y, the partials and the counters belong to the kernels before and after this one
+  timeline.release();
+
   auto* xs = reinterpret_cast<typename Staging::type*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  stageSlice<Format, B, T, kFolds>(a, readerOf<kFolds, B, T, kCoherent>(a, norm, lane), p.chunk0 * Format::kChunkCols,
-                                   xs, xsum, lane);
+  stageSlice<Format, B, T, kFolds>(a, readerOf<kFolds, B, T>(a, norm, lane), chunk0 * Format::kChunkCols, xs, xsum,
+                                   lane);
   PrepareOf<Format>::run();
   __syncthreads();
   timeline.stage();
@@ -653,200 +622,47 @@ __device__ __forceinline__ void ringRest(const typename Format::Params& w, const
   // during each compute. The chunk's place in the staged slice is first + i.
   {
     const uint64_t policy = evictFirstPolicy();
-    for (int i = 0; i < p.count; ++i) {
+    for (int i = 0; i < count; ++i) {
       waitCopies<Ring::kStages - 1>();
       __syncwarp();
-      Format::template computeSlot<B>(w, ringSlot(p, i), p.group, p.chunk0 + p.first + i, p.first + i, lane, xs,
-                                      a.sliceCols, xsum + (p.first + i) * unitsPerChunk, p.units, acc);
+      Format::template computeSlot<B>(w, slotOf(i), group, chunk0 + first + i, first + i, lane, xs, a.sliceCols,
+                                      xsum + (first + i) * unitsPerChunk, units, acc);
       __syncwarp();
-      if (i + Ring::kStages < p.count)
-        Format::copyChunk(w, p.group, p.chunk0 + p.first + i + Ring::kStages, lane, sharedAddressOf(ringSlot(p, i)),
-                          policy);
+      if (i + Ring::kStages < count)
+        Format::copyChunk(w, group, chunk0 + first + i + Ring::kStages, lane, sharedAddressOf(slotOf(i)), policy);
       commitCopies();
     }
     waitCopies<0>();  // nothing may still be writing shared memory when the block ends (or its sums go there)
   }
   float total[B];
-  if (p.active) {
+  if (active) {
     Format::template finish<B>(acc, lane, total);
     if constexpr (RingRowExtraOf<Format>::kHas)
-      Format::template ringRowExtra<B, T>(w, acc, p.group * kRowsPerGroup + lane, p.chunk0 * Format::kChunkCols,
+      Format::template ringRowExtra<B, T>(w, acc, group * kRowsPerGroup + lane, chunk0 * Format::kChunkCols,
                                           a.sliceCols, xs, total);
   }
-  if (p.groupWarps > 1) {  // uniform across the block: every thread reaches the barrier
+  if (groupWarps > 1) {  // uniform across the block: every thread reaches the barrier
     // Every lane's copies have landed (waitCopies<0>) and every lane has read the warp's last chunk (the loop's
     // second __syncwarp); the __syncwarp makes the first so for the whole warp before its ring is overwritten.
     __syncwarp();
-    float* sums = reinterpret_cast<float*>(p.warpRing);
-    if (p.active)
+    float* sums = reinterpret_cast<float*>(warpRing);
+    if (active)
 #pragma unroll
       for (int b = 0; b < B; ++b) sums[b * kRowsPerGroup + lane] = total[b];
     __syncthreads();
-    if (!p.active || p.part != 0) return;
-    for (int q = 1; q < p.groupWarps; ++q) {
-      const float* other = reinterpret_cast<const float*>(p.warpRing + q * Ring::kStages * Ring::kSlotBytes);
+    if (!active || part != 0) return;
+    for (int p = 1; p < groupWarps; ++p) {
+      const float* other = reinterpret_cast<const float*>(warpRing + p * Ring::kStages * Ring::kSlotBytes);
 #pragma unroll
       for (int b = 0; b < B; ++b) total[b] += other[b * kRowsPerGroup + lane];
     }
-  } else if (!p.active) {
+  } else if (!active) {
     return;
   }
-  const int64_t groups = (a.rows + kRowsPerGroup - 1) / kRowsPerGroup;
-  storeOrCombineSplits<B, T, kFolds, kCoherent>(a, total, p.group, split, groups * kRowsPerGroup, lane,
-                                                lastBlock[p.warp]);
+  storeOrCombineSplits<B, T, kFolds>(a, total, group, split, groups * kRowsPerGroup, lane, lastBlock[warp]);
 #ifdef PARETO_GEMV_TIMELINE
   timeline.end(a.timeline, a.y);
 #endif
-}
-
-template <class Format, int B, ActivationType T, bool kFolds>
-__global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResidentBlocks)
-    ringGemvKernel(const typename Format::Params w, const GemvLaunch a) {
-  static_assert(!kFolds || FoldsOf<Format>::kFolds, "a format without folds has only plain kernels");
-  using Ring = RingOf<Format>;
-  using Staging = StagingOf<Format, B>;
-  static_assert(Ring::kRing && Staging::kCustom && AccumulatorOf<Format, B>::kCustom, "a ring format");
-  // The parts' sums meet in the first bytes of each warp's ring (free once its last chunk is computed).
-  static_assert(Ring::kStages * Ring::kSlotBytes >= int(sizeof(float)) * B * kRowsPerGroup,
-                "a warp's sums fit its ring");
-  extern __shared__ float shared[];
-  __shared__ NormSharedOf<kFolds, B> norm;
-  __shared__ bool lastBlock[kRingWarpsPerBlock];
-
-  const RingWarpPlan<Format> plan = ringWarpPlan<Format, B>(a, blockIdx.x, blockIdx.y, shared);
-  BlockTimeline timeline;
-  timeline.begin();
-  allowDependentLaunch();
-  ringPrologue<Format>(w, plan);
-  waitForPreviousGrid();  // x, y, the partials and the counters belong to the kernels before and after this one
-  timeline.release();
-  ringRest<Format, B, T, kFolds>(w, a, plan, blockIdx.y, shared, norm, lastBlock, timeline);
-}
-
-// Every block of the grid waits here until all have arrived (all of them are resident: launchRingChainAt launches
-// one wave). A sense-reversing barrier: `count` (counters[0]) counts this round's arrivals and is back at 0 when the
-// round ends, `generation` (counters[1]) only grows, so nothing needs a reset between rounds or launches. Thread 0
-// reads the generation before it arrives (it cannot change until every block has), adds itself with the block's
-// stores published (the block barrier, then a fence, as cooperative groups' grid barrier does); the last to arrive
-// zeroes the count and publishes the next generation, the others poll it with acquire loads.
-__device__ __forceinline__ void gridBarrier(unsigned* counters) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned generation;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(generation) : "l"(counters + 1) : "memory");
-    __threadfence();
-    if (atomicAdd(counters, 1u) == gridDim.x - 1) {
-      atomicExch(counters, 0u);
-      __threadfence();
-      asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(counters + 1), "r"(generation + 1) : "memory");
-    } else {
-      unsigned seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counters + 1) : "memory");
-      } while (seen == generation);
-    }
-    __threadfence();
-  }
-  __syncthreads();
-}
-
-// The block's rank in the chain's grid: slot s (0 .. perMultiprocessor − 1) of its multiprocessor, then the order in
-// which the multiprocessors' slot-s blocks came, rank = s · multiprocessors + that order. So ranks 0 .. SMs − 1 lie
-// on distinct multiprocessors: a link of fewer blocks than the grid spreads over the machine, wherever the hardware
-// put blocks 0, 1, ... (under programmatic launch they start as the previous kernel's blocks leave, often two on one
-// multiprocessor). atomicInc wraps each counter at the count a launch adds to it (every multiprocessor holds exactly
-// perMultiprocessor blocks of the grid: it is one full wave), so each launch finds them where it needs them.
-__device__ __forceinline__ unsigned chainRank(unsigned* counters, int multiprocessors, int perMultiprocessor) {
-  __shared__ unsigned rank;
-  if (threadIdx.x == 0) {
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    if (sm >= unsigned(kGemvChainMaxSmIds)) __trap();
-    const unsigned slot = atomicInc(counters + 2 + kGemvChainMaxSlots + sm, unsigned(perMultiprocessor - 1));
-    rank = slot * unsigned(multiprocessors) + atomicInc(counters + 2 + slot, unsigned(multiprocessors - 1));
-  }
-  __syncthreads();
-  return rank;
-}
-
-// The chain kernel (GemvProblem.h GemvChainLink): links 0 .. links − 1 of one ring format and compiled batch in one
-// launch, each link the work of its own ringGemvKernel grid ("virtual blocks", row-group block first) spread over
-// the resident blocks by rank (chainRank), a grid barrier between links. Why: at batch 1 a packed GEMV's time is
-// about half a fixed part of every kernel (bench/NOTES.md, floor:FORMAT), part of it the boundary between two
-// kernels, where the next one's blocks cannot start streaming before this one's leave the multiprocessors (two
-// ring blocks fill one). Here a block that has stored its rows of link n issues its first chunks of link n + 1 into
-// its ring before it waits at the barrier, so the weight stream does not stop at the boundary. Each virtual block
-// computes exactly what its ringGemvKernel block would, in the same order: the results are the separate launches'
-// bit for bit.
-// What a build compiles of the chain kernel: batch 1 with and without the folds (the decode step chains a layer's
-// GEMVs at batch 1, the one batch where it folds), and with PARETO_GEMV_CHAIN_EVERY_BATCH (the kernels-only bench,
-// bench/build-gemv-kernels.sh) the plain chain at every batch.
-#ifdef PARETO_GEMV_CHAIN_EVERY_BATCH
-inline constexpr const char* kGemvChainBatches = "a chain with folded work runs at batch 1 only";
-#else
-inline constexpr const char* kGemvChainBatches =
-    "this build compiles the chain for batch 1 (bench/build-gemv-kernels.sh compiles every batch of the plain chain)";
-#endif
-
-template <class P>
-struct RingChain {
-  P w[kMaxGemvChainLinks];
-  GemvLaunch a[kMaxGemvChainLinks];
-  int links = 0;
-  int multiprocessors = 0, perMultiprocessor = 0;  // the grid is their product
-  unsigned* counters = nullptr;                    // GemvChainWorkspace::barrier
-};
-__host__ __device__ inline int64_t ringGridRows(const GemvLaunch& a) {
-  const int64_t groups = (a.rows + kRowsPerGroup - 1) / kRowsPerGroup, perBlock = kRingWarpsPerBlock / a.ringGroupWarps;
-  return (groups + perBlock - 1) / perBlock;
-}
-
-template <class Format, int B, ActivationType T, bool kFolds>
-__global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResidentBlocks)
-    ringChainKernel(const __grid_constant__ RingChain<typename Format::Params> c) {
-  static_assert(!kFolds || FoldsOf<Format>::kFolds, "a format without folds has only plain kernels");
-  using Ring = RingOf<Format>;
-  static_assert(Ring::kRing && StagingOf<Format, B>::kCustom && AccumulatorOf<Format, B>::kCustom, "a ring format");
-  static_assert(Ring::kStages * Ring::kSlotBytes >= int(sizeof(float)) * B * kRowsPerGroup,
-                "a warp's sums fit its ring");
-  extern __shared__ float shared[];
-  __shared__ NormSharedOf<kFolds, B> norm;
-  __shared__ bool lastBlock[kRingWarpsPerBlock];
-
-  BlockTimeline timeline;
-  timeline.begin();
-  allowDependentLaunch();
-  // The counters are this chain's alone (no other kernel touches them) and the previous launch of the chain has left
-  // them ready (its blocks took their ranks before the blocks of this one could be resident), so the rank comes
-  // before the wait, and with it link 0's first chunks.
-  const int64_t rank = chainRank(c.counters, c.multiprocessors, c.perMultiprocessor);
-  {
-    const GemvLaunch& a = c.a[0];
-    const int64_t rows = ringGridRows(a);
-    if (rank < rows * a.splits)
-      ringPrologue<Format>(c.w[0], ringWarpPlan<Format, B>(a, rank % rows, int(rank / rows), shared));
-  }
-  waitForPreviousGrid();  // link 0's x and every link's y, partials and counters belong to the kernels around this one
-  for (int link = 0; link < c.links; ++link) {
-    const typename Format::Params& w = c.w[link];
-    const GemvLaunch& a = c.a[link];
-    const int64_t rows = ringGridRows(a), blocks = rows * a.splits;
-    for (int64_t v = rank; v < blocks; v += gridDim.x) {
-      const int split = int(v / rows);
-      const RingWarpPlan<Format> plan = ringWarpPlan<Format, B>(a, v % rows, split, shared);
-      if (v != rank) ringPrologue<Format>(w, plan);  // the first was issued before the wait
-      timeline.release();
-      ringRest<Format, B, T, kFolds, true>(w, a, plan, split, shared, norm, lastBlock, timeline);
-      __syncthreads();  // the block's shared memory is free for the next virtual block's staging and ring
-      timeline.begin();
-    }
-    if (link + 1 == c.links) break;
-    const GemvLaunch& next = c.a[link + 1];
-    const int64_t nextRows = ringGridRows(next);
-    if (rank < nextRows * next.splits)
-      ringPrologue<Format>(c.w[link + 1], ringWarpPlan<Format, B>(next, rank % nextRows, int(rank / nextRows), shared));
-    gridBarrier(c.counters);
-  }
 }
 
 inline std::string cudaErrorText(cudaError_t e, const char* what) {
@@ -902,41 +718,6 @@ cudaError_t launchPackedGemv(const typename Format::Params& w, const GemvLaunch&
     case 8: return launchPackedGemvAt<Format, 8, T, kFolds>(w, a, sharedBytes, stream);
     default: return launchPackedGemvAt<Format, 16, T, kFolds>(w, a, sharedBytes, stream);
   }
-}
-
-// Launches ringChainKernel<Format, B, T, kFolds> over the chain `c` (every link's GemvLaunch filled by makeLaunch,
-// `sharedBytes` the largest link's) as one full wave of resident blocks (the grid barrier needs every block running).
-template <class Format, int B, ActivationType T, bool kFolds>
-cudaError_t launchRingChainAt(const RingChain<typename Format::Params>& c, size_t sharedBytes, cudaStream_t stream) {
-  static_assert(RingOf<Format>::kRing, "the chain runs the ring kernels");
-  (void)cudaGetLastError();  // as launchPackedGemvAt
-  if (c.links < 1 || c.links > kMaxGemvChainLinks || c.counters == nullptr) return cudaErrorInvalidValue;
-  for (int i = 0; i < c.links; ++i) {
-    const GemvLaunch& a = c.a[i];
-    if (!kFolds && launchFolds(a)) return cudaErrorInvalidValue;
-    if (a.ringGroupWarps < 1 || kRingWarpsPerBlock % a.ringGroupWarps != 0 ||
-        (a.ringGroupWarps & (a.ringGroupWarps - 1)) != 0)
-      return cudaErrorInvalidValue;
-  }
-  const auto kernel = ringChainKernel<Format, B, T, kFolds>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared));
-  int device = 0, multiprocessors = 0, perMultiprocessor = 0;
-  if (e == cudaSuccess) e = cudaGetDevice(&device);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
-  if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perMultiprocessor, kernel, kRowsPerGroup * kRingWarpsPerBlock,
-                                                      sharedBytes);
-  if (e != cudaSuccess) return e;
-  if (perMultiprocessor < 1 || perMultiprocessor > kGemvChainMaxSlots) return cudaErrorInvalidConfiguration;
-  RingChain<typename Format::Params> launch = c;
-  launch.multiprocessors = multiprocessors;
-  launch.perMultiprocessor = perMultiprocessor;
-  // Always one full wave, whatever the links need (blocks without work in a link only pass its barrier): chainRank
-  // needs every multiprocessor to hold perMultiprocessor blocks.
-  const unsigned grid = unsigned(perMultiprocessor * multiprocessors);
-  return launchKernel(kernel, dim3(grid), dim3(kRowsPerGroup * kRingWarpsPerBlock), sharedBytes, stream, launch);
 }
 
 // Fills the launch record from a problem and its split.

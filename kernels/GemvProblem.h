@@ -177,51 +177,6 @@ PARETO_HOST_DEVICE inline RingWarpWork ringWarpWork(int64_t block, int warp, int
 // 2.09x -> 2.27x of cuBLAS on the H200).
 int ringMaxGroupWarps();
 
-// A chain of GEMVs of one weight kind in one launch (the ring formats' run...Chain entry points; GemvDriver.cuh
-// ringChainKernel): link i + 1 starts once every block of link i has stored its rows (a grid barrier), so link i + 1
-// may read link i's y as its x, as separate launches in stream order would; every link is computed exactly as its
-// own launch with the same split would (bit for bit). Why: the weight stream does not stop between the links (each
-// block's first chunks of link i + 1 are in flight while it waits at the barrier), where between two kernels it
-// stops until the first one's blocks leave the multiprocessors.
-inline constexpr int kMaxGemvChainLinks = 4;
-template <class Weight>
-struct GemvChainLink {
-  GemvProblem problem;
-  Weight weight;
-  GemvSplit split;
-  int* counters = nullptr;  // the link's row-group counters (zero, left zero), as for its own launch
-};
-// The chain kernel's counters (GemvDriver.cuh ringChainKernel): its grid barrier's arrivals and generation, then
-// the counters that give each block its rank (one place a multiprocessor a slot, kGemvChainMaxSmIds of them). Every
-// launch leaves them ready for the next one of the same chain without a reset; launches that may overlap (several
-// chains in flight) need counters of their own.
-inline constexpr int kGemvChainMaxSlots = 8;   // blocks a multiprocessor
-inline constexpr int kGemvChainMaxSmIds = 1024;  // %smid bound (ids need not be contiguous)
-inline constexpr int kGemvChainCounters = 2 + kGemvChainMaxSlots + kGemvChainMaxSmIds;
-struct GemvChainWorkspace {
-  float* partials = nullptr;    // the largest of the links' gemvPartialFloats (the links use it one after another)
-  unsigned* barrier = nullptr;  // kGemvChainCounters counters, zero before the first launch
-};
-// "" when a chain is launchable, else what is wrong, naming the link: 1 .. kMaxGemvChainLinks links of one batch and
-// activation type, each passing its format's `checkLink`, and the workspace the splits need.
-template <class Weight>
-std::string checkGemvChain(const GemvChainLink<Weight>* links, int count, const GemvChainWorkspace& ws,
-                           std::string (*checkLink)(const GemvProblem&, const Weight&)) {
-  if (count < 1 || count > kMaxGemvChainLinks)
-    return "a chain has 1 to " + std::to_string(kMaxGemvChainLinks) + " links, not " + std::to_string(count);
-  if (ws.barrier == nullptr) return "the chain's barrier counters are missing";
-  for (int i = 0; i < count; ++i) {
-    const GemvChainLink<Weight>& l = links[i];
-    const std::string at = "chain link " + std::to_string(i) + ": ";
-    if (auto e = checkLink(l.problem, l.weight); !e.empty()) return at + e;
-    if (l.problem.batch != links[0].problem.batch || l.problem.type != links[0].problem.type)
-      return at + "every link of a chain has the batch and activation type of the first";
-    if (l.split.splits > 1 && (ws.partials == nullptr || l.counters == nullptr))
-      return at + "a split link needs the partial sums and its row-group counters";
-  }
-  return {};
-}
-
 // Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1) and one
 // int counter per row group that must be zero before the first launch (the kernels leave it zero).
 size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s);

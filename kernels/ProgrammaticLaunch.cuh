@@ -13,11 +13,10 @@
 // The rule every kernel launched through `launchKernel` keeps: nothing is written to global memory, and nothing
 // that an earlier kernel writes is read, before `waitForPreviousGrid` — and every block calls it before it may
 // return — so a kernel started early can never see or clobber the previous kernel's data, and the wait of
-// kernel n+1 on kernel n also covers kernel n−1 (kernel n cannot finish before kernel n−1 did). Two exceptions,
-// argued where they are made: the fused decode attention under PARETO_ATTENTION_EARLY_TILE=1 reads the KV-cache rows
+// kernel n+1 on kernel n also covers kernel n−1 (kernel n cannot finish before kernel n−1 did). One exception,
+// argued where it is made: the fused decode attention under PARETO_ATTENTION_EARLY_TILE=1 reads the KV-cache rows
 // of earlier decode steps before its wait (decode_attention.cu), which every step's first kernel, an ordinary
-// launch, has already waited for; the GEMV chain kernel takes its block's rank from counters that only launches of
-// the same chain touch, before its wait (GemvDriver.cuh chainRank).
+// launch, has already waited for.
 //
 // PARETO_PDL=0 in the environment launches everything the ordinary way (for A/B timing and as a way out if a
 // driver mishandles it). Before Hopper the attribute is not requested and the two device calls compile to

@@ -383,10 +383,16 @@ struct QuantMmaFormat : QuantCodeStream {
   }
 };
 
-// The kernels' view of a weight whose activations are summed in units of `sumUnit` columns.
-template <int Bits>
-QuantParams quantParams(const GemvProblem& p, const QuantGroupGemvWeight& w, int64_t sumUnit) {
-  return QuantParams{static_cast<const uint4*>(w.codes),
+template <int Bits, ActivationType T, bool kFolds>
+std::string launch(const GemvProblem& p, const QuantGroupGemvWeight& w, const GemvSplit& s, float* partials,
+                   int* counters, cudaStream_t stream) {
+  // The split (quantGroupGemvSplit) sized the shared memory and counted the chunks for the same choices:
+  // quantUsesTensorCores and quantRingHalves.
+  const int batch = compiledBatch(p.batch);
+  const bool mma = quantUsesTensorCores(Bits, T, batch);
+  const int halves = quantRingHalves(Bits, T, batch);
+  const int64_t sumUnit = quantRingSumUnit(w.groupSize, Bits, halves);
+  QuantParams params{static_cast<const uint4*>(w.codes),
                      reinterpret_cast<const __half*>(w.scales),
                      w.zeros,
                      quantChunks(p.cols, Bits),
@@ -398,18 +404,6 @@ QuantParams quantParams(const GemvProblem& p, const QuantGroupGemvWeight& w, int
                      Bits == 4 ? 8.f : 128.f,
                      w.symmetric,
                      quantOddExponent()};
-}
-
-template <int Bits, ActivationType T, bool kFolds>
-std::string launch(const GemvProblem& p, const QuantGroupGemvWeight& w, const GemvSplit& s, float* partials,
-                   int* counters, cudaStream_t stream) {
-  // The split (quantGroupGemvSplit) sized the shared memory and counted the chunks for the same choices:
-  // quantUsesTensorCores and quantRingHalves.
-  const int batch = compiledBatch(p.batch);
-  const bool mma = quantUsesTensorCores(Bits, T, batch);
-  const int halves = quantRingHalves(Bits, T, batch);
-  const int64_t sumUnit = quantRingSumUnit(w.groupSize, Bits, halves);
-  const QuantParams params = quantParams<Bits>(p, w, sumUnit);
   const auto a = detail::makeLaunch(p, s, params.chunks * halves, int(sumUnit), partials, counters);
   cudaError_t e;
   if constexpr (Bits == 4 || T == ActivationType::Float16) {
@@ -439,54 +433,6 @@ std::string launchAny(const GemvProblem& p, const QuantGroupGemvWeight& w, const
                : launch<4, ActivationType::BFloat16, kFolds>(p, w, s, partials, counters, stream);
   return f16 ? launch<8, ActivationType::Float16, kFolds>(p, w, s, partials, counters, stream)
              : launch<8, ActivationType::BFloat16, kFolds>(p, w, s, partials, counters, stream);
-}
-
-// A chain (GemvProblem.h GemvChainLink) on the tensor-core ring: every link's kernel is QuantMmaFormat<Bits, T,
-// halves> at the chain's compiled batch, so one ringChainKernel runs them all.
-template <class Format, int B, ActivationType T, bool kFolds, int Bits>
-std::string launchChainAt(const GemvChainLink<QuantGroupGemvWeight>* links, int count, const GemvChainWorkspace& ws,
-                          int halves, cudaStream_t stream) {
-  detail::RingChain<QuantParams> c;
-  size_t sharedBytes = 0;
-  for (int i = 0; i < count; ++i) {
-    const GemvChainLink<QuantGroupGemvWeight>& l = links[i];
-    const int64_t sumUnit = quantRingSumUnit(l.weight.groupSize, Bits, halves);
-    c.w[i] = quantParams<Bits>(l.problem, l.weight, sumUnit);
-    c.a[i] = detail::makeLaunch(l.problem, l.split, c.w[i].chunks * halves, int(sumUnit), ws.partials, l.counters);
-    sharedBytes = std::max(sharedBytes, l.split.sharedBytes);
-  }
-  c.links = count;
-  c.counters = ws.barrier;
-  const cudaError_t e = detail::launchRingChainAt<Format, B, T, kFolds>(c, sharedBytes, stream);
-  return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "quant_group_gemv chain launch");
-}
-
-template <int Bits, ActivationType T, bool kFolds>
-std::string launchChain(const GemvChainLink<QuantGroupGemvWeight>* links, int count, const GemvChainWorkspace& ws,
-                        cudaStream_t stream) {
-  const int batch = compiledBatch(links[0].problem.batch);
-  if constexpr (Bits == 4 || T == ActivationType::Float16) {
-    if (quantUsesTensorCores(Bits, T, batch)) {
-      if (batch == 1) return launchChainAt<QuantMmaFormat<Bits, T, 1>, 1, T, kFolds, Bits>(links, count, ws, 1, stream);
-#ifdef PARETO_GEMV_CHAIN_EVERY_BATCH
-      if constexpr (!kFolds) {
-        if (quantRingHalves(Bits, T, batch) == 2)
-          return batch <= 8 ? launchChainAt<QuantMmaFormat<Bits, T, 2>, 8, T, false, Bits>(links, count, ws, 2, stream)
-                            : launchChainAt<QuantMmaFormat<Bits, T, 2>, 16, T, false, Bits>(links, count, ws, 2, stream);
-        switch (batch) {
-          case 2: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 2, T, false, Bits>(links, count, ws, 1, stream);
-          case 4: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 4, T, false, Bits>(links, count, ws, 1, stream);
-          case 8: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 8, T, false, Bits>(links, count, ws, 1, stream);
-          default: return launchChainAt<QuantMmaFormat<Bits, T, 1>, 16, T, false, Bits>(links, count, ws, 1, stream);
-        }
-      }
-#endif
-      return std::string("quant_group_gemv chain: ") + detail::kGemvChainBatches;
-    }
-  }
-  return "quant_group_gemv chain: " + std::to_string(Bits) + "-bit codes at batch " +
-         std::to_string(links[0].problem.batch) +
-         " run on the FFMA kernel, which has no chain (the chain runs the tensor-core ring kernel)";
 }
 
 // Defined in quant_group_gemv_folded.cu: launchAny<true>.

@@ -105,11 +105,5 @@ std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors);
 std::string runQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight& w, const GemvSplit& s,
                               float* partials, int* counters, CUstream_st* stream);
-// Its links in one launch (GemvProblem.h GemvChainLink; each link's split from quantGroupGemvSplit): the
-// tensor-core ring kernels only (4-bit codes, 8-bit fp16 codes from batch 2); links with folded work at batch 1 only,
-// plain ones at batch 1 or, in a build with PARETO_GEMV_CHAIN_EVERY_BATCH (the kernels-only bench), every batch
-// (GemvDriver.cuh kGemvChainBatches).
-std::string runQuantGroupGemvChain(const GemvChainLink<QuantGroupGemvWeight>* links, int count,
-                                   const GemvChainWorkspace& ws, CUstream_st* stream);
 
 }  // namespace pareto::kernels

@@ -55,7 +55,7 @@ DecodeSession::DecodeSession(const DecodeModel& model, int64_t batch, int64_t ca
   logits_ = at::zeros({batch, model.outputHead().rows()}, act.dtype(at::kFloat));
   generated_ = at::zeros({batch, capacity + 1}, longs);
   // PARETO_DECODE_FUSED: unset or 1 all fusions, 0 none, else a comma list of those kept (attention, next-token,
-  // folds, chain), for an A/B of each.
+  // folds), for an A/B of each.
   const char* fused = std::getenv("PARETO_DECODE_FUSED");
   const std::string kept = fused == nullptr ? "1" : fused;
   const auto keeps = [&](const std::string& name) {
@@ -67,9 +67,6 @@ DecodeSession::DecodeSession(const DecodeModel& model, int64_t batch, int64_t ca
   // row, the folds' code in the loop) made the step 14% slower for int4 g128 and 21% for 2:4 + int4 than the
   // separate ops; at batch 1 they save 1.4% and 0% (bench/NOTES.md, "The folds at batch 8").
   fold_ = keeps("folds") && batch == 1;
-  // A layer's folded o, gate+up and down in one launch of the chain kernel (PackedLinear::forwardChain): only with
-  // the folds (without them the norm and SiLU·mul run as ops between the GEMVs).
-  chain_ = fold_ && keeps("chain");
   attentionCounters_ = at::zeros({decodeAttentionCounters(batch, c.numHeads, c.numKvHeads)}, longs.dtype(at::kInt));
   stepCounter_ = at::zeros({1}, longs.dtype(at::kInt));
   for (int64_t l = 0; l < model.numLayers(); ++l) {
@@ -78,7 +75,6 @@ DecodeSession::DecodeSession(const DecodeModel& model, int64_t batch, int64_t ca
     const std::string p = "model.layers." + std::to_string(l) + ".";
     for (const char* n : {"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"})
       names_.push_back(p + n);
-    if (chain_) chainCounters_.push_back(gemvChainCounters(act.device()));
   }
 }
 
@@ -141,25 +137,6 @@ void DecodeSession::runStep() {
     } else if (attention) {
       ropeAndCacheWrite(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, q_, keys_[l], values_[l]);
       decodeAttention(q_, keys_[l], values_[l], slot_, validFrom_, scale, attn_);
-    }
-    if (chain_ && fold && !pending.defined() && folds(L.o) && folds(L.gateUp) && folds(L.down)) {
-      // The three GEMVs with their folds, as residualLinear, normedLinear and residualLinear below would run them.
-      GemvFusion addInto, norm, siluAddInto;
-      addInto.accumulate = true;
-      norm.input = GemvFusion::Input::RmsNorm, norm.normWeight = L.postAttentionNorm, norm.eps = eps;
-      siluAddInto.input = GemvFusion::Input::SiluMul, siluAddInto.accumulate = true;
-      const auto step = [](const PackedLinear& linear, const at::Tensor& x, const at::Tensor& out,
-                           const GemvFusion& f, const std::string& what) {
-        PackedLinear::ChainStep s;
-        s.linear = &linear, s.x = x, s.out = out, s.fusion = f, s.what = what;
-        return s;
-      };
-      // folds() held for each: one packed part holds all its rows.
-      PackedLinear::forwardChain({step(L.o.parts.front(), attn_, residual_, addInto, name[1]),
-                                  step(L.gateUp.parts.front(), residual_, gateUp_, norm, name[2]),
-                                  step(L.down.parts.front(), gateUp_, residual_, siluAddInto, name[3])},
-                                 chainCounters_[size_t(l)]);
-      continue;
     }
     residualLinear(L.o, attn_, GemvFusion::Input::Plain, o_, name[1]);
     normedLinear(L.gateUp, L.postAttentionNorm, gateUp_, name[2]);

@@ -89,12 +89,10 @@ class DecodeSession {
   std::vector<at::Tensor> keys_, values_;
   // Fused small ops (runtime/DecodeOps.h): RoPE, cache write and attention as one (ropeAttention), the greedy
   // argmax with the next step's inputs as one (greedyNextToken), and the norms, SiLU·mul and residual adds folded
-  // into the packed GEMVs (at batch 1 only), a layer's o, gate+up and down then in one launch (the chain kernel);
-  // PARETO_DECODE_FUSED=0 turns all off, a list (attention,next-token,folds,chain) keeps those named: the A/Bs of
-  // scripts/gpu-decode.sh. Their counters, zeros between launches (the chain's: each layer its own).
-  bool fuseAttention_ = true, fuseNextToken_ = true, fold_ = true, chain_ = true;
+  // into the packed GEMVs (at batch 1 only); PARETO_DECODE_FUSED=0 turns all off, a list (attention,next-token,folds)
+  // keeps those named: the A/Bs of scripts/gpu-decode.sh. Their counters, zeros between launches.
+  bool fuseAttention_ = true, fuseNextToken_ = true, fold_ = true;
   at::Tensor attentionCounters_, stepCounter_;
-  std::vector<at::Tensor> chainCounters_;
   std::vector<std::string> names_;   // module names for errors, per layer × {qkv, o, gate_up, down}
   struct Graph;
   std::unique_ptr<Graph> graph_;

@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-
 #include "kernels/BitmaskInt4Gemv.h"
 #include "kernels/BitmaskNMGemv.h"
 #include "kernels/QuantGroupGemv.h"
@@ -93,14 +91,12 @@ k::GemvInput kernelInput(GemvFusion::Input i) {
   }
 }
 
-// A gemv()'s checked input, output and problem: on CUDA the problem has its pointers and fused work and passed
-// the kernels' common check; on the CPU only its shape and type (the reference takes the unfused input).
-struct PreparedGemv {
-  at::Tensor input, y;
-  k::GemvProblem problem;
-};
-PreparedGemv prepareGemv(const at::Tensor& xIn, at::Tensor y, int64_t rows, int64_t cols, const at::Tensor& weightTensor,
-                         const std::string& what, const GemvFusion& fusion) {
+// The shared part of every gemv(): checks x, prepares y and the problem, and runs either the CUDA kernel
+// (`runKernel(problem, split, partials, counters, stream)`) or the CPU reference (`runReference(problem)`).
+template <class Split, class RunKernel, class RunReference>
+at::Tensor runGemv(const at::Tensor& xIn, at::Tensor y, int64_t rows, int64_t cols, const at::Tensor& weightTensor,
+                   const GemvCounters& launch, const std::string& what, const GemvFusion& fusion, Split split,
+                   RunKernel runKernel, RunReference runReference) {
   checkFusedInput(xIn, cols, fusion, what);
   if (fusion.accumulate && (!y.defined() || y.scalar_type() != xIn.scalar_type()))
     throw InputError(what + ": accumulating needs the residual as the output, in the activations' dtype");
@@ -124,6 +120,7 @@ PreparedGemv prepareGemv(const at::Tensor& xIn, at::Tensor y, int64_t rows, int6
   p.batch = int(input.size(0));
   p.type = activationType(input, what);
   if (input.is_cuda()) {
+#ifdef PARETO_WITH_CUDA
     p.x = input.data_ptr();
     p.y = y.data_ptr();
     p.input = kernelInput(fusion.input);
@@ -131,22 +128,6 @@ PreparedGemv prepareGemv(const at::Tensor& xIn, at::Tensor y, int64_t rows, int6
     p.eps = float(fusion.eps);
     p.accumulate = fusion.accumulate;
     if (auto e = k::checkGemvProblem(p); !e.empty()) throw InputError(what + ": " + e);
-  }
-  return {input, y, p};
-}
-
-// The shared part of every gemv(): checks x, prepares y and the problem, and runs either the CUDA kernel
-// (`runKernel(problem, split, partials, counters, stream)`) or the CPU reference (`runReference(problem)`).
-template <class Split, class RunKernel, class RunReference>
-at::Tensor runGemv(const at::Tensor& xIn, at::Tensor yIn, int64_t rows, int64_t cols, const at::Tensor& weightTensor,
-                   const GemvCounters& launch, const std::string& what, const GemvFusion& fusion, Split split,
-                   RunKernel runKernel, RunReference runReference) {
-  PreparedGemv g = prepareGemv(xIn, std::move(yIn), rows, cols, weightTensor, what, fusion);
-  const at::Tensor& input = g.input;
-  at::Tensor& y = g.y;
-  k::GemvProblem& p = g.problem;
-  if (input.is_cuda()) {
-#ifdef PARETO_WITH_CUDA
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     const k::GemvSplit s = split(p, sms);
     at::Tensor partials;
@@ -312,9 +293,8 @@ QuantGroupKernelWeight QuantGroupKernelWeight::fromPacked(const QuantGroupWeight
 
 int64_t QuantGroupKernelWeight::bytes() const { return tensorBytes(codes) + tensorBytes(scales) + tensorBytes(zeros); }
 
-namespace {
-// The kernels' view of the weight (pointers into its tensors).
-k::QuantGroupGemvWeight kernelView(const QuantGroupKernelWeight& w) {
+at::Tensor gemv(const QuantGroupKernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what,
+                const GemvFusion& fusion) {
   k::QuantGroupGemvWeight kw;
   kw.codes = w.codes.data_ptr();
   kw.scales = reinterpret_cast<const uint16_t*>(w.scales.data_ptr());
@@ -323,13 +303,6 @@ k::QuantGroupGemvWeight kernelView(const QuantGroupKernelWeight& w) {
   kw.symmetric = w.symmetric;
   kw.groupSize = w.groupSize;
   kw.scaleColumns = w.scales.size(1);
-  return kw;
-}
-}  // namespace
-
-at::Tensor gemv(const QuantGroupKernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what,
-                const GemvFusion& fusion) {
-  const k::QuantGroupGemvWeight kw = kernelView(w);
   return runGemv(
       x, out, w.rows, w.cols, w.codes, w.launch, what, fusion,
       [&](const k::GemvProblem& p, int sms) { return k::quantGroupGemvSplit(p, kw, sms); },
@@ -386,8 +359,8 @@ int64_t BitmaskInt4KernelWeight::bytes() const {
   return tensorBytes(masks) + tensorBytes(metadata) + tensorBytes(codes) + tensorBytes(scales) + tensorBytes(zeros);
 }
 
-namespace {
-k::BitmaskInt4GemvWeight kernelView(const BitmaskInt4KernelWeight& w) {
+at::Tensor gemv(const BitmaskInt4KernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what,
+                const GemvFusion& fusion) {
   k::BitmaskInt4GemvWeight kw;
   if (w.masks.defined()) kw.masks = reinterpret_cast<const uint32_t*>(w.masks.data_ptr<int>());
   if (w.metadata.defined()) kw.metadata = reinterpret_cast<const uint32_t*>(w.metadata.data_ptr<int>());
@@ -399,13 +372,6 @@ k::BitmaskInt4GemvWeight kernelView(const BitmaskInt4KernelWeight& w) {
   kw.scaleColumns = w.scales.size(1);
   kw.n = w.n;
   kw.m = w.m;
-  return kw;
-}
-}  // namespace
-
-at::Tensor gemv(const BitmaskInt4KernelWeight& w, const at::Tensor& x, at::Tensor out, const std::string& what,
-                const GemvFusion& fusion) {
-  const k::BitmaskInt4GemvWeight kw = kernelView(w);
   return runGemv(
       x, out, w.rows, w.cols, w.codes, w.launch, what, fusion,
       [&](const k::GemvProblem& p, int sms) { return k::bitmaskInt4GemvSplit(p, kw, sms); },
@@ -527,74 +493,6 @@ at::Tensor gemv(const SpqrKernelWeight& w, const at::Tensor& x, at::Tensor out, 
 #endif
       },
       [&](const k::GemvProblem& p) { return k::spqrGemvReference(p, kw); });
-}
-
-// --- chains -------------------------------------------------------------------------------------------------
-
-at::Tensor gemvChainCounters(const at::Device& device) {
-  return at::zeros({k::kGemvChainCounters}, at::TensorOptions().dtype(at::kInt).device(device));
-}
-
-#ifdef PARETO_WITH_CUDA
-namespace {
-// The kernels' chain over links of one weight kind W (`weightOf(link)`), or false and the reason.
-template <class W, class KernelWeight, class WeightOf>
-bool runChain(const std::vector<GemvChainLink>& links, const at::Tensor& counters, std::string* why, WeightOf weightOf,
-              k::GemvSplit (*split)(const k::GemvProblem&, const KernelWeight&, int),
-              std::string (*run)(const k::GemvChainLink<KernelWeight>*, int, const k::GemvChainWorkspace&, CUstream_st*)) {
-  std::vector<k::GemvChainLink<KernelWeight>> kernelLinks;
-  std::vector<at::Tensor> keep;  // the contiguous inputs, alive until the launch
-  size_t partialFloats = 0;
-  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  for (const GemvChainLink& l : links) {
-    const W& w = *weightOf(l);
-    PreparedGemv g = prepareGemv(l.x, l.out, w.rows, w.cols, w.codes, l.what, l.fusion);
-    k::GemvChainLink<KernelWeight> kl;
-    kl.problem = g.problem;
-    kl.weight = kernelView(w);
-    kl.split = split(kl.problem, kl.weight, sms);
-    kl.counters = w.launch.counters.template data_ptr<int>();
-    partialFloats = std::max(partialFloats, k::gemvPartialFloats(kl.problem, kl.split));
-    kernelLinks.push_back(kl);
-    keep.push_back(g.input);
-  }
-  at::Tensor partials;
-  if (partialFloats > 0) partials = at::empty({int64_t(partialFloats)}, links[0].x.options().dtype(at::kFloat));
-  const k::GemvChainWorkspace ws{partials.defined() ? partials.data_ptr<float>() : nullptr,
-                                 reinterpret_cast<unsigned*>(counters.data_ptr<int>())};
-  const std::string error = run(kernelLinks.data(), int(kernelLinks.size()), ws, at::cuda::getCurrentCUDAStream().stream());
-  if (error.empty()) return true;
-  if (why) *why = error;
-  return false;
-}
-}  // namespace
-#endif
-
-bool gemvChain(const std::vector<GemvChainLink>& links, const at::Tensor& counters, std::string* why) {
-  const auto refuse = [&](const std::string& reason) {
-    if (why) *why = reason;
-    return false;
-  };
-  if (links.empty()) return refuse("an empty chain");
-  const bool quant = links[0].quant != nullptr;
-  for (const GemvChainLink& l : links) {
-    if ((l.quant != nullptr) == (l.bitmaskInt4 != nullptr) || (l.quant != nullptr) != quant)
-      return refuse("the links are not weights of one chained kind (int4/int8 groups or 2:4 + int4)");
-    if (!l.x.defined() || !l.x.is_cuda()) return refuse("not on CUDA");
-  }
-  if (!counters.defined() || !counters.is_cuda() || counters.scalar_type() != at::kInt ||
-      counters.numel() < k::kGemvChainCounters || !counters.is_contiguous())
-    throw InputError("gemv chain: the counters must be a contiguous int32 [" + std::to_string(k::kGemvChainCounters) +
-                     "] tensor on the device (gemvChainCounters)");
-#ifdef PARETO_WITH_CUDA
-  if (quant)
-    return runChain<QuantGroupKernelWeight>(links, counters, why, [](const GemvChainLink& l) { return l.quant; },
-                                            &k::quantGroupGemvSplit, &k::runQuantGroupGemvChain);
-  return runChain<BitmaskInt4KernelWeight>(links, counters, why, [](const GemvChainLink& l) { return l.bitmaskInt4; },
-                                           &k::bitmaskInt4GemvSplit, &k::runBitmaskInt4GemvChain);
-#else
-  return refuse("this build has no CUDA kernels");
-#endif
 }
 
 }  // namespace pareto

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <vector>
 
 namespace pareto {
 
@@ -141,25 +140,6 @@ at::Tensor gemv(const BitmaskInt4KernelWeight& w, const at::Tensor& x, at::Tenso
                 const std::string& what = "bitmask int4 weight", const GemvFusion& fusion = {});
 at::Tensor gemv(const SpqrKernelWeight& w, const at::Tensor& x, at::Tensor out = {},
                 const std::string& what = "SpQR weight", const GemvFusion& fusion = {});
-
-// GEMVs that follow each other with nothing between them (a decode layer's o, gate+up and down at batch 1, with
-// their folds) in one launch of the chain kernel (kernels/GemvProblem.h GemvChainLink): the weight stream does not
-// stop between them. Each link is what one gemv() call would be (`out` given); link i + 1 may read link i's output.
-struct GemvChainLink {
-  const QuantGroupKernelWeight* quant = nullptr;         // one of the two, the same kind in every link
-  const BitmaskInt4KernelWeight* bitmaskInt4 = nullptr;
-  at::Tensor x, out;
-  GemvFusion fusion;
-  std::string what;
-};
-// Runs the links as one launch and returns true; or returns false having run nothing (the reason in `why`) where
-// they are not one chain the kernels compile: not on CUDA, weights of different kinds, a kernel without a chain
-// (the FFMA paths), a batch the chain is not compiled for. The caller then runs them one by one (gemv()), which
-// gives the same values. `counters`: int32 [kernels::kGemvChainCounters] on the device, zero before the first
-// launch, this chain's alone (the launches leave them ready for the next one).
-bool gemvChain(const std::vector<GemvChainLink>& links, const at::Tensor& counters, std::string* why = nullptr);
-// The counters tensor gemvChain needs, on `device`.
-at::Tensor gemvChainCounters(const at::Device& device);
 
 // Whether gemv() runs CUDA kernels in this build (PARETO_CUDA) — false means CPU references only.
 bool gemvKernelsBuilt();

@@ -94,23 +94,6 @@ bool PackedLinear::fusesInKernel() const {
          !std::holds_alternative<BitmaskNMKernelWeight>(weight_);
 }
 
-bool PackedLinear::forwardChain(const std::vector<ChainStep>& steps, const at::Tensor& counters) {
-  std::vector<GemvChainLink> links;
-  for (const ChainStep& s : steps) {
-    const PackedLinear& l = *s.linear;
-    if (!l.fusesInKernel() || !s.x.defined() || s.x.size(0) > kernels::kMaxBatch) break;
-    GemvChainLink link;
-    if (const auto* q = std::get_if<QuantGroupKernelWeight>(&l.weight_)) link.quant = q;
-    else if (const auto* b = std::get_if<BitmaskInt4KernelWeight>(&l.weight_)) link.bitmaskInt4 = b;
-    else break;
-    link.x = s.x, link.out = s.out, link.fusion = s.fusion, link.what = s.what;
-    links.push_back(std::move(link));
-  }
-  if (links.size() == steps.size() && gemvChain(links, counters)) return true;
-  for (const ChainStep& s : steps) s.linear->forward(s.x, s.out, s.what, s.fusion);
-  return false;
-}
-
 void PackedLinear::forward(const at::Tensor& x, const at::Tensor& out, const std::string& what,
                            const GemvFusion& fusion) const {
   if (!fusesInKernel())

@@ -43,18 +43,6 @@ class PackedLinear {
   // norm from the whole row before they can stage x) and bitmask N:M, 2:4 included (+0.12 ms; bench/NOTES.md
   // "Fused decode step ... measured", both sessions).
   bool fusesInKernel() const;
-  // One GEMV of a chain (forwardChain): the linear, its input and output, its folded op, its name in errors.
-  struct ChainStep {
-    const PackedLinear* linear = nullptr;
-    at::Tensor x, out;
-    GemvFusion fusion;
-    std::string what;
-  };
-  // The steps in order, as one launch of the chain kernel where they can be (PackedGemv.h gemvChain: packed weights
-  // of one chained kind, each folding in its kernel, on CUDA), else one by one through forward(); the same values
-  // either way. Step i + 1 may read step i's output. `counters`: gemvChainCounters(), this chain's own. Returns
-  // whether they ran as one launch.
-  static bool forwardChain(const std::vector<ChainStep>& steps, const at::Tensor& counters);
 
   bool defined() const { return rows_ > 0; }
   bool isDense() const { return std::holds_alternative<at::Tensor>(weight_); }

@@ -229,49 +229,6 @@ TEST_P(PackedLinearFormats, FoldedOpsEqualTheTwoLaunchesBitForBitOnCuda) {
   }
 }
 
-// A decode layer's folded o, gate+up and down through PackedLinear::forwardChain: one launch of the chain kernel on
-// CUDA for the formats whose ring kernels chain (int4 groups, 2:4 + int4), the links one by one otherwise; the same
-// bits as the three folded forwards either way, on the CPU and on CUDA, twice (the chain's counters are reused).
-TEST_P(PackedLinearFormats, ChainEqualsItsLinksOneByOne) {
-  std::vector<at::Device> devices = {at::Device(at::kCPU)};
-  if (at::hasCUDA()) devices.push_back(at::Device(at::kCUDA));
-  const int64_t hidden = 512, inter = 768;
-  for (const at::Device& device : devices) {
-    SCOPED_TRACE(device.str());
-    const PackedLinear o = randomPackedLinear(GetParam(), hidden, hidden, at::kBFloat16, device, 11);
-    const PackedLinear gateUp = randomPackedLinear(GetParam(), 2 * inter, hidden, at::kBFloat16, device, 12);
-    const PackedLinear down = randomPackedLinear(GetParam(), hidden, inter, at::kBFloat16, device, 13);
-    const auto opts = at::TensorOptions().dtype(at::kBFloat16).device(device);
-    const at::Tensor attn = at::randn({1, hidden}).to(opts), start = at::randn({1, hidden}).to(opts);
-    const at::Tensor normWeight = (1 + 0.1 * at::randn({hidden})).to(opts);
-    GemvFusion addInto, norm, siluAddInto;
-    addInto.accumulate = true;
-    norm.input = GemvFusion::Input::RmsNorm, norm.normWeight = normWeight, norm.eps = 1e-5;
-    siluAddInto.input = GemvFusion::Input::SiluMul, siluAddInto.accumulate = true;
-    const at::Tensor r1 = start.clone(), g1 = at::empty({1, 2 * inter}, opts);
-    o.forward(attn, r1, "o", addInto);
-    gateUp.forward(r1, g1, "gate_up", norm);
-    down.forward(g1, r1, "down", siluAddInto);
-    const at::Tensor counters = gemvChainCounters(device);
-    const bool chained = device.is_cuda() && (GetParam() == "int4-g128" || GetParam() == "bitmask-2:4+int4-g64");
-    for (int run = 0; run < 2; ++run) {
-      const at::Tensor r2 = start.clone(), g2 = at::full({1, 2 * inter}, NAN, opts);
-      const auto step = [](const PackedLinear& l, const at::Tensor& x, const at::Tensor& out, const GemvFusion& f,
-                           const char* what) {
-        PackedLinear::ChainStep s;
-        s.linear = &l, s.x = x, s.out = out, s.fusion = f, s.what = what;
-        return s;
-      };
-      EXPECT_EQ(PackedLinear::forwardChain({step(o, attn, r2, addInto, "o"), step(gateUp, r2, g2, norm, "gate_up"),
-                                            step(down, g2, r2, siluAddInto, "down")},
-                                           counters),
-                chained);
-      EXPECT_TRUE(at::equal(r1.cpu(), r2.cpu())) << "run " << run;
-      EXPECT_TRUE(at::equal(g1.cpu(), g2.cpu())) << "run " << run;
-    }
-  }
-}
-
 INSTANTIATE_TEST_SUITE_P(AllFormats, PackedLinearFormats,
                          ::testing::Values("dense", "bitmask-2:4", "bitmask-16:32", "int4-g128", "int8-channel",
                                            "spqr-3bit", "bitmask-2:4+int4-g64"),
@@ -453,12 +410,11 @@ void expectFoldedStepEqualsUnfolded(const ModelConfig& c, const std::string& dev
     s.layers = layers;
     if (format == "int4-g128") s.headFormat = "int8-channel";  // a packed head: the final norm folds into it
     const DecodeModel d = DecodeModel::synthetic(c, s, rt);
-    // All fused, none, and each fusion apart (PARETO_DECODE_FUSED keeps those it names; the folds without the
-    // chain kernel, which runs a layer's folded o, gate+up and down as one launch, on CUDA); batch 1, where the
+    // All fused, none, and each fusion apart (PARETO_DECODE_FUSED keeps those it names); batch 1, where the
     // folds run, and batch 3, where they do not.
     for (const int64_t batch : {1, 3}) {
       std::vector<at::Tensor> logits, tokens;
-      for (const char* fused : {"1", "0", "attention,next-token", "folds", "attention,next-token,folds"}) {
+      for (const char* fused : {"1", "0", "attention,next-token", "folds"}) {
         ::setenv("PARETO_DECODE_FUSED", fused, 1);
         DecodeSession session(d, batch, 12);
         ::unsetenv("PARETO_DECODE_FUSED");

@@ -430,51 +430,6 @@ TEST(PackedGemvProblem, RefusesFoldsTheKernelsCannotDo) {
   }
 }
 
-// What a chain of GEMVs in one launch (kernels/GemvProblem.h GemvChainLink) refuses before any launch, naming the link:
-// the CUDA entry points check it with checkGemvChain, so it is testable without a GPU.
-TEST(PackedGemvChain, RefusesWhatOneLaunchCannotRun) {
-  namespace k = kernels;
-  alignas(16) static uint16_t x[16 * 4096], y0[16 * 4096], y1[16 * 4096], scales[128 * 32 * 32];
-  alignas(16) static uint8_t codes[16];
-  alignas(16) static float partials[16];
-  alignas(16) static int counters[128];
-  alignas(16) static unsigned barrier[k::kGemvChainCounters];
-  const auto link = [&](const void* in, void* out, int batch) {
-    k::GemvChainLink<k::QuantGroupGemvWeight> l;
-    l.problem = k::GemvProblem{4096, 4096, batch, k::ActivationType::Float16, in, out};
-    l.weight = k::QuantGroupGemvWeight{codes, scales, nullptr, 4, true, 128, k::quantScaleColumns(4096, 128, 4)};
-    l.split.splits = 1;
-    l.counters = counters;
-    return l;
-  };
-  const k::GemvChainWorkspace ws{partials, barrier};
-  std::vector<k::GemvChainLink<k::QuantGroupGemvWeight>> links = {link(x, y0, 1), link(y0, y1, 1), link(y1, y0, 1)};
-  EXPECT_EQ(k::checkGemvChain(links.data(), 3, ws, &k::checkQuantGroupGemv), "");
-  EXPECT_NE(k::checkGemvChain(links.data(), 0, ws, &k::checkQuantGroupGemv).find("1 to 4 links"), std::string::npos);
-  links.resize(5, link(x, y0, 1));
-  EXPECT_NE(k::checkGemvChain(links.data(), 5, ws, &k::checkQuantGroupGemv).find("not 5"), std::string::npos);
-  links.resize(3);
-  EXPECT_NE(k::checkGemvChain(links.data(), 3, k::GemvChainWorkspace{partials, nullptr}, &k::checkQuantGroupGemv)
-                .find("barrier"),
-            std::string::npos);
-  links[1].problem.y = const_cast<void*>(links[1].problem.x);  // a link's own check, named by its index
-  EXPECT_NE(k::checkGemvChain(links.data(), 3, ws, &k::checkQuantGroupGemv).find("chain link 1: the output"),
-            std::string::npos);
-  links[1] = link(y0, y1, 2);  // one batch for all
-  EXPECT_NE(k::checkGemvChain(links.data(), 3, ws, &k::checkQuantGroupGemv).find("chain link 1: every link"),
-            std::string::npos);
-  links[1] = link(y0, y1, 1);
-  links[2].problem.type = k::ActivationType::BFloat16;  // one activation type for all
-  EXPECT_NE(k::checkGemvChain(links.data(), 3, ws, &k::checkQuantGroupGemv).find("chain link 2: every link"),
-            std::string::npos);
-  links[2] = link(y1, y0, 1);
-  links[2].split.splits = 4;  // a split link combines through the partials and its counters
-  EXPECT_EQ(k::checkGemvChain(links.data(), 3, ws, &k::checkQuantGroupGemv), "");
-  EXPECT_NE(k::checkGemvChain(links.data(), 3, k::GemvChainWorkspace{nullptr, barrier}, &k::checkQuantGroupGemv)
-                .find("chain link 2: a split link"),
-            std::string::npos);
-}
-
 // The quantized split must reserve the shared memory the kernel uses: on the tensor-core path (4-bit codes,
 // 8-bit codes in fp16) 16-bit rows of x padded by quantStagePadHalves, the unit sums and the warps' weight rings
 // (quant_group_gemv.cu; ring chunks of half a layout chunk from quantHalvesMinBatch) within the ring kernels'

@@ -20,6 +20,18 @@
 
 namespace pareto::cli {
 
+void printErrorLine(const std::string& line) {
+  std::fflush(stderr);   // what stdio still holds goes first, in order
+  const std::string whole = line + "\n";
+  size_t done = 0;
+  while (done < whole.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, whole.data() + done, whole.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;   // stderr closed or full: nothing left to tell
+    done += static_cast<size_t>(n);
+  }
+}
+
 std::string terminalSafe(const std::string& text) {
   std::string out;
   out.reserve(text.size());

@@ -25,6 +25,11 @@ void writeResultFile(const std::string& path, const nlohmann::json& result);
 // tabs stay.
 std::string terminalSafe(const std::string& text);
 
+// Writes `line` and a newline to stderr in one write(2): the ranks of a distributed job share the launcher's
+// stderr, and a message written piecewise (as std::cerr << a << b does) interleaves with theirs. A pipe keeps
+// writes of up to PIPE_BUF (4096) bytes whole.
+void printErrorLine(const std::string& line);
+
 // Prints `result` as one JSON object on stdout when json is set, else `text` (followed by a newline), and
 // checks that it was written (checkStdout).
 void printResult(bool json, const nlohmann::json& result, const std::string& text);

@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdlib>
-#include <iostream>
 
 #include "CliSupport.h"
 #include "jobs/Job.h"
@@ -36,7 +35,7 @@ bool databaseNamed() {
 }
 
 void warn(const std::string& what) {
-  std::cerr << "pareto-cli: warning: " << what << " (this run is not recorded; --no-record skips recording)\n";
+  printErrorLine("pareto-cli: warning: " + what + " (this run is not recorded; --no-record skips recording)");
 }
 
 // PARETO_DB_LOCK_TIMEOUT: seconds the final write of a run waits for another process's lock on the database
@@ -132,7 +131,7 @@ void JobRecord::finishRecording() {
     return;
   }
   if (::isatty(STDERR_FILENO) != 0)
-    std::cerr << "pareto-cli: recorded as run " << recorder_->id() << " in " << store_->path() << "\n";
+    printErrorLine("pareto-cli: recorded as run " + std::to_string(recorder_->id()) + " in " + store_->path());
 }
 
 void JobRecord::fail(const std::string& message) {

@@ -4,7 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <CLI/CLI.hpp>
-#include <iostream>
+#include <string>
 
 #include "CliSupport.h"
 #include "Commands.h"
@@ -47,16 +47,16 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   } catch (const pareto::Cancelled&) {
-    std::cerr << "pareto-cli: cancelled (" << pareto::cli::cancelSignalName() << ")\n";
+    pareto::cli::printErrorLine(std::string("pareto-cli: cancelled (") + pareto::cli::cancelSignalName() + ")");
     return pareto::cli::cancelledExitCode();
   } catch (const pareto::InputError& e) {
-    std::cerr << "pareto-cli: error: " << pareto::cli::terminalSafe(e.what()) << "\n";
+    pareto::cli::printErrorLine("pareto-cli: error: " + pareto::cli::terminalSafe(e.what()));
     return 2;
   } catch (const c10::Error& e) {
-    std::cerr << "pareto-cli: error: " << pareto::cli::terminalSafe(e.what_without_backtrace()) << "\n";
+    pareto::cli::printErrorLine("pareto-cli: error: " + pareto::cli::terminalSafe(e.what_without_backtrace()));
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "pareto-cli: error: " << pareto::cli::terminalSafe(e.what()) << "\n";
+    pareto::cli::printErrorLine("pareto-cli: error: " + pareto::cli::terminalSafe(e.what()));
     return 1;
   }
   return 0;

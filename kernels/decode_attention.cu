@@ -91,6 +91,7 @@ struct AttentionArgs {
   RopeCacheProblem rope;     // fused only
   unsigned* counters = nullptr;  // fused with several splits: [batch, kvHeads · headChunks]
   bool earlyTile = false;        // fused only: the range and the first tile before the wait (earlyTileEnabled)
+  bool ropePreload = true;       // fused only: every qkv value of the block loaded at once (ropePreloadEnabled)
 };
 
 // The slots row b attends: [lo, hi], both read from the device and clamped so that the range is never empty.
@@ -142,17 +143,21 @@ __device__ __forceinline__ float warpSum(float v) {
 // whole block: thread i < D/2 owns the pair (i, i + D/2) and gets the rotated pair in the dtype. The norm's sum
 // adds the same warp sums in the same order as there (the extra warps here add zeros), so the values are the
 // same bit for bit. Every thread must call it: the norm's reduction has barriers.
+// The head's pair (x0, x1) = (src[i], src[i + D/2]) is read by the caller (headPair), so that it can have every
+// head's pairs in flight at once.
 template <ActivationType T>
-__device__ __forceinline__ void ropeHead(const typename Act<T>::type* src, const typename Act<T>::type* norm,
-                                         float eps, int D, float c, float s, float* warpTotals,
-                                         typename Act<T>::type& out0, typename Act<T>::type& out1) {
+__device__ __forceinline__ void headPair(const typename Act<T>::type* src, int D, float& x0, float& x1) {
   using A = Act<T>;
   const int half = D / 2, i = threadIdx.x;
-  float x0 = 0.f, x1 = 0.f;
-  if (i < half) {
-    x0 = A::toFloat(src[i]);
-    x1 = A::toFloat(src[i + half]);
-  }
+  x0 = i < half ? A::toFloat(src[i]) : 0.f;
+  x1 = i < half ? A::toFloat(src[i + half]) : 0.f;
+}
+template <ActivationType T>
+__device__ __forceinline__ void ropeHead(float x0, float x1, const typename Act<T>::type* norm, float eps, int D,
+                                         float c, float s, float* warpTotals, typename Act<T>::type& out0,
+                                         typename Act<T>::type& out1) {
+  using A = Act<T>;
+  const int half = D / 2, i = threadIdx.x;
   if (norm != nullptr) {
     const float variance = detail::blockSum(x0 * x0 + x1 * x1, warpTotals) / float(D);
     __syncthreads();  // warpTotals is written again by the next head's reduction
@@ -267,6 +272,17 @@ __global__ void __launch_bounds__(kThreads) decodeAttentionKernel(const Attentio
   // The first tile's loads go out before anything else so that they overlap staging q (early: and the wait).
   stageTile(stages, stages + stageElems, keys + start * D, values + start * D, int(minSlot(l.tile, end - start)),
             D, l.rowStride);
+  // Fused: the rotation's angle, float32(position) · invFreq with precise cosf / sinf rounded to the dtype, as
+  // decode_rope_cache. The position was written by earlier steps (as the slot): with `early` it is read before the
+  // wait too.
+  float ropeCos = 0.f, ropeSin = 0.f;
+  if constexpr (kFused) {
+    if (int(threadIdx.x) < D / 2) {
+      const float angle = float(a.rope.positions[b]) * a.rope.invFreq[threadIdx.x];
+      ropeCos = A::toFloat(A::fromFloat(cosf(angle)));
+      ropeSin = A::toFloat(A::fromFloat(sinf(angle)));
+    }
+  }
   if (early) detail::waitForPreviousGrid();
   if (D != l.padded) {  // the pad columns of every staged row: never copied, read as zeros
     const int pad = l.padded - D;
@@ -289,44 +305,60 @@ __global__ void __launch_bounds__(kThreads) decodeAttentionKernel(const Attentio
     const int half = D / 2, i = threadIdx.x;
     const int64_t slot = *r.slot;
     const bool slotInCache = slot >= 0 && slot < p.capacity;  // then hi == slot
-    // angle = float32(position) · invFreq, precise cosf / sinf rounded to the dtype, as decode_rope_cache.
-    float c = 0.f, sn = 0.f;
-    if (i < half) {
-      const float angle = float(r.positions[b]) * r.invFreq[i];
-      c = A::toFloat(A::fromFloat(cosf(angle)));
-      sn = A::toFloat(A::fromFloat(sinf(angle)));
-    }
+    const float c = ropeCos, sn = ropeSin;
     const E* src = static_cast<const E*>(r.qkv) + int64_t(b) * (p.qHeads + 2 * p.kvHeads) * D;
     for (int j = threadIdx.x; j < MaxHeads * l.padded; j += kThreads) {  // entries no head writes below
       const int h = j / l.padded, d = j - h * l.padded;
       if (h >= heads || d >= D) qs[j] = 0.f;
     }
-    for (int h = 0; h < heads; ++h) {  // the same count in every thread: ropeHead's barriers
+    newRow = slotInCache && end == hi + 1;
+    // Every qkv value the block uses goes in flight together (`ropePreload`): one L2 round trip after the wait
+    // instead of one a head, each behind the previous head's arithmetic (and its norm's barriers). Off, each head's
+    // pair is read where it is used, as before, for the A/B. Not at 8 heads a block, where the pairs' registers
+    // made ptxas spill (168 registers).
+    const bool preload = MaxHeads <= 4 && a.ropePreload;
+    const E* kSrc = src + (p.qHeads + kvHead) * D;
+    const E* vSrc = src + (p.qHeads + p.kvHeads + kvHead) * D;
+    float qPair[MaxHeads][2], kPair[2] = {0.f, 0.f}, vPair[2] = {0.f, 0.f};
+    if (preload) {
+#pragma unroll
+      for (int h = 0; h < MaxHeads; ++h)
+        if (h < heads) headPair<T>(src + int64_t(head0 + h) * D, D, qPair[h][0], qPair[h][1]);
+      if (newRow) {
+        headPair<T>(kSrc, D, kPair[0], kPair[1]);
+        headPair<T>(vSrc, D, vPair[0], vPair[1]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < MaxHeads; ++h) {
+      if (h >= heads) break;  // the same count in every thread: ropeHead's barriers
+      if (!preload) headPair<T>(src + int64_t(head0 + h) * D, D, qPair[h][0], qPair[h][1]);
       E o0, o1;
-      ropeHead<T>(src + int64_t(head0 + h) * D, static_cast<const E*>(r.qNorm), r.eps, D, c, sn, warpTotals, o0, o1);
+      ropeHead<T>(qPair[h][0], qPair[h][1], static_cast<const E*>(r.qNorm), r.eps, D, c, sn, warpTotals, o0, o1);
       if (i < half) {
         qs[h * l.padded + i] = A::toFloat(o0) * qScale;
         qs[h * l.padded + i + half] = A::toFloat(o1) * qScale;
       }
     }
-    newRow = slotInCache && end == hi + 1;
     if (newRow) {
+      if (!preload) headPair<T>(kSrc, D, kPair[0], kPair[1]);
       E k0, k1;
-      ropeHead<T>(src + (p.qHeads + kvHead) * D, static_cast<const E*>(r.kNorm), r.eps, D, c, sn, warpTotals, k0, k1);
+      ropeHead<T>(kPair[0], kPair[1], static_cast<const E*>(r.kNorm), r.eps, D, c, sn, warpTotals, k0, k1);
+      if (!preload) headPair<T>(vSrc, D, vPair[0], vPair[1]);
       if (i < half) {
-        const E* v = src + (p.qHeads + p.kvHeads + kvHead) * D;
+        const E v[2] = {A::fromFloat(vPair[0]), A::fromFloat(vPair[1])};  // the dtype's values, exactly
         newKV[i] = k0;
         newKV[i + half] = k1;
-        newKV[l.padded + i] = v[i];
-        newKV[l.padded + i + half] = v[i + half];
+        newKV[l.padded + i] = v[0];
+        newKV[l.padded + i + half] = v[1];
         if (chunk == 0) {  // one block writes the cache; the others of the head use their own copy
           const int64_t at = ((int64_t(b) * p.kvHeads + kvHead) * p.capacity + slot) * D;
           E* kc = static_cast<E*>(r.keys) + at;
           E* vc = static_cast<E*>(r.values) + at;
           kc[i] = k0;
           kc[i + half] = k1;
-          vc[i] = v[i];
-          vc[i + half] = v[i + half];
+          vc[i] = v[0];
+          vc[i + half] = v[1];
         }
       }
     }
@@ -632,6 +664,12 @@ bool earlyTileEnabled() {
   static const bool enabled = kernelSwitch("PARETO_ATTENTION_EARLY_TILE") == SwitchSetting::On;
   return enabled;
 }
+// PARETO_ATTENTION_ROPE_PRELOAD=0: the fused kernel reads each head's qkv values where it rotates them (one L2
+// round trip a head after the wait) instead of all at once (bench/NOTES.md "the fused attention's qkv reads").
+bool ropePreloadEnabled() {
+  static const bool enabled = kernelSwitch("PARETO_ATTENTION_ROPE_PRELOAD") != SwitchSetting::Off;
+  return enabled;
+}
 
 }  // namespace
 
@@ -720,6 +758,7 @@ std::string runDecodeRopeAttention(const RopeAttentionProblem& f, const DecodeAt
   a.rope = r;
   a.counters = f.counters;
   a.earlyTile = earlyTileEnabled();
+  a.ropePreload = ropePreloadEnabled();
   (void)cudaGetLastError();  // a stale error of an unrelated call must not be reported as this launch's
   const cudaError_t e = p.type == ActivationType::Float16 ? launchFor<ActivationType::Float16, true>(a, maxHeads, stream)
                                                           : launchFor<ActivationType::BFloat16, true>(a, maxHeads, stream);

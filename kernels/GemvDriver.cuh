@@ -86,6 +86,7 @@ struct GemvLaunch {
   const void* normWeight = nullptr;
   float eps = 0.f;
   bool accumulate = false;
+  bool normInStaging = true;  // RmsNorm: the one-round form allowed (normInStagingRound; normInStagingEnabled)
 #ifdef PARETO_GEMV_TIMELINE
   GemvTimelineBuffer timeline;
 #endif
@@ -130,6 +131,17 @@ __device__ __forceinline__ void computeNormInverses(const GemvLaunch& a, NormSha
   if (int(threadIdx.x) < a.batch)
     norm.inverse[threadIdx.x] = rmsInverse(norm.spans[threadIdx.x], spans, a.cols, a.eps);
   __syncthreads();
+}
+
+// Whether a block takes its RmsNorm's statistic from the staging's own loads instead of computeNormInverses'
+// separate pass over the row: where its slice is the whole row (col0 0) and one round of the fused staging (2
+// vectors a thread) loads it, every vector of x the norm needs is already in the block's registers, and the span
+// totals come out the same (a warp's 32 consecutive vectors are one span of one row when the slice is a multiple
+// of 256 columns), so the L2 round trip of the separate pass and one of its block barriers go. Block-uniform.
+template <int B>
+__device__ __forceinline__ bool normInStagingRound(const GemvLaunch& a, int64_t col0) {
+  return a.normInStaging && a.input == GemvInput::RmsNorm && col0 == 0 && a.sliceCols >= a.cols &&
+         a.sliceCols % kNormSpanValues == 0 && int64_t(B) * a.sliceCols / 8 <= int64_t(blockDim.x) * 2;
 }
 
 // How a block reads x (GemvLaunch's input): `first`/`second`/`combine` the 8 values at columns c .. c + 7 of
@@ -296,9 +308,10 @@ using NormSharedOf = std::conditional_t<kFolds, NormShared<B>, NoNormShared>;
 
 // The block's reader of x: for a kernel without folds always the plain one, a constant the fused branches fold on.
 template <bool kFolds, int B, ActivationType T>
-__device__ __forceinline__ InputReader<T> readerOf(const GemvLaunch& a, NormSharedOf<kFolds, B>& norm, int lane) {
+__device__ __forceinline__ InputReader<T> readerOf(const GemvLaunch& a, NormSharedOf<kFolds, B>& norm, int lane,
+                                                   int64_t col0) {
   if constexpr (kFolds) {
-    computeNormInverses<B, T>(a, norm, lane);
+    if (!normInStagingRound<B>(a, col0)) computeNormInverses<B, T>(a, norm, lane);  // else the staging does it
     return InputReader<T>(a, norm.inverse);
   } else {
     InputReader<T> in(a, norm.inverse);
@@ -324,9 +337,13 @@ __host__ __device__ constexpr int64_t ringOffsetBytes(int64_t stagedWords, int64
 // load-then-store loop costs one memory latency per iteration, which for a 3072-column slice at batch 8 was most
 // of the kernel). A unit (≤ 256 columns, dividing the slice) is unit/8 consecutive threads of one warp, so its
 // sum is a shuffle reduction. Every thread of the block calls it; the caller synchronises after it.
-template <class Format, int B, ActivationType T, bool kFused>
+// kNormHere (normInStagingRound): the loop runs once, and between its loads and their use the block computes
+// its rows' 1/rms from the loaded x into `norm` (which `in` reads), with computeNormInverses' arithmetic.
+template <class Format, int B, ActivationType T, bool kFused, bool kNormHere = false>
 __device__ __forceinline__ void stageSliceAs(const GemvLaunch& a, const InputReader<T>& in, int64_t col0,
-                                             typename StagingOf<Format, B>::type* xs, float* xsum, int lane) {
+                                             typename StagingOf<Format, B>::type* xs, float* xsum, int lane,
+                                             NormShared<B>* norm = nullptr) {
+  static_assert(!kNormHere || kFused, "the norm is a fused input");
   using Staging = StagingOf<Format, B>;
   const int64_t vectors = int64_t(B) * a.sliceCols / 8;
   const int slice = int(a.sliceCols);  // a slice fits in shared memory (kMaxStagedBytes), so B · slice fits 32 bits
@@ -340,7 +357,9 @@ __device__ __forceinline__ void stageSliceAs(const GemvLaunch& a, const InputRea
   // while lanes 0-15 shuffle: undefined behaviour. v2's splits never made such slices; v3's do, and the
   // QuantGroup kernel test stalled on the H200 until this loop was made warp-uniform.) Past `vectors` the
   // guards below load zeros and skip the stores; a unit lies wholly inside or outside `vectors`.
-  for (int64_t base = threadIdx.x; base - lane < vectors; base += int64_t(blockDim.x) * kUnroll) {
+  // kNormHere: exactly one round, for every thread (its barriers), whatever `vectors` is.
+  for (int64_t base = threadIdx.x; kNormHere ? base == threadIdx.x : base - lane < vectors;
+       base += int64_t(blockDim.x) * kUnroll) {
     uint4 raw[kUnroll], partner[kUnroll];
     bool live[kUnroll];
 #pragma unroll
@@ -351,6 +370,24 @@ __device__ __forceinline__ void stageSliceAs(const GemvLaunch& a, const InputRea
       live[u] = v < vectors && b < a.batch && c < a.cols;
       raw[u] = live[u] ? in.first(b, c) : make_uint4(0, 0, 0, 0);
       if constexpr (kFused) partner[u] = live[u] ? in.second(b, c) : make_uint4(0, 0, 0, 0);
+    }
+    if constexpr (kNormHere) {
+      // Vector v of the slice is vector v % (slice / 8) of row v / (slice / 8); a warp's 32 (a span, as
+      // computeNormInverses reads them: lane j the span's vector j) give the span's total to its lane 0.
+      const int spans = int((a.cols + kNormSpanValues - 1) / kNormSpanValues);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t v = base + int64_t(u) * blockDim.x;
+        float f[8];
+        unpack8<T>(raw[u], f);
+        const float total = spanTotal(vectorSquares(f));
+        const int b = int(v) * 8 / slice, span = int(v) * 8 % slice / kNormSpanValues;
+        if (lane == 0 && v < vectors && b < a.batch && span < spans) norm->spans[b][span] = total;
+      }
+      __syncthreads();
+      if (int(threadIdx.x) < a.batch)
+        norm->inverse[threadIdx.x] = rmsInverse(norm->spans[threadIdx.x], spans, a.cols, a.eps);
+      __syncthreads();
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -379,11 +416,13 @@ __device__ __forceinline__ void stageSliceAs(const GemvLaunch& a, const InputRea
 }
 template <class Format, int B, ActivationType T, bool kFolds>
 __device__ __forceinline__ void stageSlice(const GemvLaunch& a, const InputReader<T>& in, int64_t col0,
-                                           typename StagingOf<Format, B>::type* xs, float* xsum, int lane) {
+                                           typename StagingOf<Format, B>::type* xs, float* xsum, int lane,
+                                           NormSharedOf<kFolds, B>& norm) {
   if constexpr (!kFolds) {
     stageSliceAs<Format, B, T, false>(a, in, col0, xs, xsum, lane);
   } else {
     if (a.input == GemvInput::Plain) stageSliceAs<Format, B, T, false>(a, in, col0, xs, xsum, lane);
+    else if (normInStagingRound<B>(a, col0)) stageSliceAs<Format, B, T, true, true>(a, in, col0, xs, xsum, lane, &norm);
     else stageSliceAs<Format, B, T, true>(a, in, col0, xs, xsum, lane);
   }
 }
@@ -496,8 +535,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   using Staged = typename Staging::type;
   Staged* xs = reinterpret_cast<Staged*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  const InputReader<T> in = readerOf<kFolds, B, T>(a, norm, lane);
-  stageSlice<Format, B, T, kFolds>(a, in, col0, xs, xsum, lane);
+  const InputReader<T> in = readerOf<kFolds, B, T>(a, norm, lane, col0);
+  stageSlice<Format, B, T, kFolds>(a, in, col0, xs, xsum, lane, norm);
   __syncthreads();
   timeline.stage();
 
@@ -608,8 +647,8 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
 
   auto* xs = reinterpret_cast<typename Staging::type*>(shared);
   float* xsum = shared + Staging::words(a.sliceCols);
-  stageSlice<Format, B, T, kFolds>(a, readerOf<kFolds, B, T>(a, norm, lane), chunk0 * Format::kChunkCols, xs, xsum,
-                                   lane);
+  const int64_t col0 = chunk0 * Format::kChunkCols;
+  stageSlice<Format, B, T, kFolds>(a, readerOf<kFolds, B, T>(a, norm, lane, col0), col0, xs, xsum, lane, norm);
   PrepareOf<Format>::run();
   __syncthreads();
   timeline.stage();
@@ -741,6 +780,7 @@ inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t t
   a.normWeight = p.normWeight;
   a.eps = p.eps;
   a.accumulate = p.accumulate;
+  a.normInStaging = normInStagingEnabled();
 #ifdef PARETO_GEMV_TIMELINE
   a.timeline = p.timeline;
 #endif

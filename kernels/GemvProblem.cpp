@@ -99,6 +99,11 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   return s;
 }
 
+bool normInStagingEnabled() {
+  static const bool enabled = kernelSwitch("PARETO_NORM_ONE_ROUND") != SwitchSetting::Off;
+  return enabled;
+}
+
 int ringMaxGroupWarps() {
   static const int warps = kernelSwitch("PARETO_RING_GROUP_WARPS") == SwitchSetting::Off ? 1 : kRingWarpsPerBlock;
   return warps;

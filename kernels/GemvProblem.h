@@ -101,6 +101,9 @@ struct GemvProblem {
   GemvTimelineBuffer timeline;  // only in the timeline build of bench/gemv_kernels
 #endif
 };
+// Whether the kernels may take an RmsNorm input's statistic from their staging of x where the slice is the whole
+// row (GemvDriver.cuh normInStagingRound): on unless PARETO_NORM_ONE_ROUND=0 (the A/B).
+bool normInStagingEnabled();
 // Whether a problem folds work into the GEMV (an input other than Plain, or accumulate).
 inline bool foldsWork(const GemvProblem& p) { return p.input != GemvInput::Plain || p.accumulate; }
 

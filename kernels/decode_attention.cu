@@ -139,12 +139,8 @@ __device__ __forceinline__ float warpSum(float v) {
   return v;
 }
 
-// decode_rope_cache's arithmetic for one head of the new token (transformers' roundings, see that file), by the
-// whole block: thread i < D/2 owns the pair (i, i + D/2) and gets the rotated pair in the dtype. The norm's sum
-// adds the same warp sums in the same order as there (the extra warps here add zeros), so the values are the
-// same bit for bit. Every thread must call it: the norm's reduction has barriers.
-// The head's pair (x0, x1) = (src[i], src[i + D/2]) is read by the caller (headPair), so that it can have every
-// head's pairs in flight at once.
+// Thread i's pair (x0, x1) = (src[i], src[i + D/2]) of one head of qkv, zeros for i ≥ D/2: read apart from
+// ropeHead so that a block can have every head's pairs in flight at once.
 template <ActivationType T>
 __device__ __forceinline__ void headPair(const typename Act<T>::type* src, int D, float& x0, float& x1) {
   using A = Act<T>;
@@ -152,6 +148,11 @@ __device__ __forceinline__ void headPair(const typename Act<T>::type* src, int D
   x0 = i < half ? A::toFloat(src[i]) : 0.f;
   x1 = i < half ? A::toFloat(src[i + half]) : 0.f;
 }
+
+// decode_rope_cache's arithmetic for one head of the new token (transformers' roundings, see that file), by the
+// whole block: thread i < D/2 owns the pair (i, i + D/2) (headPair) and gets the rotated pair in the dtype. The
+// norm's sum adds the same warp sums in the same order as there (the extra warps here add zeros), so the values
+// are the same bit for bit. Every thread must call it: the norm's reduction has barriers.
 template <ActivationType T>
 __device__ __forceinline__ void ropeHead(float x0, float x1, const typename Act<T>::type* norm, float eps, int D,
                                          float c, float s, float* warpTotals, typename Act<T>::type& out0,

@@ -4,6 +4,8 @@
 # SCRIPT (a scripts/gpu-*.sh, with its environment) into one log folder, and leaves in $OUT the console of each
 # and all logs and JSON results in one archive (the device returns at most 8 files).
 #   bash scripts/device-run.sh scripts/gpu-streaming.sh [scripts/gpu-decode.sh ...]
+# PARETO_DEVICE_SCRIPT_TIMEOUT (seconds) bounds each script, so that a call near the device's time limit still
+# archives what the script wrote before it was stopped.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -16,7 +18,7 @@ out_dir="${OUT:-$log/out}"; mkdir -p "$out_dir"
 rc=0
 for script in "$@"; do
   name="$(basename "$script" .sh)"
-  bash "$script" "$log" 2>&1 | tee "$out_dir/$name.txt"
+  timeout -k 5 "${PARETO_DEVICE_SCRIPT_TIMEOUT:-0}" bash "$script" "$log" 2>&1 | tee "$out_dir/$name.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 done
 tar czf "$out_dir/logs.tgz" -C "$log" --exclude='*.db' --exclude=build.log . 2>/dev/null

@@ -14,7 +14,7 @@
 # PARETO_DECODE_FUSION_BATCHES (default 1) the batches of the runs without one fusion each,
 # PARETO_DECODE_AB_ENV adds batch-1 and batch-8 runs under other settings: sides separated by ';', each a
 # space-separated list of VAR=VALUE (e.g. "PARETO_RING_GROUP_WARPS=0;PARETO_ATTENTION_EARLY_TILE=1", kernels/KernelSwitches.h),
-# PARETO_DECODE_AB_CONTEXTS (default 512) their contexts (a side that begins with "contexts=512,4096 " its own), PARETO_DECODE_AB_BREAKDOWN=1 adds each side's --breakdown (dense and int4, batch 1, context 512),
+# PARETO_DECODE_AB_FORMATS (default the benchmark's formats) their formats, PARETO_DECODE_AB_CONTEXTS (default 512) their contexts (a side that begins with "contexts=512,4096 " its own), PARETO_DECODE_AB_BREAKDOWN=1 adds each side's --breakdown (dense and int4, batch 1, context 512),
 # PARETO_DECODE_TEST_ENV (VAR=VALUE ...) runs the CUDA tests a second time under those settings,
 # PARETO_DECODE_HEAD_AB=0 the batch-1 runs and breakdown with a packed output head (int8-channel, int4-g128).
 # The benchmarks run before the tests, so that a call cut short by its time limit still brings back numbers.
@@ -69,7 +69,7 @@ if [ -n "${PARETO_DECODE_AB_ENV:-}" ]; then
     fi
     step "bench decode under $side (batch 1 and 8, context $contexts)"
     # shellcheck disable=SC2086  # a side is a list of settings
-    env $side "$cli" --no-record bench decode --synthetic llama-3.1-8b --format "$formats" \
+    env $side "$cli" --no-record bench decode --synthetic llama-3.1-8b --format "${PARETO_DECODE_AB_FORMATS:-$formats}" \
       --context "$contexts" --batch 1,8 --new-tokens 256 --runs 5 --output "$out/bench-decode-ab-$n.json" \
       2>>"$out/bench-decode.err" | tee "$out/bench-decode-ab-$n.txt" | tail -12
     if [ "${PARETO_DECODE_AB_BREAKDOWN:-0}" = 1 ]; then

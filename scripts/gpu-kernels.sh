@@ -5,7 +5,9 @@
 #   scripts/gpu-kernels.sh [OUTDIR]
 # PARETO_SHARED, PARETO_DEPS_PREFIX, PARETO_CMAKE_ARGS: see scripts/gpu-common.sh. PARETO_KERNEL_TEST_FILTER (a gtest
 # filter, default all) and PARETO_KERNEL_TEST_SMALL=1 narrow the tests, PARETO_KERNEL_BATCHES (default 1,2,4,8,16)
-# the benchmark; PARETO_EXPORT_CHECK=0, PARETO_SANITIZE=0 and PARETO_SASS=0 skip the export round trip, memcheck and
+# the benchmark; PARETO_KERNEL_AB_ENV adds a run of the benchmark under other settings for each side (sides separated
+# by ';', each a space-separated list of VAR=VALUE, kernels/KernelSwitches.h), PARETO_KERNEL_TEST_ENV (VAR=VALUE ...)
+# runs the kernel tests under those settings; PARETO_EXPORT_CHECK=0, PARETO_SANITIZE=0 and PARETO_SASS=0 skip the export round trip, memcheck and
 # the SASS summary, PARETO_KERNEL_TEST_TIMEOUT (seconds) bounds the tests. On the H200 the build took 237-320 s,
 # the benchmark ~40 s, the whole test_packed_gemv (KernelHarness, 104 tests) 64 s, and cuobjdump over the kernel
 # library did not finish in 25 s: the 2026-12-02 record calls skipped the SASS summary, memcheck (run over the
@@ -45,9 +47,23 @@ step "bench kernels (Llama-3.1-8B shapes, batch 1..16)"
 "$cli" --no-record bench kernels --shapes llama-3.1-8b --batch "${PARETO_KERNEL_BATCHES:-1,2,4,8,16}" --runs 50 --per-shape --output "$out/bench-kernels.json" \
   2>"$out/bench.err" | tee "$out/bench-kernels.txt" || { status=1; tail -20 "$out/bench.err"; }
 
-step "kernel tests on CUDA"
+if [ -n "${PARETO_KERNEL_AB_ENV:-}" ]; then
+  IFS=';' read -ra sides <<<"$PARETO_KERNEL_AB_ENV"
+  n=0
+  for side in "${sides[@]}"; do
+    n=$((n + 1))
+    step "bench kernels under $side"
+    # shellcheck disable=SC2086  # a side is a list of settings
+    env $side "$cli" --no-record bench kernels --shapes llama-3.1-8b --batch "${PARETO_KERNEL_BATCHES:-1,2,4,8,16}" --runs 50 \
+      --per-shape --output "$out/bench-kernels-ab-$n.json" 2>>"$out/bench.err" | tee "$out/bench-kernels-ab-$n.txt" \
+      || { status=1; tail -20 "$out/bench.err"; }
+  done
+fi
+
+step "kernel tests on CUDA${PARETO_KERNEL_TEST_ENV:+ under $PARETO_KERNEL_TEST_ENV}"
 # PARETO_KERNEL_TEST_TIMEOUT (seconds, default none) bounds them, so that the record run fits one device call.
-timeout "${PARETO_KERNEL_TEST_TIMEOUT:-0}" "$here/build-gpu/tests/core/test_packed_gemv" \
+# shellcheck disable=SC2086  # a list of settings
+env ${PARETO_KERNEL_TEST_ENV:-} timeout "${PARETO_KERNEL_TEST_TIMEOUT:-0}" "$here/build-gpu/tests/core/test_packed_gemv" \
   --gtest_filter="${PARETO_KERNEL_TEST_FILTER:-*}" >"$out/test_packed_gemv.log" 2>&1 || { rc=$?; status=1; echo "test exit $rc"; }
 grep -E "^\[  (PASSED|FAILED|SKIPPED|     OK) |Failure|Expected|Which is|batch" "$out/test_packed_gemv.log" | head -40
 

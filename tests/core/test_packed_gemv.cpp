@@ -607,6 +607,100 @@ TEST(PackedGemvSplit, RingWarpsCoverEveryRowGroupAndChunkOnce) {
 }
 
 
+// Stream-K (withRingStream, PARETO_RING_STREAM unset in the tests' environment). On the H200's 132 multiprocessors
+// the int4 g128 GEMVs of Llama-3.1-8B take it where their grid of row-group blocks leaves the last wave uneven and
+// the runs are long (gate+up, 28672 x 4096: 224 blocks at batch 1), not where the grid is a full wave or the runs
+// would be short (qkv, o, down); 2:4 + int4 and 2:4 likewise. The partition the kernel walks (ringStreamFirstUnit,
+// its two cursors) computes every (row group, chunk) once, runs differ by at most one unit, each warp stores a
+// piece of every row group it touches in slot (row group - its first row group) < streamSlots, every row group's
+// pieces are what the last arrival counts (ringStreamPieces), and the partials hold every slot.
+TEST(PackedGemvSplit, StreamKSpreadsGateUpEvenlyAndCoversEveryUnitOnce) {
+  namespace k = kernels;
+  const int sms = 132;
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const std::vector<Shape> shapes{{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {100, 4160}, {333, 1056}};
+  const auto walk = [](const k::GemvSplit& s, int64_t rows, int64_t chunks, int batch, const std::string& what) {
+    const int64_t groups = k::rowGroups(rows), warps = int64_t(s.streamBlocks) * k::kRingWarpsPerBlock;
+    std::vector<int> computed(size_t(groups * chunks), 0), pieces(size_t(groups), 0), expected(size_t(groups), 0);
+    int64_t maxIndex = -1;
+    for (int split = 0; split < s.splits; ++split) {
+      const int64_t chunk0 = split * s.chunksPerSplit, c = std::min(chunk0 + s.chunksPerSplit, chunks) - chunk0;
+      const int64_t units = groups * c;
+      int64_t shortest = units, longest = 0;
+      for (int64_t w = 0; w < warps; ++w) {
+        const int64_t first = k::ringStreamFirstUnit(units, warps, w);
+        const int count = int(k::ringStreamFirstUnit(units, warps, w + 1) - first);
+        shortest = std::min<int64_t>(shortest, count), longest = std::max<int64_t>(longest, count);
+        int64_t group = first / c;
+        int chunk = int(first - group * c), slot = 0;
+        for (int i = 0; i < count; ++i) {
+          ASSERT_EQ(k::ringStreamOwner(units, warps, group * c + chunk), w) << what;
+          ++computed[size_t(group * chunks + chunk0 + chunk)];
+          if (++chunk == c || i + 1 == count) {
+            ASSERT_LT(slot, s.streamSlots) << what;
+            EXPECT_EQ(group - first / c, slot) << what;  // where the last arrival looks for it
+            ++pieces[size_t(group)];
+            maxIndex = std::max(maxIndex, (((split * warps + w) * s.streamSlots + slot) * batch + batch - 1) *
+                                              k::kRowsPerGroup + k::kRowsPerGroup - 1);
+            chunk = 0, ++group, ++slot;
+          }
+        }
+      }
+      EXPECT_LE(longest - shortest, 1) << what;
+      for (int64_t g = 0; g < groups; ++g) {
+        expected[size_t(g)] += k::ringStreamPieces(groups, c, warps, g);
+        // The owners the last arrival visits, less the warps with nothing, are the pieces.
+        int visited = 0;
+        for (int64_t w = k::ringStreamOwner(units, warps, g * c); w <= k::ringStreamOwner(units, warps, g * c + c - 1); ++w)
+          visited += k::ringStreamEmpty(units, warps, w) ? 0 : 1;
+        EXPECT_EQ(visited, k::ringStreamPieces(groups, c, warps, g)) << what;
+      }
+    }
+    EXPECT_EQ(std::count(computed.begin(), computed.end(), 1), int64_t(computed.size())) << what;
+    EXPECT_EQ(pieces, expected) << what;
+    k::GemvProblem p;
+    p.rows = rows, p.batch = batch;
+    EXPECT_LT(maxIndex, int64_t(k::gemvPartialFloats(p, s))) << what;
+  };
+  for (const Shape& sh : shapes) {
+    for (int batch : {1, 2, 4, 8, 16}) {
+      const std::string what = std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + " batch " + std::to_string(batch);
+      k::GemvProblem p;
+      p.rows = sh.rows, p.cols = sh.cols, p.batch = batch;
+      k::QuantGroupGemvWeight q;
+      q.bits = 4, q.groupSize = 128, q.scaleColumns = k::quantScaleColumns(sh.cols, 128, 4);
+      const k::GemvSplit s = k::quantGroupGemvSplit(p, q, sms);
+      const int compiled = k::compiledBatch(batch);
+      const int64_t chunks = k::quantChunks(sh.cols, 4) * k::quantRingHalves(4, p.type, compiled);
+      const bool llama = sh.rows % 4096 == 0 && sh.cols % 4096 == 0;
+      if (llama) EXPECT_EQ(s.streamBlocks > 0, sh.rows == 28672) << "int4 " << what;
+      k::BitmaskInt4GemvWeight bi;
+      bi.n = 2, bi.m = 4, bi.groupSize = 128, bi.scaleColumns = k::bitmaskInt4ScaleColumns(sh.cols, 128);
+      const k::GemvSplit sb = k::bitmaskInt4GemvSplit(p, bi, sms);
+      if (llama && batch == 1) EXPECT_EQ(sb.streamBlocks > 0, sh.rows == 28672) << "2:4 + int4 " << what;
+      for (const k::GemvSplit& one : {s, sb}) {
+        if (one.streamBlocks == 0) continue;
+        EXPECT_EQ(one.ringGroupWarps, 1) << what;
+        EXPECT_LE(int64_t(one.streamBlocks) * one.splits, int64_t(k::kRingResidentBlocks) * sms) << what;
+      }
+      if (s.streamBlocks > 0) walk(s, sh.rows, chunks, batch, "int4 " + what);
+      if (sb.streamBlocks > 0) walk(sb, sh.rows, k::ceilDiv(sh.cols, k::kBitmaskInt4MmaChunkCols), batch, "2:4 + int4 " + what);
+      // Any number of blocks (PARETO_RING_STREAM=1 takes it on every shape, as the kernels' tests do): a partition
+      // as sound, warps with several whole row groups and idle warps included.
+      const int halves = k::quantRingHalves(4, p.type, compiled);
+      const k::GemvSplit ring = k::chooseRingSplit(
+          sh.rows, chunks, k::quantChunkCols(4) / halves, compiled, 128 / halves, sms, k::kRingMaxSharedBytes,
+          2 * size_t(compiled), 2 * size_t(compiled) * size_t(k::quantStagePadHalves(4)) + 16 + k::quantRingBytes(halves),
+          2 * halves);
+      for (int64_t blocks : {int64_t(1), int64_t(3), int64_t(37), int64_t(264) / ring.splits})
+        walk(k::ringStreamSplit(ring, sh.rows, chunks, blocks), sh.rows, chunks, batch,
+             "int4 " + what + ", " + std::to_string(blocks) + " blocks");
+    }
+  }
+}
+
 // 2:4 runs on the tensor cores from batch 4 (bitmask_nm_gemv.cu: BitmaskMmaFormat), the other patterns of 16 kept
 // values a word from kBitmaskScatterMinBatch (BitmaskScatterMmaFormat), everything else on the FFMA path; the ring
 // split keeps the staged x (16-bit rows padded by kBitmaskSparseStagePadHalves for 2:4, kBitmaskStagePadHalves for

@@ -47,13 +47,10 @@ GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, const BitmaskNMGemvWeight& w,
     // batch 16: the default minimum of 2.
     const bool scatter = !(w.n == 2 && w.m == 4);
     const size_t pad = size_t(scatter ? kBitmaskStagePadHalves : kBitmaskSparseStagePadHalves);
-    const int64_t chunks = ceilDiv(p.cols, kBitmaskMmaChunkCols);
-    return withRingStream(
-        chooseRingSplit(p.rows, chunks, kBitmaskMmaChunkCols, batch, 0, multiprocessors, kRingMaxSharedBytes,
-                        2 * size_t(batch),
-                        2 * size_t(batch) * pad + (scatter ? kBitmaskScatterTilesBytes : 0) + 16 + kBitmaskRingBytes,
-                        scatter ? 2 : kBitmaskRingMinChunksPerWarp),
-        p.rows, chunks, multiprocessors);
+    return chooseRingSplit(p.rows, ceilDiv(p.cols, kBitmaskMmaChunkCols), kBitmaskMmaChunkCols, batch, 0,
+                           multiprocessors, kRingMaxSharedBytes, 2 * size_t(batch),
+                           2 * size_t(batch) * pad + (scatter ? kBitmaskScatterTilesBytes : 0) + 16 + kBitmaskRingBytes,
+                           scatter ? 2 : kBitmaskRingMinChunksPerWarp);
   }
   return chooseGemvSplit(p.rows, bitmaskChunks(p.cols), kBitmaskChunkCols, compiledBatch(p.batch), 0,
                          multiprocessors, kMaxStagedBytes);
@@ -106,12 +103,9 @@ GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& 
     // chunks' worth a warp.
     const size_t pad = size_t(quantStagePadHalves(w.bits));
     const int halves = quantRingHalves(w.bits, p.type, batch);
-    const int64_t chunks = quantChunks(p.cols, w.bits) * halves;
-    return withRingStream(
-        chooseRingSplit(p.rows, chunks, quantChunkCols(w.bits) / halves, batch,
-                        int(quantRingSumUnit(w.groupSize, w.bits, halves)), multiprocessors, kRingMaxSharedBytes,
-                        2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), 2 * halves),
-        p.rows, chunks, multiprocessors);
+    return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits) * halves, quantChunkCols(w.bits) / halves, batch,
+                           int(quantRingSumUnit(w.groupSize, w.bits, halves)), multiprocessors, kRingMaxSharedBytes,
+                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), 2 * halves);
   }
   return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
                          int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kMaxStagedBytes);
@@ -222,11 +216,9 @@ GemvSplit bitmaskInt4GemvSplit(const GemvProblem& p, const BitmaskInt4GemvWeight
     // 1), and the warps' rings after them (+16 bytes of alignment).
     const int batch = bitmaskInt4MmaBatch(p.batch);
     const size_t pad = size_t(kBitmaskInt4StagePadHalves);
-    const int64_t chunks = ceilDiv(p.cols, kBitmaskInt4MmaChunkCols);
-    return withRingStream(chooseRingSplit(p.rows, chunks, kBitmaskInt4MmaChunkCols, batch, 0, multiprocessors,
-                                          kRingMaxSharedBytes, 2 * size_t(batch),
-                                          2 * size_t(batch) * pad + 16 + kBitmaskInt4RingBytes),
-                          p.rows, chunks, multiprocessors);
+    return chooseRingSplit(p.rows, ceilDiv(p.cols, kBitmaskInt4MmaChunkCols), kBitmaskInt4MmaChunkCols, batch, 0,
+                           multiprocessors, kRingMaxSharedBytes, 2 * size_t(batch),
+                           2 * size_t(batch) * pad + 16 + kBitmaskInt4RingBytes);
   }
   return chooseGemvSplit(p.rows, ceilDiv(p.cols, 256), 256, compiledBatch(p.batch), 0, multiprocessors,
                          kMaxStagedBytes);

@@ -76,7 +76,6 @@ struct GemvLaunch {
   int batch = 1;
   int splits = 1;
   int ringGroupWarps = 1;   // GemvSplit::ringGroupWarps
-  int streamBlocks = 0, streamSlots = 0;  // GemvSplit's: stream-K (ringStreamGemvKernel) where streamBlocks > 0
   int64_t totalChunks = 0, chunksPerSplit = 0, sliceCols = 0;
   int sumUnit = 0;          // columns per activation sum (0: none)
   const void* x = nullptr;
@@ -705,158 +704,6 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
 #endif
 }
 
-// Stores a stream-K warp's piece of row group `group` in split `split` (`total`, the lane's row over the piece's
-// chunks): y itself where the piece is the row group's only one, else the piece's partial sums in the warp's slot
-// `slot` ([split][warp][slot][batch][32]), counted on the row group's counter; the last piece to arrive adds all
-// of them in (split, warp) order, so that the bits do not depend on which warp ends last. All 32 lanes.
-template <int B, ActivationType T, bool kFolds>
-__device__ __forceinline__ void storeStreamPiece(const GemvLaunch& a, const float (&total)[B], int64_t group,
-                                                 int split, int64_t warpIndex, int slot, int lane) {
-  using A = Act<T>;
-  auto* y = static_cast<typename A::type*>(a.y);
-  const int64_t row = group * kRowsPerGroup + lane;
-  const bool accumulate = kFolds && a.accumulate;
-  const auto store = [&](const float (&v)[B]) {
-    if (row >= a.rows) return;
-#pragma unroll
-    for (int b = 0; b < B; ++b)
-      if (b < a.batch) {
-        typename A::type* at = y + int64_t(b) * a.rows + row;
-        *at = accumulate ? residualAdd<T>(*at, v[b]) : A::fromFloat(v[b]);
-      }
-  };
-  const int64_t groups = (a.rows + kRowsPerGroup - 1) / kRowsPerGroup;
-  const int64_t warps = int64_t(gridDim.x) * kRingWarpsPerBlock;
-  const auto splitChunks = [&](int s) {
-    return min(a.chunksPerSplit, a.totalChunks - int64_t(s) * a.chunksPerSplit);
-  };
-  int pieces = 0;
-  for (int s = 0; s < a.splits; ++s) pieces += ringStreamPieces(groups, splitChunks(s), warps, group);
-  if (pieces == 1) {
-    store(total);
-    return;
-  }
-  const auto partial = [&](int s, int64_t w, int64_t sl, int b) {
-    return a.partials + (((int64_t(s) * warps + w) * a.streamSlots + sl) * a.batch + b) * kRowsPerGroup + lane;
-  };
-#pragma unroll
-  for (int b = 0; b < B; ++b)
-    if (b < a.batch) *partial(split, warpIndex, slot, b) = total[b];
-  __syncwarp();
-  bool last = false;
-  if (lane == 0) last = arriveLast(&a.counters[group], pieces);
-  if (!__shfl_sync(0xFFFFFFFFu, last, 0)) return;
-  float sum[B];
-#pragma unroll
-  for (int b = 0; b < B; ++b) sum[b] = 0.f;
-  for (int s = 0; s < a.splits; ++s) {
-    const int64_t chunks = splitChunks(s), units = groups * chunks;
-    const int64_t w0 = ringStreamOwner(units, warps, group * chunks);
-    const int64_t w1 = ringStreamOwner(units, warps, group * chunks + chunks - 1);
-    for (int64_t w = w0; w <= w1; ++w) {
-      if (ringStreamEmpty(units, warps, w)) continue;
-      const int64_t sl = group - ringStreamFirstUnit(units, warps, w) / chunks;  // the row group's slot in warp w
-#pragma unroll
-      for (int b = 0; b < B; ++b)
-        if (b < a.batch) sum[b] += __ldcg(partial(s, w, sl, b));
-    }
-  }
-  store(sum);
-  if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
-}
-
-// Stream-K form of ringGemvKernel (GemvSplit::streamBlocks > 0): one wave of blocks a split, warp i of the split's
-// W warps walks units [ringStreamFirstUnit(i), ringStreamFirstUnit(i + 1)) of its (row group, chunk) units in
-// row-group order through its ring, with two cursors (the copies kRingStages ahead of the compute) and no
-// division in the loop; where its run leaves a row group it stores that piece (storeStreamPiece). The staging of
-// x and the folds are ringGemvKernel's (the block stages its split's slice). Grid: (streamBlocks, splits).
-template <class Format, int B, ActivationType T, bool kFolds>
-__global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResidentBlocks)
-    ringStreamGemvKernel(const typename Format::Params w, const GemvLaunch a) {
-  static_assert(!kFolds || FoldsOf<Format>::kFolds, "a format without folds has only plain kernels");
-  using Ring = RingOf<Format>;
-  using Staging = StagingOf<Format, B>;
-  static_assert(Ring::kRing && Staging::kCustom && AccumulatorOf<Format, B>::kCustom && !RingRowExtraOf<Format>::kHas,
-                "a ring format without work outside its chunks");
-  extern __shared__ float shared[];
-  __shared__ NormSharedOf<kFolds, B> norm;
-
-  const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  const int64_t groups = (a.rows + kRowsPerGroup - 1) / kRowsPerGroup;
-  const int split = blockIdx.y;
-  const int64_t chunk0 = int64_t(split) * a.chunksPerSplit;
-  const int chunks = int(min(chunk0 + a.chunksPerSplit, a.totalChunks) - chunk0);
-  const int64_t warps = int64_t(gridDim.x) * kRingWarpsPerBlock;
-  const int64_t warpIndex = int64_t(blockIdx.x) * kRingWarpsPerBlock + warp;
-  const int64_t firstUnit = ringStreamFirstUnit(groups * chunks, warps, warpIndex);
-  const int count = int(ringStreamFirstUnit(groups * chunks, warps, warpIndex + 1) - firstUnit);
-  const int64_t firstGroup = firstUnit / chunks;
-  const int firstChunk = int(firstUnit - firstGroup * chunks);
-  BlockTimeline timeline;
-  timeline.begin();
-  allowDependentLaunch();
-
-  const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
-  uint8_t* ring = reinterpret_cast<uint8_t*>(shared) + ringOffsetBytes(Staging::words(a.sliceCols), int64_t(B) * units);
-  uint8_t* warpRing = ring + warp * Ring::kStages * Ring::kSlotBytes;
-  const auto slotOf = [&](int i) { return warpRing + (i % Ring::kStages) * Ring::kSlotBytes; };
-  // The copy cursor: the (row group, chunk of the split) of the next chunk to copy.
-  int64_t copyGroup = firstGroup;
-  int copyChunk = firstChunk;
-  const auto copyNext = [&](int i, uint64_t policy) {
-    Format::copyChunk(w, copyGroup, chunk0 + copyChunk, lane, sharedAddressOf(slotOf(i)), policy);
-    if (++copyChunk == chunks) copyChunk = 0, ++copyGroup;
-  };
-  {
-    const uint64_t policy = evictFirstPolicy();
-#pragma unroll
-    for (int i = 0; i < Ring::kStages; ++i) {
-      if (i < count) copyNext(i, policy);
-      commitCopies();
-    }
-  }
-  waitForPreviousGrid();  // x, y, the partials and the counters belong to the kernels before and after this one
-  timeline.release();
-
-  auto* xs = reinterpret_cast<typename Staging::type*>(shared);
-  float* xsum = shared + Staging::words(a.sliceCols);
-  const int64_t col0 = chunk0 * Format::kChunkCols;
-  stageSlice<Format, B, T, kFolds>(a, readerOf<kFolds, B, T>(a, norm, lane, col0), col0, xs, xsum, lane, norm);
-  PrepareOf<Format>::run();
-  __syncthreads();
-  timeline.stage();
-
-  using Accumulator = typename Format::template Accumulator<B>;
-  Accumulator acc{};
-  const int64_t unitsPerChunk = a.sumUnit > 0 ? Format::kChunkCols / a.sumUnit : 0;
-  {
-    const uint64_t policy = evictFirstPolicy();
-    int64_t group = firstGroup;  // the compute cursor
-    int chunk = firstChunk, slot = 0;
-    for (int i = 0; i < count; ++i) {
-      waitCopies<Ring::kStages - 1>();
-      __syncwarp();
-      Format::template computeSlot<B>(w, slotOf(i), group, chunk0 + chunk, chunk, lane, xs, a.sliceCols,
-                                      xsum + chunk * unitsPerChunk, units, acc);
-      __syncwarp();
-      if (i + Ring::kStages < count) copyNext(i, policy);
-      commitCopies();
-      if (++chunk == chunks || i + 1 == count) {  // the end of the run's piece of this row group
-        float total[B];
-        Format::template finish<B>(acc, lane, total);
-        storeStreamPiece<B, T, kFolds>(a, total, group, split, warpIndex, slot, lane);
-        acc = Accumulator{};
-        chunk = 0, ++group, ++slot;
-      }
-    }
-    waitCopies<0>();  // nothing may still be writing shared memory when the block ends
-  }
-#ifdef PARETO_GEMV_TIMELINE
-  timeline.end(a.timeline, a.y);
-#endif
-}
-
 inline std::string cudaErrorText(cudaError_t e, const char* what) {
   return std::string(what) + ": " + cudaGetErrorString(e);
 }
@@ -868,13 +715,8 @@ template <class Format, int B, ActivationType T, bool kFolds>
 cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunch& a, size_t sharedBytes,
                                cudaStream_t stream) {
   constexpr bool kRing = RingOf<Format>::kRing;
-  // Stream-K: ring formats without work outside their chunks (withRingStream never chooses it for the others).
-  constexpr bool kStreams = kRing && !RingRowExtraOf<Format>::kHas;
-  const bool streamK = a.streamBlocks > 0;
-  if (streamK && (!kStreams || a.streamSlots < 1 || a.ringGroupWarps != 1)) return cudaErrorInvalidValue;
-  const int64_t gridRows = streamK ? a.streamBlocks
-                           : kRing ? ceilDiv(rowGroups(a.rows), kRingWarpsPerBlock / a.ringGroupWarps)
-                                   : rowGroups(a.rows);
+  const int64_t gridRows =
+      kRing ? ceilDiv(rowGroups(a.rows), kRingWarpsPerBlock / a.ringGroupWarps) : rowGroups(a.rows);
   const dim3 grid(unsigned(gridRows), unsigned(a.splits));
   const dim3 block(kRowsPerGroup * (kRing ? kRingWarpsPerBlock : kWarpsPerBlock));
   // A non-sticky error left behind by an unrelated runtime call elsewhere in the process (cudaGetLastError is
@@ -885,9 +727,8 @@ cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunc
   if (a.ringGroupWarps != 1 && (!kRing || a.ringGroupWarps < 1 || kRingWarpsPerBlock % a.ringGroupWarps != 0 ||
                                 (a.ringGroupWarps & (a.ringGroupWarps - 1)) != 0))
     return cudaErrorInvalidValue;
-  const auto kernel = [streamK] {
-    if constexpr (kStreams) return streamK ? ringStreamGemvKernel<Format, B, T, kFolds> : ringGemvKernel<Format, B, T, kFolds>;
-    else if constexpr (kRing) return ringGemvKernel<Format, B, T, kFolds>;
+  const auto kernel = [] {
+    if constexpr (kRing) return ringGemvKernel<Format, B, T, kFolds>;
     else return packedGemvKernel<Format, B, T, kFolds>;
   }();
   // Static shared memory (the warp sums) counts against the same 48 KB default, so opt in well below it.
@@ -927,8 +768,6 @@ inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t t
   a.batch = p.batch;
   a.splits = s.splits;
   a.ringGroupWarps = s.ringGroupWarps;
-  a.streamBlocks = s.streamBlocks;
-  a.streamSlots = s.streamSlots;
   a.totalChunks = totalChunks;
   a.chunksPerSplit = s.chunksPerSplit;
   a.sliceCols = s.sliceCols;

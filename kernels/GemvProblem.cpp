@@ -109,46 +109,7 @@ int ringMaxGroupWarps() {
   return warps;
 }
 
-GemvSplit withRingStream(GemvSplit s, int64_t rows, int64_t chunks, int multiprocessors) {
-  static const SwitchSetting mode = kernelSwitch("PARETO_RING_STREAM");
-  if (mode == SwitchSetting::Off) return s;
-  const int64_t sms = std::max(1, multiprocessors);
-  const int64_t groups = rowGroups(rows);
-  const int64_t grid = ceilDiv(groups, kRingWarpsPerBlock / s.ringGroupWarps) * s.splits;
-  const int64_t wave = int64_t(kRingResidentBlocks) * sms;
-  const int64_t splitUnits = groups * s.chunksPerSplit;  // the first (largest) split's
-  int64_t blocks = std::max<int64_t>(1, wave / s.splits);
-  if (mode == SwitchSetting::On) {
-    // Forced: still kRingStreamMinUnitsPerWarp a warp where the shape has them, so that small test shapes have
-    // row groups cut between warps and blocks, and warps whose run holds several whole row groups.
-    blocks = std::clamp<int64_t>(splitUnits / (kRingStreamMinUnitsPerWarp * kRingWarpsPerBlock), 1, blocks);
-  } else {
-    const bool uneven = grid > sms && double(ceilDiv(grid, sms) * sms) > 1.1 * double(grid);
-    if (!uneven || splitUnits < kRingStreamMinUnitsPerWarp * kRingWarpsPerBlock * blocks) return s;
-  }
-  return ringStreamSplit(s, rows, chunks, blocks);
-}
-
-GemvSplit ringStreamSplit(GemvSplit s, int64_t rows, int64_t chunks, int64_t blocks) {
-  const int64_t groups = rowGroups(rows);
-  const int64_t warps = blocks * kRingWarpsPerBlock;
-  // The most row groups one warp's run touches, over the splits' two sizes (the last split may be shorter).
-  int slots = 0;
-  for (const int64_t c : {s.chunksPerSplit, chunks - (s.splits - 1) * s.chunksPerSplit}) {
-    if (c <= 0) continue;
-    const int64_t longest = ceilDiv(groups * c, warps);
-    slots = std::max(slots, int(longest == 0 ? 0 : (longest + c - 2) / c + 1));
-  }
-  s.streamBlocks = int(blocks);
-  s.streamSlots = std::max(1, slots);
-  s.ringGroupWarps = 1;  // a warp's run is its own; the block's warps share no row group by construction
-  return s;
-}
-
 size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s) {
-  if (s.streamBlocks > 0)
-    return size_t(s.splits) * size_t(s.streamBlocks) * kRingWarpsPerBlock * size_t(s.streamSlots) *
-           size_t(p.batch) * kRowsPerGroup;
   if (s.splits <= 1) return 0;
   return size_t(s.splits) * size_t(p.batch) * size_t(rowGroups(p.rows) * kRowsPerGroup);
 }

@@ -119,13 +119,6 @@ struct GemvSplit {
   // part of its chunks, their sums added in shared memory; the block holds kRingWarpsPerBlock / ringGroupWarps
   // row groups. 1: a warp a row group, every warp all chunks of the split.
   int ringGroupWarps = 1;
-  // Ring kernels, stream-K (GemvDriver.cuh ringStreamGemvKernel; withRingStream chooses it): > 0 replaces the grid
-  // of row groups by streamBlocks blocks a split, whose kRingWarpsPerBlock · streamBlocks warps each take an equal
-  // run of the split's (row group, chunk) units in row-group order (ringStreamFirstUnit). A warp's run touches at
-  // most streamSlots row groups (its pieces); a row group cut between warps is added up from its pieces' partial
-  // sums. 0: the grid of row groups.
-  int streamBlocks = 0;
-  int streamSlots = 0;
 };
 
 inline int64_t rowGroups(int64_t rows) { return (rows + kRowsPerGroup - 1) / kRowsPerGroup; }
@@ -180,42 +173,6 @@ PARETO_HOST_DEVICE inline RingWarpWork ringWarpWork(int64_t block, int warp, int
   return w;
 }
 
-// Stream-K's work decomposition (GemvSplit::streamBlocks), shared by the kernel and the host: of a split's `units`
-// (row group, chunk) units, numbered row group by row group, warp `warp` of `warps` takes [first(warp),
-// first(warp + 1)), so runs differ by at most one unit; `ringStreamOwner` is the warp whose run holds `unit` (the
-// last warp whose first unit is ≤ it) and `ringStreamPieces` how many warps hold a part of row group `group` of a
-// split of `chunks` chunks: the pieces its last arrival adds up. With fewer units than warps (a short last split)
-// runs are 0 or 1 unit long, and the warps between two owners may hold nothing (ringStreamEmpty).
-PARETO_HOST_DEVICE inline int64_t ringStreamFirstUnit(int64_t units, int64_t warps, int64_t warp) {
-  return units * warp / warps;
-}
-PARETO_HOST_DEVICE inline int64_t ringStreamOwner(int64_t units, int64_t warps, int64_t unit) {
-  return ((unit + 1) * warps - 1) / units;
-}
-PARETO_HOST_DEVICE inline int ringStreamPieces(int64_t groups, int64_t chunks, int64_t warps, int64_t group) {
-  const int64_t units = groups * chunks;
-  if (units < warps) return int(chunks);  // a unit a warp
-  return int(ringStreamOwner(units, warps, group * chunks + chunks - 1) - ringStreamOwner(units, warps, group * chunks)) + 1;
-}
-PARETO_HOST_DEVICE inline bool ringStreamEmpty(int64_t units, int64_t warps, int64_t warp) {
-  return units < warps && ringStreamFirstUnit(units, warps, warp + 1) == ringStreamFirstUnit(units, warps, warp);
-}
-
-// Stream-K for a ring split `s` of `chunks` chunks over `rows` (the int4/int8 rings, 2:4 and 16:32 on the tensor
-// cores, 2:4 + int4; not SpQR, whose outliers are added once a row group's split), where its grid of row-group blocks does not spread
-// evenly over the multiprocessors: more blocks than multiprocessors and a last wave of kRingResidentBlocks blocks a
-// multiprocessor more than 10% short of full (gate+up of Llama-3.1-8B at int4 and batch 1: 224 blocks on 132
-// multiprocessors, ~100 of them with two blocks and the rest idle for the last third), and at least
-// kRingStreamMinUnitsPerWarp units a warp (fewer, and the pieces' combine costs more than the balance wins). One
-// wave of blocks then shares the units evenly. PARETO_RING_STREAM=0 never takes it; =1 takes it wherever the
-// format can (the tests' way to cover it on every shape). `batch` sizes nothing but the partials
-// (gemvPartialFloats).
-inline constexpr int64_t kRingStreamMinUnitsPerWarp = 4;
-GemvSplit withRingStream(GemvSplit s, int64_t rows, int64_t chunks, int multiprocessors);
-// The ring split `s` as stream-K over `blocks` blocks a split: streamBlocks, the slots its warps' runs need, and
-// a warp a row group.
-GemvSplit ringStreamSplit(GemvSplit s, int64_t rows, int64_t chunks, int64_t blocks);
-
 // The most warps of a ring block the ring split lets share one row group: kRingWarpsPerBlock, or 1 (every warp its
 // own row group, as the ring kernels ran through v6m) with PARETO_RING_GROUP_WARPS=0 in the environment. Sharing
 // replaces the global combine of many small splits (int4 g128 at batch 1: qkv and o 8 splits of 2 chunks a warp,
@@ -223,9 +180,8 @@ GemvSplit ringStreamSplit(GemvSplit s, int64_t rows, int64_t chunks, int64_t blo
 // 2.09x -> 2.27x of cuBLAS on the H200).
 int ringMaxGroupWarps();
 
-// Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1), or for
-// stream-K [splits, warps, streamSlots, batch, 32], and one int counter per row group that must be zero before the
-// first launch (the kernels leave it zero).
+// Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1) and one
+// int counter per row group that must be zero before the first launch (the kernels leave it zero).
 size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s);
 
 // "" when the common part of a problem is launchable, else what is wrong (shapes, batch, pointers).

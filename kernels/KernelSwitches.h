@@ -24,9 +24,8 @@ inline constexpr KernelSwitch kKernelSwitches[] = {
     {"PARETO_BITMASK_INT4_MMA", "0: 2:4 + int4 on the FFMA path"},
     {"PARETO_SPQR_MMA", "0: SpQR on the FFMA path; 1: on the tensor cores wherever they can be"},
     {"PARETO_RING_GROUP_WARPS", "0: every warp of a ring block its own row group (no sharing of a row group)"},
-    {"PARETO_RING_STREAM", "0: no stream-K (every ring GEMV on its grid of row groups); 1: stream-K wherever the format can"},
     {"PARETO_NORM_ONE_ROUND", "0: a GEMV with a folded RMSNorm reads the row for its statistic apart from staging x, always"},
-    {"PARETO_ATTENTION_EARLY_TILE", "1: the fused decode attention's first tile before its wait on the previous kernel"},
+    {"PARETO_ATTENTION_EARLY_TILE", "0: the fused decode attention waits for the previous kernel before it reads its first tile"},
     {"PARETO_ATTENTION_ROPE_PRELOAD", "0: the fused decode attention reads each head's qkv values where it rotates them, not all at once"},
     {"PARETO_ATTENTION_WAVE", "0: the decode attention split into about 4 blocks a multiprocessor, rounded up"},
 };

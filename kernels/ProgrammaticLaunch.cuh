@@ -14,7 +14,7 @@
 // that an earlier kernel writes is read, before `waitForPreviousGrid` — and every block calls it before it may
 // return — so a kernel started early can never see or clobber the previous kernel's data, and the wait of
 // kernel n+1 on kernel n also covers kernel n−1 (kernel n cannot finish before kernel n−1 did). One exception,
-// argued where it is made: the fused decode attention under PARETO_ATTENTION_EARLY_TILE=1 reads the KV-cache rows
+// argued where it is made: the fused decode attention (unless PARETO_ATTENTION_EARLY_TILE=0) reads the KV-cache rows
 // of earlier decode steps before its wait (decode_attention.cu), which every step's first kernel, an ordinary
 // launch, has already waited for.
 //

@@ -233,6 +233,14 @@ at::Tensor attentionWorkspace(const k::DecodeAttentionProblem& p, const k::Decod
   return at::empty({int64_t((bytes + sizeof(float) - 1) / sizeof(float))}, options.dtype(at::kFloat));
 }
 void* pointerOf(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+// One split over the cache for the fused kernel and the two-kernel path alike, sized by the fused kernel's
+// residency: the ranges' partials are merged in the split's order, so the step's bits must not depend on which
+// path ran (PARETO_DECODE_FUSED; DecodeOpsCuda.RopeAttentionEqualsTheTwoKernelsBitForBit). The unfused kernel holds
+// one block more a multiprocessor, which gave it one range more at some shapes.
+k::DecodeAttentionSplit stepAttentionSplit(const k::DecodeAttentionProblem& p) {
+  return k::decodeRopeAttentionSplit(p, at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
+                                     k::decodeAttentionResidentBlocks(p, /*fused=*/true));
+}
 #endif
 
 }  // namespace
@@ -290,9 +298,7 @@ void decodeAttention(const at::Tensor& q, const at::Tensor& keys, const at::Tens
 #ifdef PARETO_WITH_CUDA
     const c10::cuda::CUDAGuard guard(q.device());
     p.q = q.data_ptr();
-    const k::DecodeAttentionSplit split =
-        k::decodeAttentionSplit(p, at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
-                                k::decodeAttentionResidentBlocks(p, /*fused=*/false));
+    const k::DecodeAttentionSplit split = stepAttentionSplit(p);
     const at::Tensor workspace = attentionWorkspace(p, split, q.options());
     c.kernelCheck(k::runDecodeAttention(p, split, pointerOf(workspace), currentStream()));
     return;
@@ -350,9 +356,7 @@ void ropeAttention(const at::Tensor& qkv, const at::Tensor& qNorm, const at::Ten
 #ifdef PARETO_WITH_CUDA
   const c10::cuda::CUDAGuard guard(qkv.device());
   f.counters = reinterpret_cast<unsigned*>(counters.data_ptr<int32_t>());
-  const k::DecodeAttentionSplit split =
-      k::decodeRopeAttentionSplit(f.attention, at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
-                                  k::decodeAttentionResidentBlocks(f.attention, /*fused=*/true));
+  const k::DecodeAttentionSplit split = stepAttentionSplit(f.attention);
   const at::Tensor workspace = attentionWorkspace(f.attention, split, qkv.options());
   c.kernelCheck(k::runDecodeRopeAttention(f, split, pointerOf(workspace), currentStream()));
 #else

@@ -95,6 +95,13 @@ int quantRingHalves(int bits, ActivationType type, int compiledBatch) {
   return enabled && quantUsesTensorCores(bits, type, compiledBatch) && compiledBatch >= quantHalvesMinBatch(bits) ? 2 : 1;
 }
 
+bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch) {
+  static const bool enabled = kernelSwitch("PARETO_QUANT_ZERO_MMA") != SwitchSetting::Off;
+  return enabled && w.bits == 4 && type == ActivationType::Float16 && compiledBatch <= 8 &&
+         quantUsesTensorCores(w.bits, type, compiledBatch) && quantOddExponent() &&
+         quantRingSumUnit(w.groupSize, w.bits, quantRingHalves(w.bits, type, compiledBatch)) == 128;
+}
+
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {
   const int batch = compiledBatch(p.batch);
   if (quantUsesTensorCores(w.bits, p.type, batch)) {
@@ -103,8 +110,10 @@ GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& 
     // chunks' worth a warp.
     const size_t pad = size_t(quantStagePadHalves(w.bits));
     const int halves = quantRingHalves(w.bits, p.type, batch);
+    // No sum floats where the zero point is on the tensor cores.
+    const int sumUnit = quantZeroOnTensorCores(w, p.type, batch) ? 0 : int(quantRingSumUnit(w.groupSize, w.bits, halves));
     return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits) * halves, quantChunkCols(w.bits) / halves, batch,
-                           int(quantRingSumUnit(w.groupSize, w.bits, halves)), multiprocessors, kRingMaxSharedBytes,
+                           sumUnit, multiprocessors, kRingMaxSharedBytes,
                            2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), 2 * halves);
   }
   return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,

@@ -25,6 +25,7 @@ struct QuantParams {
   float symmetricZero;  // 8 (4 bits, stored biased) or 128 (8 bits, after flipping the sign bit)
   bool symmetric;
   bool oddExponent;     // 4-bit codes, fp16, tensor cores: odd columns dequantized under exponent 64 (see below)
+  bool zeroMma;         // with oddExponent and 128-column units: the zero point on the tensor cores, no Σx (below)
 };
 
 struct QuantCodeStream {
@@ -243,7 +244,9 @@ struct QuantMmaFormat : QuantCodeStream {
     // instantiations to compile).
     if constexpr (Bits == 4 && T == ActivationType::Float16 && B <= 8) {
       if (w.oddExponent) {
-        if (w.unitShift == kCommonUnitShift)
+        if (w.zeroMma)  // the launch staged no sums (quantZeroOnTensorCores): only this loop can run it
+          computeChunk<B, true, kCommonUnitShift, true>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
+        else if (w.unitShift == kCommonUnitShift)
           computeChunk<B, true, kCommonUnitShift>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
         else
           computeChunk<B, true, 0>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
@@ -265,7 +268,12 @@ struct QuantMmaFormat : QuantCodeStream {
   // x registers, adds 960 · Σ x over the piece's odd columns to every row, after which every column reads
   // 1024 + q as before (960 · x is exact in fp32, like every product here).
   // kUnitShift: log2 of the sum unit when known at compile time, 0: w.unitShift.
-  template <int B, bool kOddExponent, int kUnitShift>
+  // kZeroMma (with kOddExponent; quantZeroOnTensorCores): the zero point is subtracted on the tensor cores too, so
+  // x is staged without its per-unit sums. The 960 MMA of the odd columns takes A = 960 − (1024 + z) = −(64 + z) of
+  // each row instead of 960, and one more MMA a row tile and piece adds −(1024 + z) · x over the even columns: the
+  // unit's C is Σ (q − z) · x and its end is acc += s · C. Every A value is exact in fp16 (z ≤ 63; 4-bit zeros are
+  // ≤ 15) and every product exact in fp32, as before.
+  template <int B, bool kOddExponent, int kUnitShift, bool kZeroMma = false>
   __device__ static __forceinline__ void computeChunk(const Params& w, const uint8_t* slot, int64_t localChunk,
                                                       int lane, const uint32_t* xs, int64_t sliceCols,
                                                       const float* xsum, int64_t sumStride, Accumulator<B>& acc) {
@@ -293,8 +301,24 @@ struct QuantMmaFormat : QuantCodeStream {
 #pragma unroll
           for (int i = 0; i < 4; ++i) c[h][m][n][i] = 0.f;
     const int units = kUnitShift > 0 ? (kChunkCols >> kUnitShift > 1 ? kChunkCols >> kUnitShift : 1) : unitsOf(w);
+    static_assert(!kZeroMma || (kOddExponent && kUnitShift > 0), "the zero on the tensor cores: odd exponent, known unit");
+    // kZeroMma: the A operands of the unit's zeros, [m][0] rows 16m + g, [m][1] rows 16m + g + 8, both halves alike:
+    // even columns −(1024 + z) (0xE400 + z in fp16), odd columns −(64 + z) (0xD400 + 16z: 1/16 a step above 64).
+    uint32_t zeroEven[2][2], zeroOdd[2][2];
 #pragma unroll
     for (int piece = 0; piece < kPieces; ++piece) {
+      if constexpr (kZeroMma) {
+        if (((piece * kPieceCols) & ((1 << kUnitShift) - 1)) == 0) {  // the first piece of a unit
+          const int unit = units == 1 ? 0 : (piece * kPieceCols) >> kUnitShift;
+          const uint8_t* zeros = slot + kCodeBytes + kScaleBytes + unit * 32;
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const uint32_t z = w.symmetric ? uint32_t(w.symmetricZero) : uint32_t(zeros[g + 8 * k]);
+            zeroEven[k / 2][k % 2] = (0xE400u + z) * 0x00010001u;
+            zeroOdd[k / 2][k % 2] = (0xD400u + 16 * z) * 0x00010001u;
+          }
+        }
+      }
       uint32_t r[4];
       detail::ldmatrixX4(r, slotAddress + piece * 512 + lane * 16);
       if constexpr (Bits == 4) {
@@ -322,7 +346,13 @@ struct QuantMmaFormat : QuantCodeStream {
           for (int n = 0; n < kN; ++n) {
             detail::mma16816<T>(c[0][m][n], lo04, hi04, lo15, hi15, xb[n].x, xb[n].y);
             detail::mma16816<T>(c[1][m][n], lo26, hi26, lo37, hi37, xb[n].z, xb[n].w);
-            if constexpr (kOddExponent) {
+            if constexpr (kZeroMma) {
+              // One into each chain for each m, as below.
+              detail::mma16816<T>(c[m][m][n], zeroEven[m][0], zeroEven[m][1], zeroOdd[m][0], zeroOdd[m][1], xb[n].x,
+                                  xb[n].y);
+              detail::mma16816<T>(c[1 - m][m][n], zeroEven[m][0], zeroEven[m][1], zeroOdd[m][0], zeroOdd[m][1],
+                                  xb[n].z, xb[n].w);
+            } else if constexpr (kOddExponent) {
               const uint32_t k960 = 0x63806380u;  // 960 in fp16, twice
               // Into the other chain for m = 0 than for m = 1, so that no chain gets two MMAs a piece.
               detail::mma16816<T>(c[m][m][n], k960, k960, k960, k960, xb[n].y, xb[n].w);
@@ -348,27 +378,35 @@ struct QuantMmaFormat : QuantCodeStream {
       if ((((piece + 1) * kPieceCols) & ((1 << unitShift) - 1)) == 0) {
         const int unit = units == 1 ? 0 : (((piece + 1) * kPieceCols) >> unitShift) - 1;
         const __half* scales = reinterpret_cast<const __half*>(slot + kCodeBytes) + unit * 32;
-        const uint8_t* zeros = slot + kCodeBytes + kScaleBytes + unit * 32;
+        [[maybe_unused]] const uint8_t* zeros = slot + kCodeBytes + kScaleBytes + unit * 32;
         float s[4], o[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
           s[k] = __half2float(scales[g + 8 * k]);
-          o[k] = kBias + (w.symmetric ? w.symmetricZero : float(zeros[g + 8 * k]));
+          if constexpr (!kZeroMma) o[k] = kBias + (w.symmetric ? w.symmetricZero : float(zeros[g + 8 * k]));
         }
 #pragma unroll
         for (int n = 0; n < kN; ++n) {
           const int b0 = 8 * n + 2 * t, b1 = b0 + 1;
-          const float sum0 = b0 < B ? xsum[b0 * sumStride + unit] : 0.f;
-          const float sum1 = b1 < B ? xsum[b1 * sumStride + unit] : 0.f;
+          float sum0 = 0.f, sum1 = 0.f;
+          if constexpr (!kZeroMma) {
+            sum0 = b0 < B ? xsum[b0 * sumStride + unit] : 0.f;
+            sum1 = b1 < B ? xsum[b1 * sumStride + unit] : 0.f;
+          }
 #pragma unroll
           for (int m = 0; m < 2; ++m) {
             float* a = acc.v[m][n];
             const float* c0 = c[0][m][n];
             const float* c1 = c[1][m][n];
-            a[0] = fmaf(s[2 * m], fmaf(-o[2 * m], sum0, c0[0] + c1[0]), a[0]);
-            a[1] = fmaf(s[2 * m], fmaf(-o[2 * m], sum1, c0[1] + c1[1]), a[1]);
-            a[2] = fmaf(s[2 * m + 1], fmaf(-o[2 * m + 1], sum0, c0[2] + c1[2]), a[2]);
-            a[3] = fmaf(s[2 * m + 1], fmaf(-o[2 * m + 1], sum1, c0[3] + c1[3]), a[3]);
+            if constexpr (kZeroMma) {  // C is already Σ (q − z) · x
+#pragma unroll
+              for (int i = 0; i < 4; ++i) a[i] = fmaf(s[2 * m + i / 2], c0[i] + c1[i], a[i]);
+            } else {
+              a[0] = fmaf(s[2 * m], fmaf(-o[2 * m], sum0, c0[0] + c1[0]), a[0]);
+              a[1] = fmaf(s[2 * m], fmaf(-o[2 * m], sum1, c0[1] + c1[1]), a[1]);
+              a[2] = fmaf(s[2 * m + 1], fmaf(-o[2 * m + 1], sum0, c0[2] + c1[2]), a[2]);
+              a[3] = fmaf(s[2 * m + 1], fmaf(-o[2 * m + 1], sum1, c0[3] + c1[3]), a[3]);
+            }
 #pragma unroll
             for (int i = 0; i < 4; ++i) c[0][m][n][i] = c[1][m][n][i] = 0.f;
           }
@@ -403,8 +441,10 @@ std::string launch(const GemvProblem& p, const QuantGroupGemvWeight& w, const Ge
                                                        : int(w.groupSize / quantChunkCols(Bits)),
                      Bits == 4 ? 8.f : 128.f,
                      w.symmetric,
-                     quantOddExponent()};
-  const auto a = detail::makeLaunch(p, s, params.chunks * halves, int(sumUnit), partials, counters);
+                     quantOddExponent(),
+                     quantZeroOnTensorCores(w, T, batch)};
+  // The zero point on the tensor cores stages no sums (the split reserved none); the scale units stay sumUnit's.
+  const auto a = detail::makeLaunch(p, s, params.chunks * halves, params.zeroMma ? 0 : int(sumUnit), partials, counters);
   cudaError_t e;
   if constexpr (Bits == 4 || T == ActivationType::Float16) {
     if (mma) {

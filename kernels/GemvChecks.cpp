@@ -95,11 +95,16 @@ int quantRingHalves(int bits, ActivationType type, int compiledBatch) {
   return enabled && quantUsesTensorCores(bits, type, compiledBatch) && compiledBatch >= quantHalvesMinBatch(bits) ? 2 : 1;
 }
 
-bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch) {
-  static const bool enabled = kernelSwitch("PARETO_QUANT_ZERO_MMA") != SwitchSetting::Off;
-  return enabled && w.bits == 4 && type == ActivationType::Float16 && compiledBatch <= 8 &&
+bool quantZeroMmaApplies(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch) {
+  return w.bits == 4 && type == ActivationType::Float16 && compiledBatch <= 8 &&
          quantUsesTensorCores(w.bits, type, compiledBatch) && quantOddExponent() &&
          quantRingSumUnit(w.groupSize, w.bits, quantRingHalves(w.bits, type, compiledBatch)) == 128;
+}
+
+bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch) {
+  // Off until a device run has checked and timed it (bench/NOTES.md "v6r on main"): PARETO_QUANT_ZERO_MMA=1 takes it.
+  static const bool enabled = kernelSwitch("PARETO_QUANT_ZERO_MMA") == SwitchSetting::On;
+  return enabled && quantZeroMmaApplies(w, type, compiledBatch);
 }
 
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {

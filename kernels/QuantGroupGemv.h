@@ -99,8 +99,11 @@ inline int64_t quantRingSumUnit(int64_t groupSize, int bits, int halves) {
 }
 // Whether the tensor-core path subtracts the zero point on the tensor cores (QuantGroupFormats.cuh kZeroMma), so that
 // x is staged without per-unit sums: 4-bit codes, fp16, batch ≤ 8, the odd columns under exponent 64, 128-column
-// units (int4 g128). PARETO_QUANT_ZERO_MMA=0 keeps the sums (A/B timing; read once).
+// units (int4 g128), and PARETO_QUANT_ZERO_MMA=1 (off by default until a device run has checked and timed it; read
+// once).
 bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);
+// The shapes it can take, whatever the switch says.
+bool quantZeroMmaApplies(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);
 
 // x is staged as 16-bit rows padded by this many values, so that the rows a warp's B-fragment loads touch at
 // once start in different banks (4 bits: 2 rows × 64 bytes a quarter-warp; 8 bits: 4 rows × 32 bytes a half).

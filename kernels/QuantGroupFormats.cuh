@@ -303,7 +303,7 @@ struct QuantMmaFormat : QuantCodeStream {
     const int units = kUnitShift > 0 ? (kChunkCols >> kUnitShift > 1 ? kChunkCols >> kUnitShift : 1) : unitsOf(w);
     static_assert(!kZeroMma || (kOddExponent && kUnitShift > 0), "the zero on the tensor cores: odd exponent, known unit");
     // kZeroMma: the A operands of the unit's zeros, [m][0] rows 16m + g, [m][1] rows 16m + g + 8, both halves alike:
-    // even columns −(1024 + z) (0xE400 + z in fp16), odd columns −(64 + z) (0xD400 + 16z: 1/16 a step above 64).
+    // even columns −(1024 + z), odd columns −(64 + z) (quantZeroEvenBits, quantZeroOddBits).
     uint32_t zeroEven[2][2], zeroOdd[2][2];
 #pragma unroll
     for (int piece = 0; piece < kPieces; ++piece) {
@@ -314,8 +314,8 @@ struct QuantMmaFormat : QuantCodeStream {
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             const uint32_t z = w.symmetric ? uint32_t(w.symmetricZero) : uint32_t(zeros[g + 8 * k]);
-            zeroEven[k / 2][k % 2] = (0xE400u + z) * 0x00010001u;
-            zeroOdd[k / 2][k % 2] = (0xD400u + 16 * z) * 0x00010001u;
+            zeroEven[k / 2][k % 2] = quantZeroEvenBits(z) * 0x00010001u;
+            zeroOdd[k / 2][k % 2] = quantZeroOddBits(z) * 0x00010001u;
           }
         }
       }

@@ -104,6 +104,11 @@ inline int64_t quantRingSumUnit(int64_t groupSize, int bits, int halves) {
 bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);
 // The shapes it can take, whatever the switch says.
 bool quantZeroMmaApplies(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);
+// The fp16 bits of its A operands for a zero z: −(1024 + z) for the even columns (read as 1024 + q) and −(64 + z)
+// for the odd ones (read in place under exponent 64 as 64 + q): 1024 + z steps by 1 from 0x6400, 64 + z by 1/16 from
+// 0x5400, so both are exact for z ≤ 63 (4-bit zeros are ≤ 15).
+PARETO_HOST_DEVICE constexpr uint32_t quantZeroEvenBits(uint32_t z) { return 0xE400u + z; }
+PARETO_HOST_DEVICE constexpr uint32_t quantZeroOddBits(uint32_t z) { return 0xD400u + 16u * z; }
 
 // x is staged as 16-bit rows padded by this many values, so that the rows a warp's B-fragment loads touch at
 // once start in different banks (4 bits: 2 rows × 64 bytes a quarter-warp; 8 bits: 4 rows × 32 bytes a half).

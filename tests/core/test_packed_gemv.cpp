@@ -487,6 +487,26 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
   }
 }
 
+// The zero point on the tensor cores (PARETO_QUANT_ZERO_MMA=1) rests on fp16 encodings: its A operands are exactly
+// −(1024 + z) and −(64 + z) for every zero a byte of 4-bit groups can hold and beyond (z ≤ 63), and the odd columns'
+// in-place read, (q << 4) | 0x5400, is exactly 64 + q, so that every column's (read − bias − z) is q − z.
+TEST(PackedGemvSplit, ZeroPointOperandsAreExactInHalfPrecision) {
+  namespace k = kernels;
+  const auto half = [](uint32_t bits) { return float(c10::Half(uint16_t(bits), c10::Half::from_bits())); };
+  for (uint32_t z = 0; z <= 63; ++z) {
+    EXPECT_EQ(half(k::quantZeroEvenBits(z)), -(1024.f + float(z))) << z;
+    EXPECT_EQ(half(k::quantZeroOddBits(z)), -(64.f + float(z))) << z;
+  }
+  for (uint32_t q = 0; q < 16; ++q) {
+    EXPECT_EQ(half((q << 4) | 0x5400u), 64.f + float(q)) << q;
+    EXPECT_EQ(half(q | 0x6400u), 1024.f + float(q)) << q;
+    for (uint32_t z = 0; z < 16; ++z) {
+      EXPECT_EQ(half(q | 0x6400u) + half(k::quantZeroEvenBits(z)), float(q) - float(z));
+      EXPECT_EQ(half((q << 4) | 0x5400u) + half(k::quantZeroOddBits(z)), float(q) - float(z));
+    }
+  }
+}
+
 // The kernels' environment switches: "0" off, "1" on, unset or empty the policy; anything else is named on stderr
 // and ignored (a typo in an A/B side must not quietly time the default as the other side). Every switch in the
 // list has its own name and a meaning the benchmarks can print.

@@ -117,9 +117,13 @@ GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& 
     const int halves = quantRingHalves(w.bits, p.type, batch);
     // No sum floats where the zero point is on the tensor cores.
     const int sumUnit = quantZeroOnTensorCores(w, p.type, batch) ? 0 : int(quantRingSumUnit(w.groupSize, w.bits, halves));
+    // At least 2 whole chunks a warp; with PARETO_QUANT_SHORT_WARPS=1 one (half-chunk rings, batch 8-16: o and qkv
+    // then fill both places of every multiprocessor instead of one; bench/NOTES.md "short warps", unmeasured).
+    static const bool shortWarps = kernelSwitch("PARETO_QUANT_SHORT_WARPS") == SwitchSetting::On;
+    const int minChunks = shortWarps && halves == 2 ? halves : 2 * halves;
     return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits) * halves, quantChunkCols(w.bits) / halves, batch,
                            sumUnit, multiprocessors, kRingMaxSharedBytes,
-                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), 2 * halves);
+                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), minChunks);
   }
   return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
                          int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kMaxStagedBytes);

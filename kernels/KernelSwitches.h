@@ -20,6 +20,7 @@ inline constexpr KernelSwitch kKernelSwitches[] = {
     {"PARETO_QUANT_MMA", "0: the int4/int8 GEMVs on the FFMA path; 1: on the tensor cores wherever they can be"},
     {"PARETO_QUANT_ODD", "0: the odd int4 columns shifted down before the tensor cores, not read in place under exponent 64"},
     {"PARETO_QUANT_ZERO_MMA", "1: int4 g128 (fp16, batch 1-8) subtracts its zero point on the tensor cores, not through per-unit sums of x"},
+    {"PARETO_QUANT_SHORT_WARPS", "1: the int4/int8 half-chunk rings (batch 8-16) give a warp one whole chunk at the least, not two"},
     {"PARETO_QUANT_HALVES", "0: whole chunks in the int4/int8 rings at batch 8 and 16"},
     {"PARETO_BITMASK_MMA", "0: the N:M GEMVs on the FFMA path; 1: on the tensor cores wherever they can be"},
     {"PARETO_BITMASK_INT4_MMA", "0: 2:4 + int4 on the FFMA path"},

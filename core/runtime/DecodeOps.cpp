@@ -236,7 +236,7 @@ void* pointerOf(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullp
 // One split over the cache for the fused kernel and the two-kernel path alike, sized by the fused kernel's
 // residency: the ranges' partials are merged in the split's order, so the step's bits must not depend on which
 // path ran (PARETO_DECODE_FUSED; DecodeOpsCuda.RopeAttentionEqualsTheTwoKernelsBitForBit). The unfused kernel holds
-// one block more a multiprocessor, which gave it one range more at some shapes.
+// one block more a multiprocessor, so its own residency would cut the cache into other ranges.
 k::DecodeAttentionSplit stepAttentionSplit(const k::DecodeAttentionProblem& p) {
   return k::decodeRopeAttentionSplit(p, at::cuda::getCurrentDeviceProperties()->multiProcessorCount,
                                      k::decodeAttentionResidentBlocks(p, /*fused=*/true));

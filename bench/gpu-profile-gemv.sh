@@ -3,7 +3,7 @@
 # bench/gpu-gemv-kernels.sh or bench/build-gemv-kernels.sh first): for each format and batch in GEMV_NCU_CASES
 # (default int4-g128:1 int4-g128:8 dense:1; the batch after the last colon), the four Llama-3.1-8B shapes of layer 0 in their first (eager)
 # launch: duration, DRAM and SM throughput, issue-slot use, warps, the top stall reasons (raw CSV + a table), and
-# the SASS lines with the most stall samples of the int4 batch-1 gate+up GEMV.
+# the SASS lines with the most stall samples of one gate+up GEMV (GEMV_NCU_SASS_CASE, default int4-g128:1).
 #   bench/gpu-profile-gemv.sh [OUTDIR]
 # ncu runs with --clock-control none (the device notes: leave the clocks alone) and flushes the caches before each
 # kernel (its default), so each GEMV streams its weight from memory, but without its neighbours in the graph (no
@@ -29,12 +29,13 @@ for c in ${GEMV_NCU_CASES:-int4-g128:1 int4-g128:8 dense:1}; do
 done
 
 if [ "${GEMV_NCU_SASS:-1}" = 1 ]; then
-  echo; echo "== [${SECONDS}s] ncu: SASS lines of the int4 batch-1 gate+up GEMV (stall samples)"
+  c="${GEMV_NCU_SASS_CASE:-int4-g128:1}"; f="${c%:*}"; b="${c##*:}"; name="$(echo "$f-b$b" | tr -c 'a-zA-Z0-9\n-' _)"
+  echo; echo "== [${SECONDS}s] ncu: SASS lines of the $f batch-$b gate+up GEMV (stall samples)"
   timeout 150 ncu --clock-control none --kernel-name-base demangled --kernel-name regex:ringGemvKernel --launch-skip 2 \
-    --launch-count 1 --section SourceCounters --section WarpStateStats -f -o "$out/ncu-int4-gateup" "$bin" bench \
-    --batch 1 --runs 1 --formats int4-g128 >"$out/ncu-int4-gateup.log" 2>&1 \
-    && ncu --import "$out/ncu-int4-gateup.ncu-rep" --page source --print-source sass --csv >"$out/ncu-int4-gateup-sass.csv" 2>>"$out/ncu-int4-gateup.log" \
-    || { status=1; tail -5 "$out/ncu-int4-gateup.log"; }
-  python3 "$here/scripts/ncu_sass.py" "$out/ncu-int4-gateup-sass.csv" || status=1
+    --launch-count 1 --section SourceCounters --section WarpStateStats -f -o "$out/ncu-$name-gateup" "$bin" bench \
+    --batch "$b" --runs 1 --formats "$f" >"$out/ncu-$name-gateup.log" 2>&1 \
+    && ncu --import "$out/ncu-$name-gateup.ncu-rep" --page source --print-source sass --csv >"$out/ncu-$name-gateup-sass.csv" 2>>"$out/ncu-$name-gateup.log" \
+    || { status=1; tail -5 "$out/ncu-$name-gateup.log"; }
+  python3 "$here/scripts/ncu_sass.py" "$out/ncu-$name-gateup-sass.csv" || status=1
 fi
 exit $status

@@ -38,6 +38,11 @@ bool bitmaskUsesTensorCores(int n, int m, int compiledBatch) {
   return false;
 }
 
+bool bitmaskTwoChains() {
+  static const bool on = kernelSwitch("PARETO_BITMASK_TWO_CHAINS") == SwitchSetting::On;
+  return on;
+}
+
 GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, const BitmaskNMGemvWeight& w, int multiprocessors) {
   const int batch = compiledBatch(p.batch);
   if (bitmaskUsesTensorCores(w.n, w.m, batch)) {

@@ -18,7 +18,7 @@ namespace {
 // at K = 16) or 0.5 + 6 uint4 (K = 24: 3.3 KB), so two fit in the 128 registers of 4 blocks a multiprocessor
 // (GemvProblem.h: kResidentBlocks). The layout is unchanged and the words are walked in the same order (chunk
 // c = parts kParts·c ... kParts·c + kParts − 1), so the sums are accumulated in the same order.
-template <int K, ActivationType T>
+template <int K, ActivationType T, bool kTwoChains = false>
 struct BitmaskFormat {
   static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
   static constexpr int kWords = K <= 16 ? 4 : 2;                      // mask words of a part
@@ -63,22 +63,45 @@ struct BitmaskFormat {
     } else {
       words[0] = f.mask.x; words[1] = f.mask.y;
     }
+    // Value j of word k: its register is a compile-time constant after unrolling.
+    const auto valueOf = [&](int k, int j) {
+      const int idx = k * K + j;
+      const uint4& piece = f.value[idx / 8];
+      const int word = (idx % 8) / 2;
+      const uint32_t bits = word == 0 ? piece.x : word == 1 ? piece.y : word == 2 ? piece.z : piece.w;
+      return (idx % 2 == 0) ? A::lowToFloat(bits) : A::highToFloat(bits);
+    };
 #pragma unroll
     for (int k = 0; k < kWords; ++k) {
-      uint32_t mask = words[k];
       const float* xw = xs + k * 32;
-      // Highest set bit first, so value j of the word runs from K-1 down to 0: its register is a constant.
+      if constexpr (kTwoChains) {
+        // Two independent walks of K/2 steps (bitmaskTwoChains): the lowest K/2 set bits bottom-up (values 0 ..
+        // K/2 - 1) and, over the reversed word, the highest K/2 top-down (values K - 1 .. K/2). Each step's
+        // dependency is `m & (m - 1)`; the bit's position comes off that chain.
+        uint32_t low = words[k], high = __brev(words[k]);
 #pragma unroll
-      for (int j = K - 1; j >= 0; --j) {
-        const int col = 31 - __clz(mask);
-        mask ^= 1u << col;
-        const int idx = k * K + j;            // compile-time after unrolling
-        const uint4& piece = f.value[idx / 8];
-        const int word = (idx % 8) / 2;
-        const uint32_t bits = word == 0 ? piece.x : word == 1 ? piece.y : word == 2 ? piece.z : piece.w;
-        const float value = (idx % 2 == 0) ? A::lowToFloat(bits) : A::highToFloat(bits);
+        for (int j = 0; j < K / 2; ++j) {
+          const int lowCol = __ffs(low) - 1, highCol = 32 - __ffs(high);
+          low &= low - 1;
+          high &= high - 1;
+          const float lowValue = valueOf(k, j), highValue = valueOf(k, K - 1 - j);
 #pragma unroll
-        for (int b = 0; b < B; ++b) acc[b] = fmaf(value, xw[b * xStride + col], acc[b]);
+          for (int b = 0; b < B; ++b) {
+            acc[b] = fmaf(lowValue, xw[b * xStride + lowCol], acc[b]);
+            acc[b] = fmaf(highValue, xw[b * xStride + highCol], acc[b]);
+          }
+        }
+      } else {
+        uint32_t mask = words[k];
+        // Highest set bit first, so value j of the word runs from K-1 down to 0.
+#pragma unroll
+        for (int j = K - 1; j >= 0; --j) {
+          const int col = 31 - __clz(mask);
+          mask ^= 1u << col;
+          const float value = valueOf(k, j);
+#pragma unroll
+          for (int b = 0; b < B; ++b) acc[b] = fmaf(value, xw[b * xStride + col], acc[b]);
+        }
       }
     }
   }
@@ -216,7 +239,7 @@ struct BitmaskMmaFormat {
 // column order. x is staged with each 16 columns in the order (0 1 8 9 | 2 3 10 11 | 4 5 12 13 | 6 7 14 15), so
 // that the lane's B fragment of a k-block (k slots 2t, 2t + 1, 2t + 8, 2t + 9) is one 8-byte load. Per word and
 // lane: 2 value loads, 4 zeroing stores, 16 bit-scans and stores, 4 ldmatrix, 1 x load and 4 MMAs a batch tile.
-template <ActivationType T>
+template <ActivationType T, bool kTwoChains = false>
 struct BitmaskScatterMmaFormat {
   static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
   using Slots = BitmaskMmaFormat<T>;
@@ -277,13 +300,28 @@ struct BitmaskScatterMmaFormat {
       if (k > 0) __syncwarp();  // every lane has read the previous word's tile
 #pragma unroll
       for (int q = 0; q < 4; ++q) reinterpret_cast<uint4*>(myRow)[q] = make_uint4(0, 0, 0, 0);
-      uint32_t mask = maskWords[k];
-#pragma unroll
-      for (int j = 15; j >= 0; --j) {
-        const int col = 31 - __clz(mask);
-        mask ^= 1u << col;
+      const auto put = [&](int j, int col) {
         const uint32_t bits = values[j / 2];
         *reinterpret_cast<unsigned short*>(myRow + 2 * col) = static_cast<unsigned short>(j % 2 == 0 ? bits : bits >> 16);
+      };
+      if constexpr (kTwoChains) {  // as BitmaskFormat::compute: two walks of 8 steps, lowest and highest set bits
+        uint32_t low = maskWords[k], high = __brev(maskWords[k]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int lowCol = __ffs(low) - 1, highCol = 32 - __ffs(high);
+          low &= low - 1;
+          high &= high - 1;
+          put(j, lowCol);
+          put(15 - j, highCol);
+        }
+      } else {
+        uint32_t mask = maskWords[k];
+#pragma unroll
+        for (int j = 15; j >= 0; --j) {
+          const int col = 31 - __clz(mask);
+          mask ^= 1u << col;
+          put(j, col);
+        }
       }
       __syncwarp();  // every lane's row is in the tile
 #pragma unroll
@@ -319,7 +357,7 @@ struct BitmaskScatterMmaFormat {
   }
 };
 
-template <int K, ActivationType T>
+template <int K, ActivationType T, bool kTwoChains>
 std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
   if constexpr (K == 16) {
@@ -329,14 +367,15 @@ std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const Gem
                                       bitmaskChunks(p.cols)};
       // The split (bitmaskNMGemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
       const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskMmaChunkCols), 0, partials, counters);
-      const cudaError_t e = w.n == 2 && w.m == 4
-                                ? detail::launchPackedGemv<M, T, false>(params, a, s.sharedBytes, stream)
-                                : detail::launchPackedGemv<BitmaskScatterMmaFormat<T>, T, false>(params, a,
-                                                                                                 s.sharedBytes, stream);
+      const cudaError_t e =
+          w.n == 2 && w.m == 4
+              ? detail::launchPackedGemv<M, T, false>(params, a, s.sharedBytes, stream)
+              : detail::launchPackedGemv<BitmaskScatterMmaFormat<T, kTwoChains>, T, false>(params, a, s.sharedBytes,
+                                                                                           stream);
       return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_nm_gemv launch");
     }
   }
-  using F = BitmaskFormat<K, T>;
+  using F = BitmaskFormat<K, T, kTwoChains>;
   typename F::Params params{reinterpret_cast<const uint4*>(w.masks), static_cast<const uint4*>(w.values),
                             bitmaskChunks(p.cols)};
   // The split counts the layout's 256-column chunks; the kernel walks parts of them (see BitmaskFormat): the
@@ -351,8 +390,11 @@ std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const Gem
 template <int K>
 std::string launchTyped(const GemvProblem& p, const BitmaskNMGemvWeight& w, const GemvSplit& s, float* partials,
                         int* counters, cudaStream_t stream) {
-  return p.type == ActivationType::Float16 ? launch<K, ActivationType::Float16>(p, w, s, partials, counters, stream)
-                                           : launch<K, ActivationType::BFloat16>(p, w, s, partials, counters, stream);
+  if (bitmaskTwoChains())
+    return p.type == ActivationType::Float16 ? launch<K, ActivationType::Float16, true>(p, w, s, partials, counters, stream)
+                                             : launch<K, ActivationType::BFloat16, true>(p, w, s, partials, counters, stream);
+  return p.type == ActivationType::Float16 ? launch<K, ActivationType::Float16, false>(p, w, s, partials, counters, stream)
+                                           : launch<K, ActivationType::BFloat16, false>(p, w, s, partials, counters, stream);
 }
 
 }  // namespace

@@ -46,15 +46,17 @@ if [ "${GEMV_AB:-1}" = 1 ]; then
   # GEMV_AB_ENV: the settings of the other side (default the quantized kernels' FFMA path), or several sides
   # separated by ';', each a space-separated list of VAR=VALUE; GEMV_AB_FORMATS the formats timed with each side,
   # one process each. GEMV_AB_TEST: the numbers of the sides (1 = the first) to run `test` under as well, e.g.
-  # "1 3" (a knob's own code path checked where it is not the default).
+  # "1 3" (a knob's own code path checked where it is not the default); those also in GEMV_AB_SMALL_TEST run
+  # `test --small` (every kernel and batch at the small shapes) instead.
   IFS=';' read -ra sides <<<"${GEMV_AB_ENV:-PARETO_QUANT_MMA=0}"
   n=0
   for side in "${sides[@]}"; do
     n=$((n + 1))
     if [[ " ${GEMV_AB_TEST:-} " == *" $n "* ]]; then
-      step "test under $side"
+      small=""; [[ " ${GEMV_AB_SMALL_TEST:-} " == *" $n "* ]] && small="--small"
+      step "test $small under $side"
       # shellcheck disable=SC2086  # a side is a list of settings
-      env $side "$bin" test >"$out/test-ab-$n.log" 2>&1 || status=1
+      env $side "$bin" test $small >"$out/test-ab-$n.log" 2>&1 || status=1
       grep -E "^FAIL|^TESTS" "$out/test-ab-$n.log" | head -30
     fi
     step "A/B: $side"

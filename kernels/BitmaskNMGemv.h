@@ -56,6 +56,10 @@ bool bitmaskUsesTensorCores(int n, int m, int compiledBatch);
 // of K/2 steps, the lowest bits bottom-up and the highest over the reversed word, each step only `m & (m - 1)`
 // (prediction and measurement: bench/NOTES.md "two chains"). Read once.
 bool bitmaskTwoChains();
+// PARETO_BITMASK_GATHER=1: the patterns of BitmaskScatterMmaFormat gather each lane's A fragments from the slot with
+// 16-bit loads (BitmaskGatherMmaFormat) instead of scattering rows into a dense tile (prediction and measurement:
+// bench/NOTES.md "gather"). Read once.
+bool bitmaskGather();
 // Its weight stream: each warp a ring of kBitmaskRingStages shared-memory slots of one 128-column chunk (half a
 // layout chunk): 8 value pieces of 512 bytes and the 32 lanes' 4 mask words, filled by cp.async.
 inline constexpr int kBitmaskMmaChunkCols = 128;

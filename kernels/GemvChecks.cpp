@@ -38,6 +38,11 @@ bool bitmaskUsesTensorCores(int n, int m, int compiledBatch) {
   return false;
 }
 
+bool bitmaskGather() {
+  static const bool on = kernelSwitch("PARETO_BITMASK_GATHER") == SwitchSetting::On;
+  return on;
+}
+
 bool bitmaskTwoChains() {
   static const bool on = kernelSwitch("PARETO_BITMASK_TWO_CHAINS") == SwitchSetting::On;
   return on;

@@ -357,6 +357,98 @@ struct BitmaskScatterMmaFormat {
   }
 };
 
+// The same patterns as BitmaskScatterMmaFormat (16 kept values a word, not 2:4), with the A fragments gathered
+// instead of scattered (bitmaskGather, PARETO_BITMASK_GATHER=1): no dense tile. Lane (g, t) holds, for each k-block
+// of 16 columns, columns 2t, 2t + 1, 2t + 8, 2t + 9 of rows g and g + 8 of each m-tile; for a column pair
+// (c, c + 1) of row R its values are the word's values idx and idx + bit(c), idx = popc(mask below c), read with
+// 16-bit shared-memory loads from the slot as the ring copied it (value idx of word k of row R: piece 2k + idx / 8,
+// half idx % 8 of the row's 16 bytes), only where the bit is set. Per word and lane: 16 masked popcounts, up to 32
+// 16-bit loads (half of them on average), 16 byte permutes; no stores, no __syncwarp, no ldmatrix. The 16-bit
+// loads of a warp touch the 4-bank slices of its 8 rows (one row's slice a quad), against the scatter's 16 random
+// 16-bit stores a lane (~3.3 conflict wavefronts each), the zeroing and the ldmatrix reads. x is staged and read
+// as in BitmaskScatterMmaFormat.
+template <ActivationType T>
+struct BitmaskGatherMmaFormat {
+  static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
+  using Scatter = BitmaskScatterMmaFormat<T>;
+  using Slots = BitmaskMmaFormat<T>;
+  static constexpr int kChunkCols = kBitmaskMmaChunkCols;
+  static constexpr int kRingStages = kBitmaskRingStages;
+  static constexpr int kSlotBytes = kBitmaskSlotBytes;
+  using Params = typename Slots::Params;
+  template <int B> static constexpr int kTiles = Scatter::template kTiles<B>;
+  template <int B> using Accumulator = typename Scatter::template Accumulator<B>;
+
+  // The split sizes the shared memory as for the scatter path (its tiles stay reserved, unused here).
+  template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
+    return Scatter::template stagedWords<B>(sliceCols);
+  }
+  template <int B>
+  __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
+                                               const uint4& v) {
+    Scatter::template stage<B>(xs, b, col, sliceCols, v);
+  }
+  __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
+                                                   uint32_t slot, uint64_t evictFirst) {
+    Slots::copyChunk(w, group, chunk, lane, slot, evictFirst);
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void computeSlot(const Params&, const uint8_t* slot, int64_t, int64_t,
+                                                     int64_t localChunk, int lane, const uint32_t* xs,
+                                                     int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
+    constexpr int kN = kTiles<B>;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t rowWords = (sliceCols + Scatter::kPadHalves) / 2;
+    const uint32_t* xRow[kN];
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 2 * t : nullptr;
+    const auto* halves = reinterpret_cast<const unsigned short*>(slot);
+    // The mask words of the lane's rows g + 8j (j = 2m + r: m-tile m, its upper 8 rows when r = 1).
+    uint4 mw[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) mw[j] = *reinterpret_cast<const uint4*>(slot + kBitmaskValueBytes + (g + 8 * j) * 16);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      uint32_t a[2][2][4];  // [m-tile][k-block][register]
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t mask = k == 0 ? mw[j].x : k == 1 ? mw[j].y : k == 2 ? mw[j].z : mw[j].w;
+        const unsigned short* row = halves + (2 * k) * 256 + (g + 8 * j) * 8;  // value i: row[(i >> 3) * 256 + (i & 7)]
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {  // columns c, c + 1 with c = 2t + 8p: k-block p / 2, register r + 2 (p % 2)
+          const int c = 2 * t + 8 * p;
+          const int idx = __popc(mask & ((1u << c) - 1u));
+          const uint32_t bits = mask >> c;
+          const int idx1 = idx + int(bits & 1u);
+          const uint32_t lo = (bits & 1u) ? row[((idx >> 3) << 8) + (idx & 7)] : 0u;
+          const uint32_t hi = (bits & 2u) ? row[((idx1 >> 3) << 8) + (idx1 & 7)] : 0u;
+          a[j >> 1][p >> 1][(j & 1) + 2 * (p & 1)] = lo | (hi << 16);
+        }
+      }
+#pragma unroll
+      for (int kb = 0; kb < 2; ++kb) {
+        uint2 xb[kN];
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+          xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + 16 * k + 8 * kb) : make_uint2(0, 0);
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int n = 0; n < kN; ++n)
+            detail::mma16816<T>(acc.v[kb][m][n], a[m][kb][0], a[m][kb][1], a[m][kb][2], a[m][kb][3], xb[n].x,
+                                xb[n].y);
+      }
+    }
+  }
+
+  template <int B>
+  __device__ static __forceinline__ void finish(const Accumulator<B>& acc, int lane, float (&total)[B]) {
+    Scatter::template finish<B>(acc, lane, total);
+  }
+};
+
 template <int K, ActivationType T, bool kTwoChains>
 std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
@@ -368,8 +460,9 @@ std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const Gem
       // The split (bitmaskNMGemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
       const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskMmaChunkCols), 0, partials, counters);
       const cudaError_t e =
-          w.n == 2 && w.m == 4
-              ? detail::launchPackedGemv<M, T, false>(params, a, s.sharedBytes, stream)
+          w.n == 2 && w.m == 4 ? detail::launchPackedGemv<M, T, false>(params, a, s.sharedBytes, stream)
+          : bitmaskGather()
+              ? detail::launchPackedGemv<BitmaskGatherMmaFormat<T>, T, false>(params, a, s.sharedBytes, stream)
               : detail::launchPackedGemv<BitmaskScatterMmaFormat<T, kTwoChains>, T, false>(params, a, s.sharedBytes,
                                                                                            stream);
       return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_nm_gemv launch");

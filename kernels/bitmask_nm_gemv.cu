@@ -273,17 +273,39 @@ struct BitmaskScatterMmaFormat {
     Slots::copyChunk(w, group, chunk, lane, slot, evictFirst);
   }
 
+  // The lane's batch rows g + 8n of the chunk's staged x, at its k slots 2t, 2t + 1, 2t + 8, 2t + 9 of the first
+  // k-block (nullptr for rows past the batch).
+  template <int B>
+  __device__ static __forceinline__ void laneRowsOfX(const uint32_t* xs, int64_t sliceCols, int64_t localChunk, int lane,
+                                                     const uint32_t* (&xRow)[kTiles<B>]) {
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t rowWords = (sliceCols + kPadHalves) / 2;
+#pragma unroll
+    for (int n = 0; n < kTiles<B>; ++n)
+      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 2 * t : nullptr;
+  }
+  // The MMAs of k-block kb of word k: A fragments a[m-tile], B the lane's x of those 16 columns.
+  template <int B>
+  __device__ static __forceinline__ void kBlockProducts(const uint32_t (&a)[2][4], const uint32_t* const (&xRow)[kTiles<B>],
+                                                        int k, int kb, Accumulator<B>& acc) {
+    uint2 xb[kTiles<B>];
+#pragma unroll
+    for (int n = 0; n < kTiles<B>; ++n)
+      xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + 16 * k + 8 * kb) : make_uint2(0, 0);
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int n = 0; n < kTiles<B>; ++n)
+        detail::mma16816<T>(acc.v[kb][m][n], a[m][0], a[m][1], a[m][2], a[m][3], xb[n].x, xb[n].y);
+  }
+
   template <int B>
   __device__ static __forceinline__ void computeSlot(const Params&, const uint8_t* slot, int64_t, int64_t,
                                                      int64_t localChunk, int lane, const uint32_t* xs,
                                                      int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
     constexpr int kN = kTiles<B>;
-    const int g = lane >> 2, t = lane & 3;
-    const int64_t rowWords = (sliceCols + kPadHalves) / 2;
     const uint32_t* xRow[kN];
-#pragma unroll
-    for (int n = 0; n < kN; ++n)
-      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 2 * t : nullptr;
+    laneRowsOfX<B>(xs, sliceCols, localChunk, lane, xRow);
     uint8_t* tile = reinterpret_cast<uint8_t*>(const_cast<uint32_t*>(xs) + xWords<B>(sliceCols)) +
                     (threadIdx.x / 32) * kBitmaskScatterTileBytes;
     uint8_t* myRow = tile + lane * kTileRowBytes;
@@ -329,15 +351,7 @@ struct BitmaskScatterMmaFormat {
         uint32_t a[2][4];
 #pragma unroll
         for (int m = 0; m < 2; ++m) detail::ldmatrixX4(a[m], fragmentAddress + m * 16 * kTileRowBytes + kb * 32);
-        uint2 xb[kN];
-#pragma unroll
-        for (int n = 0; n < kN; ++n)
-          xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + 16 * k + 8 * kb) : make_uint2(0, 0);
-#pragma unroll
-        for (int m = 0; m < 2; ++m)
-#pragma unroll
-          for (int n = 0; n < kN; ++n)
-            detail::mma16816<T>(acc.v[kb][m][n], a[m][0], a[m][1], a[m][2], a[m][3], xb[n].x, xb[n].y);
+        kBlockProducts<B>(a, xRow, k, kb, acc);
       }
     }
     // The ring kernel's __syncwarp after this chunk orders the last word's ldmatrix before the next chunk's
@@ -365,45 +379,23 @@ struct BitmaskScatterMmaFormat {
 // half idx % 8 of the row's 16 bytes), only where the bit is set. Per word and lane: 16 masked popcounts, up to 32
 // 16-bit loads (half of them on average), 16 byte permutes; no stores, no __syncwarp, no ldmatrix. The 16-bit
 // loads of a warp touch the 4-bank slices of its 8 rows (one row's slice a quad), against the scatter's 16 random
-// 16-bit stores a lane (~3.3 conflict wavefronts each), the zeroing and the ldmatrix reads. x is staged and read
-// as in BitmaskScatterMmaFormat.
+// 16-bit stores a lane (~3.3 conflict wavefronts each), the zeroing and the ldmatrix reads. The staging of x,
+// the slots, the accumulator and the split (its tiles stay reserved, unused here) are BitmaskScatterMmaFormat's;
+// only computeSlot differs.
 template <ActivationType T>
-struct BitmaskGatherMmaFormat {
-  static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
+struct BitmaskGatherMmaFormat : BitmaskScatterMmaFormat<T> {
   using Scatter = BitmaskScatterMmaFormat<T>;
-  using Slots = BitmaskMmaFormat<T>;
-  static constexpr int kChunkCols = kBitmaskMmaChunkCols;
-  static constexpr int kRingStages = kBitmaskRingStages;
-  static constexpr int kSlotBytes = kBitmaskSlotBytes;
-  using Params = typename Slots::Params;
-  template <int B> static constexpr int kTiles = Scatter::template kTiles<B>;
+  using typename Scatter::Params;
   template <int B> using Accumulator = typename Scatter::template Accumulator<B>;
-
-  // The split sizes the shared memory as for the scatter path (its tiles stay reserved, unused here).
-  template <int B> __host__ __device__ static constexpr int64_t stagedWords(int64_t sliceCols) {
-    return Scatter::template stagedWords<B>(sliceCols);
-  }
-  template <int B>
-  __device__ static __forceinline__ void stage(uint32_t* xs, int64_t b, int64_t col, int64_t sliceCols,
-                                               const uint4& v) {
-    Scatter::template stage<B>(xs, b, col, sliceCols, v);
-  }
-  __device__ static __forceinline__ void copyChunk(const Params& w, int64_t group, int64_t chunk, int lane,
-                                                   uint32_t slot, uint64_t evictFirst) {
-    Slots::copyChunk(w, group, chunk, lane, slot, evictFirst);
-  }
 
   template <int B>
   __device__ static __forceinline__ void computeSlot(const Params&, const uint8_t* slot, int64_t, int64_t,
                                                      int64_t localChunk, int lane, const uint32_t* xs,
                                                      int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
-    constexpr int kN = kTiles<B>;
+    constexpr int kN = Scatter::template kTiles<B>;
     const int g = lane >> 2, t = lane & 3;
-    const int64_t rowWords = (sliceCols + Scatter::kPadHalves) / 2;
     const uint32_t* xRow[kN];
-#pragma unroll
-    for (int n = 0; n < kN; ++n)
-      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 2 * t : nullptr;
+    Scatter::template laneRowsOfX<B>(xs, sliceCols, localChunk, lane, xRow);
     const auto* halves = reinterpret_cast<const unsigned short*>(slot);
     // The mask words of the lane's rows g + 8j (j = 2m + r: m-tile m, its upper 8 rows when r = 1).
     uint4 mw[4];
@@ -411,7 +403,7 @@ struct BitmaskGatherMmaFormat {
     for (int j = 0; j < 4; ++j) mw[j] = *reinterpret_cast<const uint4*>(slot + kBitmaskValueBytes + (g + 8 * j) * 16);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      uint32_t a[2][2][4];  // [m-tile][k-block][register]
+      uint32_t a[2][2][4];  // [k-block][m-tile][register]
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint32_t mask = k == 0 ? mw[j].x : k == 1 ? mw[j].y : k == 2 ? mw[j].z : mw[j].w;
@@ -424,28 +416,12 @@ struct BitmaskGatherMmaFormat {
           const int idx1 = idx + int(bits & 1u);
           const uint32_t lo = (bits & 1u) ? row[((idx >> 3) << 8) + (idx & 7)] : 0u;
           const uint32_t hi = (bits & 2u) ? row[((idx1 >> 3) << 8) + (idx1 & 7)] : 0u;
-          a[j >> 1][p >> 1][(j & 1) + 2 * (p & 1)] = lo | (hi << 16);
+          a[p >> 1][j >> 1][(j & 1) + 2 * (p & 1)] = lo | (hi << 16);
         }
       }
 #pragma unroll
-      for (int kb = 0; kb < 2; ++kb) {
-        uint2 xb[kN];
-#pragma unroll
-        for (int n = 0; n < kN; ++n)
-          xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + 16 * k + 8 * kb) : make_uint2(0, 0);
-#pragma unroll
-        for (int m = 0; m < 2; ++m)
-#pragma unroll
-          for (int n = 0; n < kN; ++n)
-            detail::mma16816<T>(acc.v[kb][m][n], a[m][kb][0], a[m][kb][1], a[m][kb][2], a[m][kb][3], xb[n].x,
-                                xb[n].y);
-      }
+      for (int kb = 0; kb < 2; ++kb) Scatter::template kBlockProducts<B>(a[kb], xRow, k, kb, acc);
     }
-  }
-
-  template <int B>
-  __device__ static __forceinline__ void finish(const Accumulator<B>& acc, int lane, float (&total)[B]) {
-    Scatter::template finish<B>(acc, lane, total);
   }
 };
 

@@ -112,8 +112,8 @@ bool quantZeroMmaApplies(const QuantGroupGemvWeight& w, ActivationType type, int
 }
 
 bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch) {
-  // Off until a device run has checked and timed it (bench/NOTES.md "v6r on main"): PARETO_QUANT_ZERO_MMA=1 takes it.
-  static const bool enabled = kernelSwitch("PARETO_QUANT_ZERO_MMA") == SwitchSetting::On;
+  // On wherever it applies (bench/NOTES.md "v6r measured": −7 to −14% at batch 1-8); PARETO_QUANT_ZERO_MMA=0 turns it off.
+  static const bool enabled = kernelSwitch("PARETO_QUANT_ZERO_MMA") != SwitchSetting::Off;
   return enabled && quantZeroMmaApplies(w, type, compiledBatch);
 }
 
@@ -127,13 +127,10 @@ GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& 
     const int halves = quantRingHalves(w.bits, p.type, batch);
     // No sum floats where the zero point is on the tensor cores.
     const int sumUnit = quantZeroOnTensorCores(w, p.type, batch) ? 0 : int(quantRingSumUnit(w.groupSize, w.bits, halves));
-    // At least 2 whole chunks a warp; with PARETO_QUANT_SHORT_WARPS=1 one (half-chunk rings, batch 8-16: o and qkv
-    // then fill both places of every multiprocessor instead of one; bench/NOTES.md "short warps", unmeasured).
-    static const bool shortWarps = kernelSwitch("PARETO_QUANT_SHORT_WARPS") == SwitchSetting::On;
-    const int minChunks = shortWarps && halves == 2 ? halves : 2 * halves;
+    // At least 2 whole chunks a warp (one measured slower at batch 8-16: bench/NOTES.md "short warps").
     return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits) * halves, quantChunkCols(w.bits) / halves, batch,
                            sumUnit, multiprocessors, kRingMaxSharedBytes,
-                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), minChunks);
+                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), 2 * halves);
   }
   return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
                          int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kMaxStagedBytes);

@@ -5,8 +5,14 @@
 // Kernel layout (GemvProblem.h):
 //
 //   chunk      128 columns = 8 groups of 16; C = ceil(cols / 128); b = bits (2, 3 or 4)
-//   codes      [G][C][b pieces][32 lanes][16 bytes]   a lane's 128 codes of a chunk as one little-endian bit
-//              stream: the code of column 128c + i at bits [b·i, b·i + b)
+//   codes      [G][C][b pieces][32 lanes][16 bytes]   a lane's 128 codes of a chunk as 4b little-endian 32-bit
+//              words, the codes of columns 2p and 2p + 1 ("pair p") 16 bits apart in one word, so that the
+//              tensor-core path turns a pair into two fp16 values with one shift and one LOP3:
+//              spqrCodeBit(b, i, k) is where bit k of column i's code sits in the lane's 128b bits. Word w holds
+//              pairs per·w .. per·w + per − 1 (per = 16 / b: 8, 5 or 4), pair per·w + j at bits [b·j, b·j + b)
+//              (column 2p) and [16 + b·j, ...) (column 2p + 1); at 3 bits, 60 pairs fill bits 0-14 and 16-30 of
+//              the 12 words and pair 60 + i takes bit 15 (column 2p) and bit 31 (2p + 1) of words 3i, 3i + 1,
+//              3i + 2 for its code bits 0, 1, 2
 //   stats      uint8 [G][C][32 lanes][8]   per group: scale code in the low nibble, zero code in the high one
 //   second     fp16 pairs (base, step) [G][C·8][32 / scaleGroup]: the scale's second-level grid of the rows
 //              32g + scaleGroup·j ... of one group
@@ -45,6 +51,15 @@ struct SpqrGemvWeight {
 };
 
 inline int64_t spqrChunks(int64_t cols) { return ceilDiv(cols, kSpqrChunkCols); }
+
+// The code layout of a lane's chunk (above): bit `bit` of the code of column `column` (0..127) of the chunk, as a
+// bit index into the lane's 16·bits bytes read as little-endian 32-bit words.
+PARETO_HOST_DEVICE constexpr int spqrPairsPerWord(int bits) { return 16 / bits; }
+PARETO_HOST_DEVICE constexpr int spqrCodeBit(int bits, int column, int bit) {
+  const int pair = column / 2, high = column % 2, per = spqrPairsPerWord(bits);
+  if (pair < per * 4 * bits) return 32 * (pair / per) + 16 * high + bits * (pair % per) + bit;
+  return 32 * (3 * (pair - per * 4 * bits) + bit) + 15 + 16 * high;  // 3 bits: the words' spare bits
+}
 
 // The tensor-core path (spqr_gemv.cu: SpqrMmaFormat), through the shared-memory ring of GemvDriver.cuh, from
 // batch kSpqrMmaMinBatch on, for second-level groups of at least kSpqrMmaMinScaleGroup rows (a chunk's grids then

@@ -11,6 +11,8 @@ struct SpqrFormat {
   static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
   static constexpr int kChunkCols = kSpqrChunkCols;
   static constexpr int kWords = 4 * Bits;  // 128 codes · Bits bits / 32
+  // Pairs of columns whose codes sit together in one word (SpqrGemv.h); at 3 bits the last 4 take spare bits.
+  static constexpr int kMainPairs = spqrPairsPerWord(Bits) * kWords;
   struct Params {
     const uint4* codes;
     const uint2* stats;
@@ -23,18 +25,22 @@ struct SpqrFormat {
     int secondPerGroup;  // 32 / scaleGroup
   };
 
-  // f = 0.5 + q/256 for the code at bit `offset` of the lane's stream (q placed at bits 16.. under exponent
-  // 0x3F, as in quant_group_gemv); `offset` is a compile-time constant after unrolling.
-  __device__ static __forceinline__ float codeFloat(const uint32_t (&s)[kWords], int offset) {
-    const int wi = offset / 32, sh = offset % 32;
-    uint32_t t;
-    if (sh <= 16) {
-      t = s[wi] << (16 - sh);
-    } else {
-      const uint32_t next = wi + 1 < kWords ? s[wi + 1] : 0u;
-      t = __funnelshift_r(s[wi], next, sh - 16);
+  // f = 0.5 + q/256 for the code of column `col` of the lane's chunk (q placed at bits 16.. under exponent 0x3F,
+  // as in quant_group_gemv); `col` is a compile-time constant after unrolling.
+  __device__ static __forceinline__ float codeFloat(const uint32_t (&s)[kWords], int col) {
+    constexpr uint32_t kMask = (1u << Bits) - 1u;
+    uint32_t t = 0;
+    if (col / 2 < kMainPairs) {  // the code's bits together in one word
+      const int at = spqrCodeBit(Bits, col, 0), wi = at / 32, sh = at % 32;
+      t = (sh <= 16 ? s[wi] << (16 - sh) : s[wi] >> (sh - 16)) & (kMask << 16);
+    } else {  // 3 bits: one spare bit of each of three words
+#pragma unroll
+      for (int b = 0; b < Bits; ++b) {
+        const int at = spqrCodeBit(Bits, col, b), wi = at / 32, sh = at % 32;
+        t |= (sh <= 16 + b ? s[wi] << (16 + b - sh) : s[wi] >> (sh - 16 - b)) & (1u << (16 + b));
+      }
     }
-    return __uint_as_float((t & (((1u << Bits) - 1u) << 16)) | 0x3F000000u);
+    return __uint_as_float(t | 0x3F000000u);
   }
 
   // A lane's code bit stream and statistics of one chunk (GemvDriver.cuh: `load` issues them, `compute` uses
@@ -82,8 +88,8 @@ struct SpqrFormat {
 #pragma unroll
       for (int i = 0; i < 16; i += 4) {
         const int col = g * 16 + i;
-        const float f0 = codeFloat(s, Bits * col), f1 = codeFloat(s, Bits * (col + 1));
-        const float f2 = codeFloat(s, Bits * (col + 2)), f3 = codeFloat(s, Bits * (col + 3));
+        const float f0 = codeFloat(s, col), f1 = codeFloat(s, col + 1);
+        const float f2 = codeFloat(s, col + 2), f3 = codeFloat(s, col + 3);
 #pragma unroll
         for (int b = 0; b < B; ++b) {
           const float4 x = *reinterpret_cast<const float4*>(xs + b * xStride + col);
@@ -226,15 +232,22 @@ struct SpqrMmaFormat {
                    : "memory");
   }
 
-  // Columns 2i and 2i + 1 of the chunk (i compile-time) from the lane's code stream, at bits 0 and 16 under
-  // kExponent.
+  // Columns 2i and 2i + 1 of the chunk (i compile-time) at bits 0 and 16 under kExponent: the layout keeps a pair's
+  // two codes 16 bits apart in one word (SpqrGemv.h), so this is a shift and one LOP3 (the last 4 pairs at 3 bits
+  // gather a bit from each of three words' spare bits 15 and 31).
   __device__ static __forceinline__ uint32_t codePair(const uint32_t (&s)[kWords], int i) {
-    const int offset = 2 * i * Bits, wi = offset / 32, sh = offset % 32;
-    const uint32_t v = sh + 2 * Bits <= 32 ? s[wi] >> sh : __funnelshift_r(s[wi], s[wi + 1], sh);
     constexpr uint32_t kMask = (1u << Bits) - 1u;
-    // Code 0 stays at bit 0, code 1 moves from bit Bits to bit 16 (the product's two copies do not overlap).
-    const uint32_t spread = (v & (kMask | kMask << Bits)) * (1u + (1u << (16 - Bits)));
-    return (spread & (kMask | kMask << 16)) | (kExponent * 0x10001u);
+    if (i < Plain::kMainPairs) {
+      const int at = spqrCodeBit(Bits, 2 * i, 0), wi = at / 32, sh = at % 32;
+      return ((s[wi] >> sh) & (kMask * 0x10001u)) | (kExponent * 0x10001u);
+    }
+    uint32_t v = kExponent * 0x10001u;
+#pragma unroll
+    for (int b = 0; b < Bits; ++b) {
+      const int at = spqrCodeBit(Bits, 2 * i, b), wi = at / 32, sh = at % 32;
+      v |= (s[wi] >> (sh - b)) & (0x10001u << b);
+    }
+    return v;
   }
   __device__ static __forceinline__ uint32_t subtractPair(uint32_t a, uint32_t b) {
     if constexpr (T == ActivationType::Float16) {

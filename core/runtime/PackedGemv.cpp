@@ -388,6 +388,28 @@ at::Tensor gemv(const BitmaskInt4KernelWeight& w, const at::Tensor& x, at::Tenso
 
 // --- SpQR ---------------------------------------------------------------------------------------------------
 
+namespace {
+
+// Each lane's 128 codes of a chunk ([..., 128] bytes, values < 2^bits) as its 16·bits bytes of the kernel layout
+// (kernels/SpqrGemv.h, spqrCodeBit): every code bit gathered to its place, 8 bits to a byte.
+at::Tensor spqrLaneStreams(const at::Tensor& lanes, int bits) {
+  std::vector<int64_t> source(size_t(k::kSpqrChunkCols * bits));  // the (column, bit) at each place of the stream
+  for (int column = 0; column < k::kSpqrChunkCols; ++column)
+    for (int bit = 0; bit < bits; ++bit) source[size_t(k::spqrCodeBit(bits, column, bit))] = column * bits + bit;
+  const auto options = lanes.options().dtype(at::kLong);
+  const at::Tensor shifts = at::arange(bits, options.dtype(at::kByte));
+  const at::Tensor codeBits = at::bitwise_and(at::bitwise_right_shift(lanes.unsqueeze(-1), shifts), 1)
+                                  .flatten(-2);  // [..., 128·bits]: column-major code bits
+  const at::Tensor stream = codeBits.index_select(-1, at::tensor(source, options));
+  std::vector<int64_t> shape = lanes.sizes().vec();
+  shape.back() = 16 * bits;
+  shape.push_back(8);
+  return at::bitwise_left_shift(stream.view(shape), at::arange(8, options.dtype(at::kByte)))
+      .sum(-1, false, at::kByte);
+}
+
+}  // namespace
+
 SpqrKernelWeight SpqrKernelWeight::fromParts(const SpqrParts& parts) {
   const at::Tensor& codes = parts.codes;
   if (!codes.defined() || codes.dim() != 2) throw InputError("SpQR weight: codes must be [rows, cols]");
@@ -418,12 +440,12 @@ SpqrKernelWeight SpqrKernelWeight::fromParts(const SpqrParts& parts) {
         0, outlierRows * groups + at::div(columns, k::kSpqrGroupCols, "floor"));
     dense.view({-1}).index_put_({outlierRows * cols + columns}, zeroAt);
   }
-  // Each lane's 128 codes of a chunk as one little-endian bit stream of 16·bits bytes.
+  // Each lane's 128 codes of a chunk as its 16·bits bytes in pair order (kernels/SpqrGemv.h).
   const at::Tensor lanes = padTo(dense, rowsP, chunks * k::kSpqrChunkCols)
                                .view({rowsP / 32, 32, chunks, k::kSpqrChunkCols})
                                .permute({0, 2, 1, 3})
                                .contiguous();
-  out.codes = packCodeBits(lanes, parts.bits)
+  out.codes = spqrLaneStreams(lanes, parts.bits)
                   .view({rowsP / 32, chunks, 32, parts.bits, 16})
                   .permute({0, 1, 3, 2, 4})
                   .contiguous();

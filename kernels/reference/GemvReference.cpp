@@ -118,7 +118,7 @@ std::vector<double> spqrGemvReference(const GemvProblem& p, const SpqrGemvWeight
           const int local = grp * kSpqrGroupCols + i;
           uint32_t q = 0;
           for (int bit = 0; bit < w.bits; ++bit) {
-            const int64_t at = int64_t(w.bits) * local + bit;
+            const int at = spqrCodeBit(w.bits, local, bit);
             q |= uint32_t(laneByte(w.codes, chunk, w.bits, lane, at / 8) >> (at % 8) & 1u) << bit;
           }
           row.add(c * kSpqrChunkCols + local, (double(q) - zero) * scale);

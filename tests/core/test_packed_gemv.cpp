@@ -460,13 +460,12 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
           const int compiled = k::compiledBatch(batch);
           const bool mma = k::quantUsesTensorCores(bits, type, compiled);
           const int halves = k::quantRingHalves(bits, type, compiled);
-          // No sums where the zero point is on the tensor cores (PARETO_QUANT_ZERO_MMA=1: int4 g128 in fp16 up to
-          // batch 8; the tests' environment leaves it unset, so off).
+          // No sums where the zero point is on the tensor cores (int4 g128 in fp16 up to batch 8; the tests'
+          // environment leaves PARETO_QUANT_ZERO_MMA unset, so wherever it applies).
           const bool zeroMma = k::quantZeroOnTensorCores(w, type, compiled);
-          EXPECT_FALSE(zeroMma) << rows << "x" << cols;
-          EXPECT_EQ(k::quantZeroMmaApplies(w, type, compiled),
-                    bits == 4 && type == k::ActivationType::Float16 && compiled <= 8)
+          EXPECT_EQ(zeroMma, bits == 4 && type == k::ActivationType::Float16 && compiled <= 8)
               << rows << "x" << cols << " batch " << batch;
+          EXPECT_EQ(k::quantZeroMmaApplies(w, type, compiled), zeroMma) << rows << "x" << cols << " batch " << batch;
           const size_t sums = zeroMma ? 0
                                       : sizeof(float) * size_t(compiled) *
                                             size_t(s.sliceCols / k::quantRingSumUnit(group, bits, halves));
@@ -487,7 +486,7 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
   }
 }
 
-// The zero point on the tensor cores (PARETO_QUANT_ZERO_MMA=1) rests on fp16 encodings: its A operands are exactly
+// The zero point on the tensor cores (int4 g128, QuantGroupFormats.cuh kZeroMma) rests on fp16 encodings: its A operands are exactly
 // −(1024 + z) and −(64 + z) for every zero a byte of 4-bit groups can hold and beyond (z ≤ 63), and the odd columns'
 // in-place read, (q << 4) | 0x5400, is exactly 64 + q, so that every column's (read − bias − z) is q − z.
 TEST(PackedGemvSplit, ZeroPointOperandsAreExactInHalfPrecision) {
@@ -782,6 +781,40 @@ TEST(BitmaskInt4Metadata, ReadBackThroughTheSparseFragmentsItIsTheMasks) {
       }
   EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }))
       << "every (row, group) is named by exactly one metadata slot";
+}
+
+// The SpQR code layout (kernels/SpqrGemv.h) is a permutation of a lane's 128·bits code bits, and where a pair's
+// codes share a word they sit 16 bits apart with their bits in order: what lets the tensor-core path build a pair
+// with one shift and one LOP3. fromParts packs by it and the float64 reference reads by it; the kernels' tests
+// (KernelHarness) hold the kernels to the definition through both.
+TEST(SpqrLayout, EveryCodeBitHasOnePlaceAndAPairSharesAWord) {
+  namespace k = kernels;
+  for (int bits : {2, 3, 4}) {
+    std::vector<int> seen(size_t(k::kSpqrChunkCols * bits), 0);
+    int together = 0;
+    for (int column = 0; column < k::kSpqrChunkCols; ++column) {
+      for (int bit = 0; bit < bits; ++bit) {
+        const int at = k::spqrCodeBit(bits, column, bit);
+        ASSERT_GE(at, 0);
+        ASSERT_LT(at, k::kSpqrChunkCols * bits) << bits << "-bit column " << column << " bit " << bit;
+        ++seen[size_t(at)];
+      }
+      if (column % 2 == 1) continue;
+      const int low = k::spqrCodeBit(bits, column, 0), high = k::spqrCodeBit(bits, column + 1, 0);
+      if (high != low + 16) continue;
+      bool contiguous = low % 32 + bits <= 16;
+      for (int bit = 1; bit < bits; ++bit)
+        contiguous = contiguous && k::spqrCodeBit(bits, column, bit) == low + bit &&
+                     k::spqrCodeBit(bits, column + 1, bit) == high + bit;
+      together += contiguous ? 1 : 0;
+    }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; })) << bits << "-bit";
+    EXPECT_EQ(together, bits == 3 ? 60 : 64) << bits << "-bit pairs in one word, 16 bits apart";
+  }
+  // Pair 60 at 3 bits: its code bits 0, 1, 2 in the spare bits 15 (column 120) and 31 (121) of words 0, 1, 2.
+  EXPECT_EQ(k::spqrCodeBit(3, 120, 0), 15);
+  EXPECT_EQ(k::spqrCodeBit(3, 121, 2), 2 * 32 + 31);
+  EXPECT_EQ(k::spqrCodeBit(3, 127, 1), (3 * 3 + 1) * 32 + 31);
 }
 
 // SpQR runs on the tensor cores from kSpqrMmaMinBatch for second-level groups of at least kSpqrMmaMinScaleGroup

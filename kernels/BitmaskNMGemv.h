@@ -51,15 +51,6 @@ inline int bitmaskKeptPerWord(int n, int m) { return m > 0 ? 32 * n / m : 0; }
 // PARETO_BITMASK_MMA=0 in the environment sends everything to the FFMA path, =1 every pattern the tensor cores
 // take to them at every batch (for A/B timing; read once).
 bool bitmaskUsesTensorCores(int n, int m, int compiledBatch);
-// How the FFMA path and the scatter path walk a mask word's K set bits: by default one chain of K steps from the
-// highest bit (find it, clear it: each step waits for the last); PARETO_BITMASK_TWO_CHAINS=1 two independent chains
-// of K/2 steps, the lowest bits bottom-up and the highest over the reversed word, each step only `m & (m - 1)`
-// (prediction and measurement: bench/NOTES.md "two chains"). Read once.
-bool bitmaskTwoChains();
-// PARETO_BITMASK_GATHER=1: the patterns of BitmaskScatterMmaFormat gather each lane's A fragments from the slot with
-// 16-bit loads (BitmaskGatherMmaFormat) instead of scattering rows into a dense tile (prediction and measurement:
-// bench/NOTES.md "gather"). Read once.
-bool bitmaskGather();
 // Its weight stream: each warp a ring of kBitmaskRingStages shared-memory slots of one 128-column chunk (half a
 // layout chunk): 8 value pieces of 512 bytes and the 32 lanes' 4 mask words, filled by cp.async.
 inline constexpr int kBitmaskMmaChunkCols = 128;

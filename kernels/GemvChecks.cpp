@@ -38,16 +38,6 @@ bool bitmaskUsesTensorCores(int n, int m, int compiledBatch) {
   return false;
 }
 
-bool bitmaskGather() {
-  static const bool on = kernelSwitch("PARETO_BITMASK_GATHER") == SwitchSetting::On;
-  return on;
-}
-
-bool bitmaskTwoChains() {
-  static const bool on = kernelSwitch("PARETO_BITMASK_TWO_CHAINS") == SwitchSetting::On;
-  return on;
-}
-
 GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, const BitmaskNMGemvWeight& w, int multiprocessors) {
   const int batch = compiledBatch(p.batch);
   if (bitmaskUsesTensorCores(w.n, w.m, batch)) {

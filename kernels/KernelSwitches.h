@@ -22,8 +22,6 @@ inline constexpr KernelSwitch kKernelSwitches[] = {
     {"PARETO_QUANT_ZERO_MMA", "0: int4 g128 (fp16, batch 1-8) subtracts its zero point through per-unit sums of x, not on the tensor cores"},
     {"PARETO_QUANT_HALVES", "0: whole chunks in the int4/int8 rings at batch 8 and 16"},
     {"PARETO_BITMASK_MMA", "0: the N:M GEMVs on the FFMA path; 1: on the tensor cores wherever they can be"},
-    {"PARETO_BITMASK_TWO_CHAINS", "1: the N:M FFMA and scatter paths walk a mask word's set bits as two independent chains of K/2 steps"},
-    {"PARETO_BITMASK_GATHER", "1: the N:M tensor-core path of 16:32, 8:16 and 4:8 gathers its A fragments from the ring instead of a scattered tile"},
     {"PARETO_BITMASK_INT4_MMA", "0: 2:4 + int4 on the FFMA path"},
     {"PARETO_SPQR_MMA", "0: SpQR on the FFMA path; 1: on the tensor cores wherever they can be"},
     {"PARETO_RING_GROUP_WARPS", "0: every warp of a ring block its own row group (no sharing of a row group)"},

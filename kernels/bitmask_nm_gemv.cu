@@ -18,7 +18,7 @@ namespace {
 // at K = 16) or 0.5 + 6 uint4 (K = 24: 3.3 KB), so two fit in the 128 registers of 4 blocks a multiprocessor
 // (GemvProblem.h: kResidentBlocks). The layout is unchanged and the words are walked in the same order (chunk
 // c = parts kParts·c ... kParts·c + kParts − 1), so the sums are accumulated in the same order.
-template <int K, ActivationType T, bool kTwoChains = false>
+template <int K, ActivationType T>
 struct BitmaskFormat {
   static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
   static constexpr int kWords = K <= 16 ? 4 : 2;                      // mask words of a part
@@ -63,45 +63,22 @@ struct BitmaskFormat {
     } else {
       words[0] = f.mask.x; words[1] = f.mask.y;
     }
-    // Value j of word k: its register is a compile-time constant after unrolling.
-    const auto valueOf = [&](int k, int j) {
-      const int idx = k * K + j;
-      const uint4& piece = f.value[idx / 8];
-      const int word = (idx % 8) / 2;
-      const uint32_t bits = word == 0 ? piece.x : word == 1 ? piece.y : word == 2 ? piece.z : piece.w;
-      return (idx % 2 == 0) ? A::lowToFloat(bits) : A::highToFloat(bits);
-    };
 #pragma unroll
     for (int k = 0; k < kWords; ++k) {
+      uint32_t mask = words[k];
       const float* xw = xs + k * 32;
-      if constexpr (kTwoChains) {
-        // Two independent walks of K/2 steps (bitmaskTwoChains): the lowest K/2 set bits bottom-up (values 0 ..
-        // K/2 - 1) and, over the reversed word, the highest K/2 top-down (values K - 1 .. K/2). Each step's
-        // dependency is `m & (m - 1)`; the bit's position comes off that chain.
-        uint32_t low = words[k], high = __brev(words[k]);
+      // Highest set bit first, so value j of the word runs from K-1 down to 0: its register is a constant.
 #pragma unroll
-        for (int j = 0; j < K / 2; ++j) {
-          const int lowCol = __ffs(low) - 1, highCol = 32 - __ffs(high);
-          low &= low - 1;
-          high &= high - 1;
-          const float lowValue = valueOf(k, j), highValue = valueOf(k, K - 1 - j);
+      for (int j = K - 1; j >= 0; --j) {
+        const int col = 31 - __clz(mask);
+        mask ^= 1u << col;
+        const int idx = k * K + j;            // compile-time after unrolling
+        const uint4& piece = f.value[idx / 8];
+        const int word = (idx % 8) / 2;
+        const uint32_t bits = word == 0 ? piece.x : word == 1 ? piece.y : word == 2 ? piece.z : piece.w;
+        const float value = (idx % 2 == 0) ? A::lowToFloat(bits) : A::highToFloat(bits);
 #pragma unroll
-          for (int b = 0; b < B; ++b) {
-            acc[b] = fmaf(lowValue, xw[b * xStride + lowCol], acc[b]);
-            acc[b] = fmaf(highValue, xw[b * xStride + highCol], acc[b]);
-          }
-        }
-      } else {
-        uint32_t mask = words[k];
-        // Highest set bit first, so value j of the word runs from K-1 down to 0.
-#pragma unroll
-        for (int j = K - 1; j >= 0; --j) {
-          const int col = 31 - __clz(mask);
-          mask ^= 1u << col;
-          const float value = valueOf(k, j);
-#pragma unroll
-          for (int b = 0; b < B; ++b) acc[b] = fmaf(value, xw[b * xStride + col], acc[b]);
-        }
+        for (int b = 0; b < B; ++b) acc[b] = fmaf(value, xw[b * xStride + col], acc[b]);
       }
     }
   }
@@ -239,7 +216,7 @@ struct BitmaskMmaFormat {
 // column order. x is staged with each 16 columns in the order (0 1 8 9 | 2 3 10 11 | 4 5 12 13 | 6 7 14 15), so
 // that the lane's B fragment of a k-block (k slots 2t, 2t + 1, 2t + 8, 2t + 9) is one 8-byte load. Per word and
 // lane: 2 value loads, 4 zeroing stores, 16 bit-scans and stores, 4 ldmatrix, 1 x load and 4 MMAs a batch tile.
-template <ActivationType T, bool kTwoChains = false>
+template <ActivationType T>
 struct BitmaskScatterMmaFormat {
   static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
   using Slots = BitmaskMmaFormat<T>;
@@ -273,39 +250,17 @@ struct BitmaskScatterMmaFormat {
     Slots::copyChunk(w, group, chunk, lane, slot, evictFirst);
   }
 
-  // The lane's batch rows g + 8n of the chunk's staged x, at its k slots 2t, 2t + 1, 2t + 8, 2t + 9 of the first
-  // k-block (nullptr for rows past the batch).
-  template <int B>
-  __device__ static __forceinline__ void laneRowsOfX(const uint32_t* xs, int64_t sliceCols, int64_t localChunk, int lane,
-                                                     const uint32_t* (&xRow)[kTiles<B>]) {
-    const int g = lane >> 2, t = lane & 3;
-    const int64_t rowWords = (sliceCols + kPadHalves) / 2;
-#pragma unroll
-    for (int n = 0; n < kTiles<B>; ++n)
-      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 2 * t : nullptr;
-  }
-  // The MMAs of k-block kb of word k: A fragments a[m-tile], B the lane's x of those 16 columns.
-  template <int B>
-  __device__ static __forceinline__ void kBlockProducts(const uint32_t (&a)[2][4], const uint32_t* const (&xRow)[kTiles<B>],
-                                                        int k, int kb, Accumulator<B>& acc) {
-    uint2 xb[kTiles<B>];
-#pragma unroll
-    for (int n = 0; n < kTiles<B>; ++n)
-      xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + 16 * k + 8 * kb) : make_uint2(0, 0);
-#pragma unroll
-    for (int m = 0; m < 2; ++m)
-#pragma unroll
-      for (int n = 0; n < kTiles<B>; ++n)
-        detail::mma16816<T>(acc.v[kb][m][n], a[m][0], a[m][1], a[m][2], a[m][3], xb[n].x, xb[n].y);
-  }
-
   template <int B>
   __device__ static __forceinline__ void computeSlot(const Params&, const uint8_t* slot, int64_t, int64_t,
                                                      int64_t localChunk, int lane, const uint32_t* xs,
                                                      int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
     constexpr int kN = kTiles<B>;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t rowWords = (sliceCols + kPadHalves) / 2;
     const uint32_t* xRow[kN];
-    laneRowsOfX<B>(xs, sliceCols, localChunk, lane, xRow);
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+      xRow[n] = 8 * n + g < B ? xs + (8 * n + g) * rowWords + localChunk * (kChunkCols / 2) + 2 * t : nullptr;
     uint8_t* tile = reinterpret_cast<uint8_t*>(const_cast<uint32_t*>(xs) + xWords<B>(sliceCols)) +
                     (threadIdx.x / 32) * kBitmaskScatterTileBytes;
     uint8_t* myRow = tile + lane * kTileRowBytes;
@@ -322,28 +277,13 @@ struct BitmaskScatterMmaFormat {
       if (k > 0) __syncwarp();  // every lane has read the previous word's tile
 #pragma unroll
       for (int q = 0; q < 4; ++q) reinterpret_cast<uint4*>(myRow)[q] = make_uint4(0, 0, 0, 0);
-      const auto put = [&](int j, int col) {
+      uint32_t mask = maskWords[k];
+#pragma unroll
+      for (int j = 15; j >= 0; --j) {
+        const int col = 31 - __clz(mask);
+        mask ^= 1u << col;
         const uint32_t bits = values[j / 2];
         *reinterpret_cast<unsigned short*>(myRow + 2 * col) = static_cast<unsigned short>(j % 2 == 0 ? bits : bits >> 16);
-      };
-      if constexpr (kTwoChains) {  // as BitmaskFormat::compute: two walks of 8 steps, lowest and highest set bits
-        uint32_t low = maskWords[k], high = __brev(maskWords[k]);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int lowCol = __ffs(low) - 1, highCol = 32 - __ffs(high);
-          low &= low - 1;
-          high &= high - 1;
-          put(j, lowCol);
-          put(15 - j, highCol);
-        }
-      } else {
-        uint32_t mask = maskWords[k];
-#pragma unroll
-        for (int j = 15; j >= 0; --j) {
-          const int col = 31 - __clz(mask);
-          mask ^= 1u << col;
-          put(j, col);
-        }
       }
       __syncwarp();  // every lane's row is in the tile
 #pragma unroll
@@ -351,7 +291,15 @@ struct BitmaskScatterMmaFormat {
         uint32_t a[2][4];
 #pragma unroll
         for (int m = 0; m < 2; ++m) detail::ldmatrixX4(a[m], fragmentAddress + m * 16 * kTileRowBytes + kb * 32);
-        kBlockProducts<B>(a, xRow, k, kb, acc);
+        uint2 xb[kN];
+#pragma unroll
+        for (int n = 0; n < kN; ++n)
+          xb[n] = xRow[n] ? *reinterpret_cast<const uint2*>(xRow[n] + 16 * k + 8 * kb) : make_uint2(0, 0);
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+          for (int n = 0; n < kN; ++n)
+            detail::mma16816<T>(acc.v[kb][m][n], a[m][0], a[m][1], a[m][2], a[m][3], xb[n].x, xb[n].y);
       }
     }
     // The ring kernel's __syncwarp after this chunk orders the last word's ldmatrix before the next chunk's
@@ -371,61 +319,7 @@ struct BitmaskScatterMmaFormat {
   }
 };
 
-// The same patterns as BitmaskScatterMmaFormat (16 kept values a word, not 2:4), with the A fragments gathered
-// instead of scattered (bitmaskGather, PARETO_BITMASK_GATHER=1): no dense tile. Lane (g, t) holds, for each k-block
-// of 16 columns, columns 2t, 2t + 1, 2t + 8, 2t + 9 of rows g and g + 8 of each m-tile; for a column pair
-// (c, c + 1) of row R its values are the word's values idx and idx + bit(c), idx = popc(mask below c), read with
-// 16-bit shared-memory loads from the slot as the ring copied it (value idx of word k of row R: piece 2k + idx / 8,
-// half idx % 8 of the row's 16 bytes), only where the bit is set. Per word and lane: 16 masked popcounts, up to 32
-// 16-bit loads (half of them on average), 16 byte permutes; no stores, no __syncwarp, no ldmatrix. The 16-bit
-// loads of a warp touch the 4-bank slices of its 8 rows (one row's slice a quad), against the scatter's 16 random
-// 16-bit stores a lane (~3.3 conflict wavefronts each), the zeroing and the ldmatrix reads. The staging of x,
-// the slots, the accumulator and the split (its tiles stay reserved, unused here) are BitmaskScatterMmaFormat's;
-// only computeSlot differs.
-template <ActivationType T>
-struct BitmaskGatherMmaFormat : BitmaskScatterMmaFormat<T> {
-  using Scatter = BitmaskScatterMmaFormat<T>;
-  using typename Scatter::Params;
-  template <int B> using Accumulator = typename Scatter::template Accumulator<B>;
-
-  template <int B>
-  __device__ static __forceinline__ void computeSlot(const Params&, const uint8_t* slot, int64_t, int64_t,
-                                                     int64_t localChunk, int lane, const uint32_t* xs,
-                                                     int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
-    constexpr int kN = Scatter::template kTiles<B>;
-    const int g = lane >> 2, t = lane & 3;
-    const uint32_t* xRow[kN];
-    Scatter::template laneRowsOfX<B>(xs, sliceCols, localChunk, lane, xRow);
-    const auto* halves = reinterpret_cast<const unsigned short*>(slot);
-    // The mask words of the lane's rows g + 8j (j = 2m + r: m-tile m, its upper 8 rows when r = 1).
-    uint4 mw[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) mw[j] = *reinterpret_cast<const uint4*>(slot + kBitmaskValueBytes + (g + 8 * j) * 16);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      uint32_t a[2][2][4];  // [k-block][m-tile][register]
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t mask = k == 0 ? mw[j].x : k == 1 ? mw[j].y : k == 2 ? mw[j].z : mw[j].w;
-        const unsigned short* row = halves + (2 * k) * 256 + (g + 8 * j) * 8;  // value i: row[(i >> 3) * 256 + (i & 7)]
-#pragma unroll
-        for (int p = 0; p < 4; ++p) {  // columns c, c + 1 with c = 2t + 8p: k-block p / 2, register r + 2 (p % 2)
-          const int c = 2 * t + 8 * p;
-          const int idx = __popc(mask & ((1u << c) - 1u));
-          const uint32_t bits = mask >> c;
-          const int idx1 = idx + int(bits & 1u);
-          const uint32_t lo = (bits & 1u) ? row[((idx >> 3) << 8) + (idx & 7)] : 0u;
-          const uint32_t hi = (bits & 2u) ? row[((idx1 >> 3) << 8) + (idx1 & 7)] : 0u;
-          a[p >> 1][j >> 1][(j & 1) + 2 * (p & 1)] = lo | (hi << 16);
-        }
-      }
-#pragma unroll
-      for (int kb = 0; kb < 2; ++kb) Scatter::template kBlockProducts<B>(a[kb], xRow, k, kb, acc);
-    }
-  }
-};
-
-template <int K, ActivationType T, bool kTwoChains>
+template <int K, ActivationType T>
 std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
   if constexpr (K == 16) {
@@ -435,16 +329,14 @@ std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const Gem
                                       bitmaskChunks(p.cols)};
       // The split (bitmaskNMGemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
       const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskMmaChunkCols), 0, partials, counters);
-      const cudaError_t e =
-          w.n == 2 && w.m == 4 ? detail::launchPackedGemv<M, T, false>(params, a, s.sharedBytes, stream)
-          : bitmaskGather()
-              ? detail::launchPackedGemv<BitmaskGatherMmaFormat<T>, T, false>(params, a, s.sharedBytes, stream)
-              : detail::launchPackedGemv<BitmaskScatterMmaFormat<T, kTwoChains>, T, false>(params, a, s.sharedBytes,
-                                                                                           stream);
+      const cudaError_t e = w.n == 2 && w.m == 4
+                                ? detail::launchPackedGemv<M, T, false>(params, a, s.sharedBytes, stream)
+                                : detail::launchPackedGemv<BitmaskScatterMmaFormat<T>, T, false>(params, a,
+                                                                                                 s.sharedBytes, stream);
       return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_nm_gemv launch");
     }
   }
-  using F = BitmaskFormat<K, T, kTwoChains>;
+  using F = BitmaskFormat<K, T>;
   typename F::Params params{reinterpret_cast<const uint4*>(w.masks), static_cast<const uint4*>(w.values),
                             bitmaskChunks(p.cols)};
   // The split counts the layout's 256-column chunks; the kernel walks parts of them (see BitmaskFormat): the
@@ -459,11 +351,8 @@ std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const Gem
 template <int K>
 std::string launchTyped(const GemvProblem& p, const BitmaskNMGemvWeight& w, const GemvSplit& s, float* partials,
                         int* counters, cudaStream_t stream) {
-  if (bitmaskTwoChains())
-    return p.type == ActivationType::Float16 ? launch<K, ActivationType::Float16, true>(p, w, s, partials, counters, stream)
-                                             : launch<K, ActivationType::BFloat16, true>(p, w, s, partials, counters, stream);
-  return p.type == ActivationType::Float16 ? launch<K, ActivationType::Float16, false>(p, w, s, partials, counters, stream)
-                                           : launch<K, ActivationType::BFloat16, false>(p, w, s, partials, counters, stream);
+  return p.type == ActivationType::Float16 ? launch<K, ActivationType::Float16>(p, w, s, partials, counters, stream)
+                                           : launch<K, ActivationType::BFloat16>(p, w, s, partials, counters, stream);
 }
 
 }  // namespace

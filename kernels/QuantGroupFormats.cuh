@@ -239,14 +239,19 @@ struct QuantMmaFormat : QuantCodeStream {
                                                      int64_t localChunk, int lane, const uint32_t* xs,
                                                      int64_t sliceCols, const float* xsum, int64_t sumStride,
                                                      Accumulator<B>& acc) {
-    // Not at batch 16: its two batch tiles double the extra MMAs, and it measured 5% slower with them (v6c).
-    // The common unit has its own loop in fp16 only (bf16 and PARETO_QUANT_ODD=0 keep the runtime unit: fewer
-    // instantiations to compile).
+    // The launch staged no sums (quantZeroOnTensorCores): only this loop can run it.
+    if constexpr (Bits == 4 && T == ActivationType::Float16) {
+      if (w.zeroMma) {
+        computeChunk<B, true, kCommonUnitShift, true>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
+        return;
+      }
+    }
+    // The odd columns in place not at batch 16: its two batch tiles double the extra MMAs, and it measured 5% slower
+    // with them (v6c). The common unit has its own loop in fp16 only (bf16 and PARETO_QUANT_ODD=0 keep the runtime
+    // unit: fewer instantiations to compile).
     if constexpr (Bits == 4 && T == ActivationType::Float16 && B <= 8) {
       if (w.oddExponent) {
-        if (w.zeroMma)  // the launch staged no sums (quantZeroOnTensorCores): only this loop can run it
-          computeChunk<B, true, kCommonUnitShift, true>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
-        else if (w.unitShift == kCommonUnitShift)
+        if (w.unitShift == kCommonUnitShift)
           computeChunk<B, true, kCommonUnitShift>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
         else
           computeChunk<B, true, 0>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);

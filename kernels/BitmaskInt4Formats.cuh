@@ -135,15 +135,9 @@ __device__ __forceinline__ uint32_t subtractPairs(uint32_t a, uint32_t b) {
 // So the MMA sums (q − z)·x exactly in fp32 over each scale group (a unit: a piece at 32 kept values a scale, else
 // the chunk), and the scale of each of the lane's rows multiplies the unit's sum: acc += s · C.
 //
-// kZeroMma (bitmaskInt4ZeroOnTensorCores, "v6p"): the pairs stay (bias + q0, bias + q1), and one more mma.sp a
-// k-block, row tile and batch tile, with the same metadata and x, takes A = −(bias + z) of each row: it adds
-// −(bias + z) · Σ x over the row's kept columns of the k-block, so that C is Σ (q − z)·x as before, in place of 16
-// subtractions a piece and lane. Every A value is exact (bias + q, bias + z < 2·bias), every product exact in fp32.
-// Into the other k-block's chain, so that each chain takes one real and one zero MMA a piece.
-//
 // Accumulator C: lane (g, t) of tile (m, n) holds rows 16m + g (c0, c1) and 16m + g + 8 (c2, c3) for batch rows
 // 8n + 2t and 8n + 2t + 1.
-template <ActivationType T, bool kZeroMma = false>
+template <ActivationType T>
 struct BitmaskInt4MmaFormat {
   static constexpr int kChunkCols = kBitmaskInt4MmaChunkCols;
   static constexpr int kRingStages = kBitmaskInt4RingStages;
@@ -254,13 +248,12 @@ struct BitmaskInt4MmaFormat {
     };
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
-      // exponent + z of the lane's four rows, twice (the unit of this piece: column p at 32 kept values a scale);
-      // kZeroMma: its negative, the zero MMAs' A.
+      // exponent + z of the lane's four rows, twice (the unit of this piece: column p at 32 kept values a scale).
       uint32_t zero[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint32_t z = w.symmetric ? 8u : uint32_t(scaleSlot[kBitmaskInt4ScaleBytes + (twoUnits ? p : 0) * 32 + g + 8 * j]);
-        zero[j] = (kZeroMma ? kExponent | 0x80008000u : kExponent) | (z * 0x00010001u);
+        zero[j] = kExponent | (z * 0x00010001u);
       }
       uint32_t r[4];
       detail::ldmatrixX4(r, slotAddress + p * 512 + lane * 16);
@@ -284,21 +277,16 @@ struct BitmaskInt4MmaFormat {
             // Byte i of r (low nibble: the first kept code) into the low half, byte i of r >> 4 into the high one.
             const int i = 2 * kb + h;
             const uint32_t raw = __byte_perm(r[j], shifted[j], uint32_t(i | i << 4 | (4 + i) << 8 | (4 + i) << 12));
-            const uint32_t biased = detail::maskAndSet(raw, 0x000F000Fu, kExponent);
-            pair[j][h] = kZeroMma ? biased : subtractPairs<T>(biased, zero[j]);
+            pair[j][h] = subtractPairs<T>(detail::maskAndSet(raw, 0x000F000Fu, kExponent), zero[j]);
           }
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
           const uint32_t e = kb == 0 ? (m == 0 ? metadata[p].x : metadata[p].y)
                                      : (m == 0 ? metadata[p].z : metadata[p].w);
 #pragma unroll
-          for (int n = 0; n < kN; ++n) {
+          for (int n = 0; n < kN; ++n)
             detail::mmaSparse16832<T>(c[kb][m][n], pair[2 * m][0], pair[2 * m + 1][0], pair[2 * m][1],
                                       pair[2 * m + 1][1], xb[n][kb].x, xb[n][kb].y, xb[n][kb].z, xb[n][kb].w, e);
-            if constexpr (kZeroMma)
-              detail::mmaSparse16832<T>(c[1 - kb][m][n], zero[2 * m], zero[2 * m + 1], zero[2 * m], zero[2 * m + 1],
-                                        xb[n][kb].x, xb[n][kb].y, xb[n][kb].z, xb[n][kb].w, e);
-          }
         }
       }
       if (twoUnits) applyUnit(p);
@@ -312,40 +300,33 @@ struct BitmaskInt4MmaFormat {
   }
 };
 
-template <ActivationType T, bool kFolds, bool kZeroMma>
-std::string launchMma(const GemvProblem& p, const BitmaskInt4GemvWeight& w, const GemvSplit& s, float* partials,
-                      int* counters, cudaStream_t stream) {
-  using M = BitmaskInt4MmaFormat<T, kZeroMma>;
-  const int64_t chunks = ceilDiv(p.cols, 256);
-  const bool perRow = w.groupSize == p.cols / 2;
-  const int chunksPerScale = perRow ? int(ceilDiv(p.cols, kBitmaskInt4MmaChunkCols)) : int(w.groupSize / 64);
-  const typename M::Params params{reinterpret_cast<const uint4*>(w.metadata),
-                                  static_cast<const uint4*>(w.codes),
-                                  reinterpret_cast<const uint4*>(w.scales),
-                                  reinterpret_cast<const uint4*>(w.zeros),
-                                  chunks,
-                                  w.scaleColumns,
-                                  chunksPerScale,
-                                  w.symmetric};
-  // The split (bitmaskInt4GemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
-  const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskInt4MmaChunkCols), 0, partials, counters);
-  cudaError_t e;
-  switch (bitmaskInt4MmaBatch(p.batch)) {
-    case 2: e = detail::launchPackedGemvAt<M, 2, T, kFolds>(params, a, s.sharedBytes, stream); break;
-    case 4: e = detail::launchPackedGemvAt<M, 4, T, kFolds>(params, a, s.sharedBytes, stream); break;
-    case 8: e = detail::launchPackedGemvAt<M, 8, T, kFolds>(params, a, s.sharedBytes, stream); break;
-    default: e = detail::launchPackedGemvAt<M, 16, T, kFolds>(params, a, s.sharedBytes, stream);
-  }
-  return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_int4_gemv launch");
-}
-
 template <ActivationType T, bool kFolds>
 std::string launch(const GemvProblem& p, const BitmaskInt4GemvWeight& w, const GemvSplit& s, float* partials,
                    int* counters, cudaStream_t stream) {
-  if (bitmaskInt4UsesTensorCores(w.n, w.m, w.groupSize, p.cols))
-    return bitmaskInt4ZeroOnTensorCores() ? launchMma<T, kFolds, true>(p, w, s, partials, counters, stream)
-                                          : launchMma<T, kFolds, false>(p, w, s, partials, counters, stream);
   const int64_t chunks = ceilDiv(p.cols, 256);
+  if (bitmaskInt4UsesTensorCores(w.n, w.m, w.groupSize, p.cols)) {
+    using M = BitmaskInt4MmaFormat<T>;
+    const bool perRow = w.groupSize == p.cols / 2;
+    const int chunksPerScale = perRow ? int(ceilDiv(p.cols, kBitmaskInt4MmaChunkCols)) : int(w.groupSize / 64);
+    const typename M::Params params{reinterpret_cast<const uint4*>(w.metadata),
+                                    static_cast<const uint4*>(w.codes),
+                                    reinterpret_cast<const uint4*>(w.scales),
+                                    reinterpret_cast<const uint4*>(w.zeros),
+                                    chunks,
+                                    w.scaleColumns,
+                                    chunksPerScale,
+                                    w.symmetric};
+    // The split (bitmaskInt4GemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
+    const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskInt4MmaChunkCols), 0, partials, counters);
+    cudaError_t e;
+    switch (bitmaskInt4MmaBatch(p.batch)) {
+      case 2: e = detail::launchPackedGemvAt<M, 2, T, kFolds>(params, a, s.sharedBytes, stream); break;
+      case 4: e = detail::launchPackedGemvAt<M, 4, T, kFolds>(params, a, s.sharedBytes, stream); break;
+      case 8: e = detail::launchPackedGemvAt<M, 8, T, kFolds>(params, a, s.sharedBytes, stream); break;
+      default: e = detail::launchPackedGemvAt<M, 16, T, kFolds>(params, a, s.sharedBytes, stream);
+    }
+    return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_int4_gemv launch");
+  }
   using F = BitmaskInt4Format<T>;
   int shift = -1;
   int64_t chunksPerGroup = 1;

@@ -70,10 +70,6 @@ bool bitmaskInt4UsesTensorCores(int n, int m, int64_t groupSize, int64_t cols);
 // against 1.99 ms a Llama-3.1-8B step: ptxas scheduled it with 80 registers against 96, bench/NOTES.md v6h), and
 // the second row costs one more 16-byte x load a piece and lane.
 inline int bitmaskInt4MmaBatch(int batch) { return std::max(2, compiledBatch(batch)); }
-// PARETO_BITMASK_INT4_ZERO_MMA=1 (off until a device run has timed it, bench/NOTES.md "v6p"): the tensor-core kernel
-// subtracts the zero point with one more mma.sp a k-block, row tile and batch tile (A = −(bias + z) of each row, the
-// same metadata and x) instead of a half-precision subtraction a kept pair. Read once.
-bool bitmaskInt4ZeroOnTensorCores();
 // Its weight stream: each warp a ring of kBitmaskInt4RingStages slots of one 128-column chunk (half a layout
 // chunk): 2 code pieces of 512 bytes, the half chunk's 512 bytes of metadata, up to 2 scale columns (64 bytes
 // each) and their zeros (32 bytes each), filled by cp.async.

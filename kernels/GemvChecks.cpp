@@ -102,12 +102,10 @@ bool quantZeroMmaApplies(const QuantGroupGemvWeight& w, ActivationType type, int
 }
 
 bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch) {
-  // On wherever it applies (bench/NOTES.md "v6r measured": −7 to −14% at batch 1-8); PARETO_QUANT_ZERO_MMA=0 turns it off.
+  // On wherever it applies (bench/NOTES.md "seventh session": −7 to −14% at batch 1-8, v6r; −6% at 16, v6v);
+  // PARETO_QUANT_ZERO_MMA=0 turns it off.
   static const bool enabled = kernelSwitch("PARETO_QUANT_ZERO_MMA") != SwitchSetting::Off;
-  // Batch 9-16 (two batch tiles: twice the zero MMAs) only with PARETO_QUANT_ZERO_MMA_16=1, until a device run has
-  // timed it (bench/NOTES.md "v6v").
-  static const bool sixteen = kernelSwitch("PARETO_QUANT_ZERO_MMA_16") == SwitchSetting::On;
-  return enabled && quantZeroMmaApplies(w, type, compiledBatch) && (compiledBatch <= 8 || sixteen);
+  return enabled && quantZeroMmaApplies(w, type, compiledBatch);
 }
 
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {
@@ -226,11 +224,6 @@ bool bitmaskInt4UsesTensorCores(int n, int m, int64_t groupSize, int64_t cols) {
   static const bool disabled = kernelSwitch("PARETO_BITMASK_INT4_MMA") == SwitchSetting::Off;
   if (disabled || n != 2 || m != 4) return false;
   return groupSize == cols / 2 || groupSize % 32 == 0;
-}
-
-bool bitmaskInt4ZeroOnTensorCores() {
-  static const bool on = kernelSwitch("PARETO_BITMASK_INT4_ZERO_MMA") == SwitchSetting::On;
-  return on;
 }
 
 GemvSplit bitmaskInt4GemvSplit(const GemvProblem& p, const BitmaskInt4GemvWeight& w, int multiprocessors) {

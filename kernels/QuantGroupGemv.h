@@ -98,8 +98,8 @@ inline int64_t quantRingSumUnit(int64_t groupSize, int bits, int halves) {
   return unit < chunk ? unit : chunk;
 }
 // Whether the tensor-core path subtracts the zero point on the tensor cores (QuantGroupFormats.cuh kZeroMma), so that
-// x is staged without per-unit sums: 4-bit codes, fp16, batch ≤ 8 (≤ 16 with PARETO_QUANT_ZERO_MMA_16=1), the odd
-// columns under exponent 64, 128-column units (int4 g128), unless PARETO_QUANT_ZERO_MMA=0 (read once).
+// x is staged without per-unit sums: 4-bit codes, fp16, the odd columns under exponent 64, 128-column units (int4
+// g128), unless PARETO_QUANT_ZERO_MMA=0 (read once).
 bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);
 // The shapes it can take, whatever the switch says.
 bool quantZeroMmaApplies(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);

@@ -96,16 +96,21 @@ int quantRingHalves(int bits, ActivationType type, int compiledBatch) {
 }
 
 bool quantZeroMmaApplies(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch) {
-  return w.bits == 4 && type == ActivationType::Float16 &&
-         quantUsesTensorCores(w.bits, type, compiledBatch) && quantOddExponent() &&
-         quantRingSumUnit(w.groupSize, w.bits, quantRingHalves(w.bits, type, compiledBatch)) == 128;
+  if (type != ActivationType::Float16 || !quantUsesTensorCores(w.bits, type, compiledBatch)) return false;
+  const int halves = quantRingHalves(w.bits, type, compiledBatch);
+  const int64_t unit = quantRingSumUnit(w.groupSize, w.bits, halves);
+  // The loop that runs it knows its unit at compile time (QuantGroupFormats.cuh kCommonUnitShift).
+  if (w.bits == 4) return quantOddExponent() && unit == 128;
+  return unit == quantChunkCols(8) / halves;
 }
 
 bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch) {
   // On wherever it applies (bench/NOTES.md "seventh session": −7 to −14% at batch 1-8, v6r; −6% at 16, v6v);
   // PARETO_QUANT_ZERO_MMA=0 turns it off.
   static const bool enabled = kernelSwitch("PARETO_QUANT_ZERO_MMA") != SwitchSetting::Off;
-  return enabled && quantZeroMmaApplies(w, type, compiledBatch);
+  // 8-bit codes only with PARETO_QUANT_ZERO_MMA_8=1 until a device run has timed it (bench/NOTES.md "v6w").
+  static const bool eight = kernelSwitch("PARETO_QUANT_ZERO_MMA_8") == SwitchSetting::On;
+  return enabled && (w.bits == 4 || eight) && quantZeroMmaApplies(w, type, compiledBatch);
 }
 
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {

@@ -240,9 +240,10 @@ struct QuantMmaFormat : QuantCodeStream {
                                                      int64_t sliceCols, const float* xsum, int64_t sumStride,
                                                      Accumulator<B>& acc) {
     // The launch staged no sums (quantZeroOnTensorCores): only this loop can run it.
-    if constexpr (Bits == 4 && T == ActivationType::Float16) {
+    if constexpr (T == ActivationType::Float16) {
       if (w.zeroMma) {
-        computeChunk<B, true, kCommonUnitShift, true>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride, acc);
+        computeChunk<B, Bits == 4, kCommonUnitShift, true>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride,
+                                                           acc);
         return;
       }
     }
@@ -277,7 +278,8 @@ struct QuantMmaFormat : QuantCodeStream {
   // x is staged without its per-unit sums. The 960 MMA of the odd columns takes A = 960 − (1024 + z) = −(64 + z) of
   // each row instead of 960, and one more MMA a row tile and piece adds −(1024 + z) · x over the even columns: the
   // unit's C is Σ (q − z) · x and its end is acc += s · C. Every A value is exact in fp16 (z ≤ 63; 4-bit zeros are
-  // ≤ 15) and every product exact in fp32, as before.
+  // ≤ 15) and every product exact in fp32, as before. 8-bit codes (1024 + q at every column): one more MMA a row
+  // tile and piece with A = −(1024 + z) (z ≤ 255, exact), into the other chain.
   template <int B, bool kOddExponent, int kUnitShift, bool kZeroMma = false>
   __device__ static __forceinline__ void computeChunk(const Params& w, const uint8_t* slot, int64_t localChunk,
                                                       int lane, const uint32_t* xs, int64_t sliceCols,
@@ -306,7 +308,8 @@ struct QuantMmaFormat : QuantCodeStream {
 #pragma unroll
           for (int i = 0; i < 4; ++i) c[h][m][n][i] = 0.f;
     const int units = kUnitShift > 0 ? (kChunkCols >> kUnitShift > 1 ? kChunkCols >> kUnitShift : 1) : unitsOf(w);
-    static_assert(!kZeroMma || (kOddExponent && kUnitShift > 0), "the zero on the tensor cores: odd exponent, known unit");
+    static_assert(!kZeroMma || ((kOddExponent || Bits == 8) && kUnitShift > 0),
+                  "the zero on the tensor cores: 4-bit codes with the odd exponent or 8-bit codes, a known unit");
     // kZeroMma: the A operands of the unit's zeros, [m][0] rows 16m + g, [m][1] rows 16m + g + 8, both halves alike:
     // even columns −(1024 + z), odd columns −(64 + z) (quantZeroEvenBits, quantZeroOddBits).
     uint32_t zeroEven[2][2], zeroOdd[2][2];
@@ -375,7 +378,12 @@ struct QuantMmaFormat : QuantCodeStream {
           const uint32_t lo01 = __byte_perm(lo, 0x64646464u, 0x4140), hi01 = __byte_perm(hi, 0x64646464u, 0x4140);
           const uint32_t lo23 = __byte_perm(lo, 0x64646464u, 0x4342), hi23 = __byte_perm(hi, 0x64646464u, 0x4342);
 #pragma unroll
-          for (int n = 0; n < kN; ++n) detail::mma16816<T>(c[piece & 1][m][n], lo01, hi01, lo23, hi23, xb[n].x, xb[n].y);
+          for (int n = 0; n < kN; ++n) {
+            detail::mma16816<T>(c[piece & 1][m][n], lo01, hi01, lo23, hi23, xb[n].x, xb[n].y);
+            if constexpr (kZeroMma)  // −(1024 + z) at every k of rows 16m + g and 16m + g + 8, into the other chain
+              detail::mma16816<T>(c[(piece & 1) ^ 1][m][n], zeroEven[m][0], zeroEven[m][1], zeroEven[m][0],
+                                  zeroEven[m][1], xb[n].x, xb[n].y);
+          }
         }
       }
       // End of a sum unit (a group, or the chunk when groups are wider): scales and zeros of the lane's four

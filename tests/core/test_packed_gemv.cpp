@@ -461,10 +461,12 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
           const bool mma = k::quantUsesTensorCores(bits, type, compiled);
           const int halves = k::quantRingHalves(bits, type, compiled);
           // No sums where the zero point is on the tensor cores (int4 g128 in fp16; the tests' environment leaves
-          // PARETO_QUANT_ZERO_MMA unset, so wherever it applies).
+          // PARETO_QUANT_ZERO_MMA unset, so wherever it applies, and PARETO_QUANT_ZERO_MMA_8 unset, so not int8).
           const bool zeroMma = k::quantZeroOnTensorCores(w, type, compiled);
-          EXPECT_EQ(zeroMma, bits == 4 && type == k::ActivationType::Float16) << rows << "x" << cols << " batch " << batch;
-          EXPECT_EQ(k::quantZeroMmaApplies(w, type, compiled), zeroMma) << rows << "x" << cols << " batch " << batch;
+          const bool f16 = type == k::ActivationType::Float16;
+          EXPECT_EQ(zeroMma, bits == 4 && f16) << rows << "x" << cols << " batch " << batch;
+          EXPECT_EQ(k::quantZeroMmaApplies(w, type, compiled), f16 && (bits == 4 || compiled >= 2))
+              << rows << "x" << cols << " batch " << batch;
           const size_t sums = zeroMma ? 0
                                       : sizeof(float) * size_t(compiled) *
                                             size_t(s.sliceCols / k::quantRingSumUnit(group, bits, halves));

@@ -126,6 +126,15 @@ std::shared_ptr<DeviceBuffer> int4MaskMetadata(const std::vector<uint32_t>& mask
   return upload(metadata);
 }
 
+// The 2:4 masks' sparse-MMA metadata word by word (k::bitmaskSparseMetadataWord), on the device, as the runtime
+// computes it at load time under PARETO_BITMASK_ROW_METADATA=1; null where the switch is off.
+std::shared_ptr<DeviceBuffer> rowMetadataOf(const std::vector<uint32_t>& masks) {
+  if (!k::bitmaskRowMetadata()) return nullptr;
+  std::vector<uint32_t> metadata(masks.size());
+  for (size_t i = 0; i < masks.size(); ++i) metadata[i] = k::bitmaskSparseMetadataWord(masks[i]);
+  return upload(metadata);
+}
+
 std::vector<uint8_t> randomBytes(size_t n, std::mt19937_64& rng) {
   std::vector<uint8_t> v(n);
   for (auto& b : v) b = uint8_t(rng());
@@ -164,9 +173,11 @@ Linear bitmaskLinear(int64_t rows, int64_t cols, int n, int m, k::ActivationType
   Linear l;
   l.rows = rows, l.cols = cols;
   auto dm = upload(*masks), dv = upload(*values);
+  auto dmeta = n == 2 && m == 4 ? rowMetadataOf(*masks) : nullptr;
   l.device = {dm, dv};
+  if (dmeta) l.device.push_back(dmeta);
   l.bytes = dm->bytes + dv->bytes;
-  k::BitmaskNMGemvWeight dw{dm->as<uint32_t>(), dv->ptr, n, m};
+  k::BitmaskNMGemvWeight dw{dm->as<uint32_t>(), dv->ptr, n, m, dmeta ? dmeta->as<uint32_t>() : nullptr};
   l.run = [dw](const k::GemvProblem& p, float* partials, int* counters, cudaStream_t s) {
     return k::runBitmaskNMGemv(p, dw, k::bitmaskNMGemvSplit(p, dw, multiprocessors()), partials, counters, s);
   };
@@ -707,7 +718,15 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
     auto values = deviceRandom(size_t(g * c * 16 * 32 * 8) * 2, seed + 1, 1);
     l->keep = {masks, values};
     l->bytes = masks->bytes + values->bytes;
-    k::BitmaskNMGemvWeight w{masks->as<uint32_t>(), values->ptr, nm24 ? 2 : 16, nm24 ? 4 : 32};
+    std::shared_ptr<DeviceBuffer> metadata;
+    if (nm24 && k::bitmaskRowMetadata()) {
+      std::vector<uint32_t> host(masks->bytes / 4);
+      check(cudaMemcpy(host.data(), masks->ptr, masks->bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      metadata = rowMetadataOf(host);
+      l->keep.push_back(metadata);
+    }
+    k::BitmaskNMGemvWeight w{masks->as<uint32_t>(), values->ptr, nm24 ? 2 : 16, nm24 ? 4 : 32,
+                             metadata ? metadata->as<uint32_t>() : nullptr};
     l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
       const k::GemvProblem p = problem(x, y, batch);
       check(k::runBitmaskNMGemv(p, w, k::bitmaskNMGemvSplit(p, w, sms), partials, counters, stream), "bitmask");

@@ -24,9 +24,17 @@ std::string checkBitmaskNMGemv(const GemvProblem& p, const BitmaskNMGemvWeight& 
            " of 32 columns; the kernel is compiled for 8, 16 and 24 (25%, 50%, 75% density)";
   if (p.cols % 32 != 0) return "columns (" + std::to_string(p.cols) + ") must be a multiple of 32";
   if (w.masks == nullptr || w.values == nullptr) return "missing mask or value pointer";
-  if (reinterpret_cast<uintptr_t>(w.masks) % 16 != 0 || reinterpret_cast<uintptr_t>(w.values) % 16 != 0)
-    return "masks and values must be 16-byte aligned (the kernel reads them with 16-byte loads)";
+  if (reinterpret_cast<uintptr_t>(w.masks) % 16 != 0 || reinterpret_cast<uintptr_t>(w.values) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(w.metadata) % 16 != 0)
+    return "masks, metadata and values must be 16-byte aligned (the kernel reads them with 16-byte loads)";
+  if (w.metadata != nullptr && (w.n != 2 || w.m != 4))
+    return "sparse-MMA metadata is for 2:4 weights, not " + std::to_string(w.n) + ":" + std::to_string(w.m);
   return {};
+}
+
+bool bitmaskRowMetadata() {
+  static const bool on = kernelSwitch("PARETO_BITMASK_ROW_METADATA") == SwitchSetting::On;
+  return on;
 }
 
 bool bitmaskUsesTensorCores(int n, int m, int compiledBatch) {

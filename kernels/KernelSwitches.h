@@ -23,6 +23,7 @@ inline constexpr KernelSwitch kKernelSwitches[] = {
     {"PARETO_QUANT_ZERO_MMA_8", "1: int8 (fp16, per channel) subtracts its zero point on the tensor cores too, not through per-unit sums of x"},
     {"PARETO_QUANT_HALVES", "0: whole chunks in the int4/int8 rings at batch 8 and 16"},
     {"PARETO_BITMASK_MMA", "0: the N:M GEMVs on the FFMA path; 1: on the tensor cores wherever they can be"},
+    {"PARETO_BITMASK_ROW_METADATA", "1: 2:4 weights on the GPU carry their sparse-MMA metadata, which the tensor-core path reads instead of deriving it from the masks"},
     {"PARETO_BITMASK_INT4_MMA", "0: 2:4 + int4 on the FFMA path"},
     {"PARETO_SPQR_MMA", "0: SpQR on the FFMA path; 1: on the tensor cores wherever they can be"},
     {"PARETO_RING_GROUP_WARPS", "0: every warp of a ring block its own row group (no sharing of a row group)"},

@@ -728,6 +728,36 @@ TEST(PackedGemvSplit, BitmaskInt4SharedMemoryFollowsTheArithmeticPath) {
   }
 }
 
+// 2:4's sparse-MMA metadata precomputed word by word (PARETO_BITMASK_ROW_METADATA=1): each nibble of two set bits
+// becomes (lower index, higher index), the padding's 0000 and 1111 the pairs mma.sp accepts over zeros, and the
+// function of a word commutes with the ring's byte permutes of two rows' words (lower halves 0x5410, upper 0x7632),
+// which is what lets the kernel take it precomputed.
+TEST(BitmaskSparseMetadata, NibblesGiveTheirKeptIndicesAndCommuteWithTheRowPermutes) {
+  namespace k = kernels;
+  for (uint32_t nibble = 0; nibble < 16; ++nibble) {
+    int indices[4], n = 0;
+    for (int b = 0; b < 4; ++b)
+      if (nibble >> b & 1u) indices[n++] = b;
+    const uint32_t got = k::bitmaskSparseMetadataWord(nibble) & 0xFu;
+    if (n == 2) EXPECT_EQ(got, uint32_t(indices[0] | indices[1] << 2)) << "nibble " << nibble;
+  }
+  EXPECT_EQ(k::bitmaskSparseMetadataWord(0x0u) & 0xFu, 2u | 1u << 2);
+  EXPECT_EQ(k::bitmaskSparseMetadataWord(0xFu) & 0xFu, 0u | 3u << 2);
+  const auto lowHalves = [](uint32_t a, uint32_t b) { return (a & 0xFFFFu) | (b << 16); };
+  const auto highHalves = [](uint32_t a, uint32_t b) { return (a >> 16) | (b & 0xFFFF0000u); };
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1000; ++i) {
+    const uint32_t a = rng(), b = rng();
+    for (int nib = 0; nib < 8; ++nib)
+      EXPECT_EQ(k::bitmaskSparseMetadataWord(a) >> (4 * nib) & 0xFu,
+                k::bitmaskSparseMetadataWord(a >> (4 * nib) & 0xFu) & 0xFu);
+    EXPECT_EQ(k::bitmaskSparseMetadataWord(lowHalves(a, b)),
+              lowHalves(k::bitmaskSparseMetadataWord(a), k::bitmaskSparseMetadataWord(b)));
+    EXPECT_EQ(k::bitmaskSparseMetadataWord(highHalves(a, b)),
+              highHalves(k::bitmaskSparseMetadataWord(a), k::bitmaskSparseMetadataWord(b)));
+  }
+}
+
 // The 2:4 + int4 tensor-core kernel reads its masks as sparse-MMA metadata computed at load time
 // (kernels/BitmaskInt4Gemv.h). Read back through the fragment layout the kernel hands mma.sp (lane 4g + t, t = 0
 // or 1, slots 4t .. 4t + 3 of rows g and g + 8 of its m-tile; k-block kb's slot s is the piece's group

@@ -927,6 +927,7 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
         for (int sh = 0; sh < 4; ++sh) {
           const k::GemvSplit sp = step[size_t(sh)]->split(batch);
           splits += " " + std::to_string(sp.splits) + "x" + std::to_string(sp.ringGroupWarps);
+          if (sp.ringBlocks > 0) splits += "/" + std::to_string(sp.ringBlocks);  // row groups dealt out (v6y)
         }
       std::printf("%-24s %5d %9.3f %8.0f %6.1f%% %6.2fx  %.1f %.1f %.1f %.1f%s%s\n", format.c_str(), batch, ms, gbs,
                   100 * gbs / copy, speedup, alone[0], alone[1], alone[2], alone[3], splits.empty() ? "" : "  splits",

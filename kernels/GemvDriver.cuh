@@ -76,6 +76,7 @@ struct GemvLaunch {
   int batch = 1;
   int splits = 1;
   int ringGroupWarps = 1;   // GemvSplit::ringGroupWarps
+  int64_t ringBlocks = 0;   // GemvSplit::ringBlocks
   int64_t totalChunks = 0, chunksPerSplit = 0, sliceCols = 0;
   int sumUnit = 0;          // columns per activation sum (0: none)
   const void* x = nullptr;
@@ -619,7 +620,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   const int64_t chunk0 = int64_t(split) * a.chunksPerSplit;
   const int64_t chunkEnd = min(chunk0 + a.chunksPerSplit, a.totalChunks);
   // The warp's row group and chunks [chunk0 + first, chunk0 + first + count): its part of the split (GemvProblem.h).
-  const RingWarpWork work = ringWarpWork(blockIdx.x, warp, groupShift, int(chunkEnd - chunk0));
+  const RingWarpWork work = ringWarpWork(blockIdx.x, warp, groupShift, int(chunkEnd - chunk0), groups, a.ringBlocks);
   const int64_t group = work.group;
   const int part = work.part, first = work.first;
   const bool active = group < groups;  // the last block may have fewer row groups than warps
@@ -716,7 +717,9 @@ cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunc
                                cudaStream_t stream) {
   constexpr bool kRing = RingOf<Format>::kRing;
   const int64_t gridRows =
-      kRing ? ceilDiv(rowGroups(a.rows), kRingWarpsPerBlock / a.ringGroupWarps) : rowGroups(a.rows);
+      !kRing ? rowGroups(a.rows)
+      : a.ringBlocks > 0 ? a.ringBlocks
+                         : ceilDiv(rowGroups(a.rows), kRingWarpsPerBlock / a.ringGroupWarps);
   const dim3 grid(unsigned(gridRows), unsigned(a.splits));
   const dim3 block(kRowsPerGroup * (kRing ? kRingWarpsPerBlock : kWarpsPerBlock));
   // A non-sticky error left behind by an unrelated runtime call elsewhere in the process (cudaGetLastError is
@@ -726,6 +729,10 @@ cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunc
   // Warps sharing a row group: ring kernels only, a power of two dividing the block's warps.
   if (a.ringGroupWarps != 1 && (!kRing || a.ringGroupWarps < 1 || kRingWarpsPerBlock % a.ringGroupWarps != 0 ||
                                 (a.ringGroupWarps & (a.ringGroupWarps - 1)) != 0))
+    return cudaErrorInvalidValue;
+  // Row groups dealt out evenly: ring kernels only, and no block given more row groups than its warps can take.
+  if (a.ringBlocks != 0 && (!kRing || a.ringBlocks < 0 ||
+                            ceilDiv(rowGroups(a.rows), a.ringBlocks) > kRingWarpsPerBlock / a.ringGroupWarps))
     return cudaErrorInvalidValue;
   const auto kernel = [] {
     if constexpr (kRing) return ringGemvKernel<Format, B, T, kFolds>;
@@ -768,6 +775,7 @@ inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t t
   a.batch = p.batch;
   a.splits = s.splits;
   a.ringGroupWarps = s.ringGroupWarps;
+  a.ringBlocks = s.ringBlocks;
   a.totalChunks = totalChunks;
   a.chunksPerSplit = s.chunksPerSplit;
   a.sliceCols = s.sliceCols;

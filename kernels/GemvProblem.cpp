@@ -96,7 +96,23 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   s.sliceCols = s.chunksPerSplit * chunkCols;
   s.sharedBytes = sharedFor(s.chunksPerSplit);
   s.ringGroupWarps = bestWarps;
+  if (ringBalancedEnabled()) s.ringBlocks = ringBalancedBlocks(groups, bestWarps, s.splits, wave);
   return s;
+}
+
+int64_t ringBalancedBlocks(int64_t groups, int groupWarps, int splits, int64_t wave) {
+  const int64_t perBlock = kRingWarpsPerBlock / std::max(1, groupWarps);
+  const int64_t uniform = ceilDiv(groups, perBlock);
+  const int64_t places = wave / std::max(1, splits);  // blocks a split in one wave
+  const int64_t multiprocessors = wave / kRingResidentBlocks;
+  if (perBlock < 2 || uniform * splits > wave || uniform * splits <= multiprocessors) return 0;
+  const int64_t blocks = std::min(places, groups);
+  return blocks > uniform ? blocks : 0;
+}
+
+bool ringBalancedEnabled() {
+  static const bool on = kernelSwitch("PARETO_RING_BALANCED") == SwitchSetting::On;
+  return on;
 }
 
 bool normInStagingEnabled() {

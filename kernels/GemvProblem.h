@@ -119,6 +119,9 @@ struct GemvSplit {
   // part of its chunks, their sums added in shared memory; the block holds kRingWarpsPerBlock / ringGroupWarps
   // row groups. 1: a warp a row group, every warp all chunks of the split.
   int ringGroupWarps = 1;
+  // Ring kernels, > 0: the row groups dealt out evenly over this many blocks a split (ringBalancedBlocks), each
+  // holding floor or ceil of groups / ringBlocks of them; 0: blocks of kRingWarpsPerBlock / ringGroupWarps each.
+  int64_t ringBlocks = 0;
 };
 
 inline int64_t rowGroups(int64_t rows) { return (rows + kRowsPerGroup - 1) / kRowsPerGroup; }
@@ -164,14 +167,33 @@ struct RingWarpWork {
   int64_t group;
   int part, first, count;
 };
-PARETO_HOST_DEVICE inline RingWarpWork ringWarpWork(int64_t block, int warp, int groupShift, int splitChunks) {
+// `blocks` > 0 (GemvSplit::ringBlocks): block b holds the row groups from b·floor(G / blocks) + min(b, G mod blocks)
+// on, one more than floor(G / blocks) for the first G mod blocks blocks; a warp past them gets group G (idle).
+PARETO_HOST_DEVICE inline RingWarpWork ringWarpWork(int64_t block, int warp, int groupShift, int splitChunks,
+                                                    int64_t groups = 0, int64_t blocks = 0) {
   RingWarpWork w;
   w.part = warp & ((1 << groupShift) - 1);
-  w.group = block * (kRingWarpsPerBlock >> groupShift) + (warp >> groupShift);
+  if (blocks > 0) {
+    const int64_t per = groups / blocks, extra = groups % blocks, local = warp >> groupShift;
+    const int64_t held = per + (block < extra ? 1 : 0);
+    w.group = local < held ? block * per + (block < extra ? block : extra) + local : groups;
+  } else {
+    w.group = block * (kRingWarpsPerBlock >> groupShift) + (warp >> groupShift);
+  }
   w.first = (splitChunks * w.part) >> groupShift;
   w.count = ((splitChunks * (w.part + 1)) >> groupShift) - w.first;
   return w;
 }
+
+// The blocks a split for row groups dealt out evenly (GemvSplit::ringBlocks), or 0 to keep the uniform blocks of
+// kRingWarpsPerBlock / groupWarps row groups: where those fill more than one block place but not two on every
+// multiprocessor (`wave` = kRingResidentBlocks · multiprocessors blocks), as many blocks as the wave holds, so that
+// no multiprocessor need hold two full blocks while another holds one (Llama-3.1-8B's gate+up: 224 blocks of 4 row
+// groups on 132 multiprocessors, 92 with two). Every block then holds at most as many row groups as a uniform one.
+int64_t ringBalancedBlocks(int64_t groups, int groupWarps, int splits, int64_t wave);
+// Whether chooseRingSplit deals the row groups out evenly: PARETO_RING_BALANCED=1 (off until a device run has timed
+// it, bench/NOTES.md "v6y"; read once).
+bool ringBalancedEnabled();
 
 // The most warps of a ring block the ring split lets share one row group: kRingWarpsPerBlock, or 1 (every warp its
 // own row group, as the ring kernels ran through v6m) with PARETO_RING_GROUP_WARPS=0 in the environment. Sharing

@@ -26,6 +26,7 @@ inline constexpr KernelSwitch kKernelSwitches[] = {
     {"PARETO_BITMASK_ROW_METADATA", "1: 2:4 weights on the GPU carry their sparse-MMA metadata, which the tensor-core path reads instead of deriving it from the masks"},
     {"PARETO_BITMASK_INT4_MMA", "0: 2:4 + int4 on the FFMA path"},
     {"PARETO_SPQR_MMA", "0: SpQR on the FFMA path; 1: on the tensor cores wherever they can be"},
+    {"PARETO_RING_BALANCED", "1: a ring GEMV whose blocks would fill some multiprocessors twice and others once deals its row groups out evenly over a full wave of blocks"},
     {"PARETO_RING_GROUP_WARPS", "0: every warp of a ring block its own row group (no sharing of a row group)"},
     {"PARETO_NORM_ONE_ROUND", "0: a GEMV with a folded RMSNorm reads the row for its statistic apart from staging x, always"},
     {"PARETO_ATTENTION_EARLY_TILE", "0: the fused decode attention waits for the previous kernel before it reads its first tile"},

@@ -605,35 +605,66 @@ TEST(PackedGemvSplit, RingWarpsCoverEveryRowGroupAndChunkOnce) {
         while ((1 << shift) < s.ringGroupWarps) ++shift;
         ASSERT_EQ(1 << shift, s.ringGroupWarps);
         const int64_t groups = k::rowGroups(rows);
-        const int64_t blocks = k::ceilDiv(groups, k::kRingWarpsPerBlock / s.ringGroupWarps);
-        std::vector<int> computed(size_t(groups * chunks), 0), storers(size_t(groups) * size_t(s.splits), 0);
-        for (int split = 0; split < s.splits; ++split) {
-          const int64_t chunk0 = split * s.chunksPerSplit;
-          const int splitChunks = int(std::min(chunk0 + s.chunksPerSplit, chunks) - chunk0);
-          for (int64_t block = 0; block < blocks; ++block)
-            for (int warp = 0; warp < k::kRingWarpsPerBlock; ++warp) {
-              const k::RingWarpWork w = k::ringWarpWork(block, warp, shift, splitChunks);
-              EXPECT_EQ(w.part, warp % s.ringGroupWarps);
-              EXPECT_GE(w.count, 0);
-              if (w.group >= groups) continue;  // an idle warp of the last block
-              if (w.part == 0) ++storers[size_t(w.group * s.splits + split)];
-              if (w.part > 0) {  // the previous part is the previous warp, on the same row group, just before
-                const k::RingWarpWork before = k::ringWarpWork(block, warp - 1, shift, splitChunks);
-                EXPECT_EQ(before.group, w.group);
-                EXPECT_EQ(before.first + before.count, w.first);
+        // The uniform blocks, and the row groups dealt out evenly where ringBalancedBlocks would (PARETO_RING_BALANCED).
+        std::vector<int64_t> layouts = {0};
+        if (const int64_t n = k::ringBalancedBlocks(groups, s.ringGroupWarps, s.splits,
+                                                    int64_t(k::kRingResidentBlocks) * sms);
+            n > 0)
+          layouts.push_back(n);
+        for (const int64_t balanced : layouts) {
+          const int64_t blocks = balanced > 0 ? balanced : k::ceilDiv(groups, k::kRingWarpsPerBlock / s.ringGroupWarps);
+          std::vector<int> computed(size_t(groups * chunks), 0), storers(size_t(groups) * size_t(s.splits), 0);
+          for (int split = 0; split < s.splits; ++split) {
+            const int64_t chunk0 = split * s.chunksPerSplit;
+            const int splitChunks = int(std::min(chunk0 + s.chunksPerSplit, chunks) - chunk0);
+            for (int64_t block = 0; block < blocks; ++block)
+              for (int warp = 0; warp < k::kRingWarpsPerBlock; ++warp) {
+                const k::RingWarpWork w = k::ringWarpWork(block, warp, shift, splitChunks, groups, balanced);
+                EXPECT_EQ(w.part, warp % s.ringGroupWarps);
+                EXPECT_GE(w.count, 0);
+                if (w.group >= groups) continue;  // an idle warp of the last block, or of a block holding fewer
+                if (w.part == 0) ++storers[size_t(w.group * s.splits + split)];
+                if (w.part > 0) {  // the previous part is the previous warp, on the same row group, just before
+                  const k::RingWarpWork before = k::ringWarpWork(block, warp - 1, shift, splitChunks, groups, balanced);
+                  EXPECT_EQ(before.group, w.group);
+                  EXPECT_EQ(before.first + before.count, w.first);
+                }
+                for (int c = 0; c < w.count; ++c) ++computed[size_t(w.group * chunks + chunk0 + w.first + c)];
               }
-              for (int c = 0; c < w.count; ++c) ++computed[size_t(w.group * chunks + chunk0 + w.first + c)];
-            }
+          }
+          const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " batch " +
+                                   std::to_string(batch) + ", " + std::to_string(s.ringGroupWarps) +
+                                   " warps a group, " + std::to_string(balanced) + " balanced blocks";
+          EXPECT_EQ(std::count(computed.begin(), computed.end(), 1), int64_t(computed.size())) << what;
+          EXPECT_EQ(std::count(storers.begin(), storers.end(), 1), int64_t(storers.size())) << what;
         }
-        const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " batch " +
-                                 std::to_string(batch) + ", " + std::to_string(s.ringGroupWarps) + " warps a group";
-        EXPECT_EQ(std::count(computed.begin(), computed.end(), 1), int64_t(computed.size())) << what;
-        EXPECT_EQ(std::count(storers.begin(), storers.end(), 1), int64_t(storers.size())) << what;
       }
     }
   }
 }
 
+
+// Row groups dealt out evenly (PARETO_RING_BALANCED=1): Llama-3.1-8B's gate+up at batch 1 (896 row groups, 2 warps a
+// group: 224 uniform blocks of 4) takes a full wave of 264 blocks of 3 or 4; nothing changes where the uniform
+// blocks hold one row group, fill at most one place a multiprocessor, or need more than a wave.
+TEST(PackedGemvSplit, BalancedRingBlocksFillAWaveWithoutGrowingABlock) {
+  namespace k = kernels;
+  const int64_t wave = int64_t(k::kRingResidentBlocks) * 132;
+  EXPECT_EQ(k::ringBalancedBlocks(896, 2, 1, wave), 264);
+  EXPECT_EQ(k::ringBalancedBlocks(896, 1, 2, wave), 132);  // 2 splits of 112 blocks of 8: 132 of 6 or 7 a split
+  EXPECT_EQ(k::ringBalancedBlocks(192, 8, 1, wave), 0);    // one row group a block
+  EXPECT_EQ(k::ringBalancedBlocks(128, 2, 1, wave), 0);    // 32 blocks: one place a multiprocessor at most
+  EXPECT_EQ(k::ringBalancedBlocks(896, 1, 4, wave), 0);    // 448 blocks: more than a wave
+  for (int64_t groups : {int64_t(97), int64_t(448), int64_t(896), int64_t(1000)})
+    for (int gw : {1, 2, 4})
+      for (int splits : {1, 2, 3}) {
+        const int64_t n = k::ringBalancedBlocks(groups, gw, splits, wave);
+        if (n == 0) continue;
+        EXPECT_LE(n * splits, wave);
+        EXPECT_LE(k::ceilDiv(groups, n), k::kRingWarpsPerBlock / gw) << groups << " groups, " << gw << " warps";
+        EXPECT_GT(n, k::ceilDiv(groups, k::kRingWarpsPerBlock / gw));
+      }
+}
 
 // 2:4 runs on the tensor cores from batch 4 (bitmask_nm_gemv.cu: BitmaskMmaFormat), the other patterns of 16 kept
 // values a word from kBitmaskScatterMinBatch (BitmaskScatterMmaFormat), everything else on the FFMA path; the ring

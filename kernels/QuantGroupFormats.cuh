@@ -248,8 +248,8 @@ struct QuantMmaFormat : QuantCodeStream {
       }
     }
     // Otherwise (other group sizes, PARETO_QUANT_ZERO_MMA=0) the odd columns in place with the 960 MMA, not at batch
-    // 16: its two batch tiles double the extra MMAs, and it measured 5% slower with them (v6c). The common unit has its own loop in fp16 only (bf16 and PARETO_QUANT_ODD=0 keep the runtime
-    // unit: fewer instantiations to compile).
+    // 16: its two batch tiles double the extra MMAs, and it measured 5% slower with them (v6c). The common unit has
+    // its own loop in fp16 only (bf16 and PARETO_QUANT_ODD=0 keep the runtime unit: fewer instantiations to compile).
     if constexpr (Bits == 4 && T == ActivationType::Float16 && B <= 8) {
       if (w.oddExponent) {
         if (w.unitShift == kCommonUnitShift)

@@ -487,9 +487,10 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
   }
 }
 
-// The zero point on the tensor cores (int4 g128, QuantGroupFormats.cuh kZeroMma) rests on fp16 encodings: its A operands are exactly
-// −(1024 + z) and −(64 + z) for every zero a byte of 4-bit groups can hold and beyond (z ≤ 63), and the odd columns'
-// in-place read, (q << 4) | 0x5400, is exactly 64 + q, so that every column's (read − bias − z) is q − z.
+// The zero point on the tensor cores (int4 g128, QuantGroupFormats.cuh kZeroMma) rests on fp16 encodings: its A
+// operands are exactly −(1024 + z) and −(64 + z) for every zero a byte of 4-bit groups can hold and beyond (z ≤ 63),
+// and the odd columns' in-place read, (q << 4) | 0x5400, is exactly 64 + q, so that every column's
+// (read − bias − z) is q − z.
 TEST(PackedGemvSplit, ZeroPointOperandsAreExactInHalfPrecision) {
   namespace k = kernels;
   const auto half = [](uint32_t bits) { return float(c10::Half(uint16_t(bits), c10::Half::from_bits())); };
@@ -605,7 +606,8 @@ TEST(PackedGemvSplit, RingWarpsCoverEveryRowGroupAndChunkOnce) {
         while ((1 << shift) < s.ringGroupWarps) ++shift;
         ASSERT_EQ(1 << shift, s.ringGroupWarps);
         const int64_t groups = k::rowGroups(rows);
-        // The uniform blocks, and the row groups dealt out evenly where ringBalancedBlocks would (PARETO_RING_BALANCED).
+        // The uniform blocks, and the row groups dealt out evenly where ringBalancedBlocks would
+        // (PARETO_RING_BALANCED).
         std::vector<int64_t> layouts = {0};
         if (const int64_t n = k::ringBalancedBlocks(groups, s.ringGroupWarps, s.splits,
                                                     int64_t(k::kRingResidentBlocks) * sms);

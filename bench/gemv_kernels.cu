@@ -126,15 +126,6 @@ std::shared_ptr<DeviceBuffer> int4MaskMetadata(const std::vector<uint32_t>& mask
   return upload(metadata);
 }
 
-// The 2:4 masks' sparse-MMA metadata word by word (k::bitmaskSparseMetadataWord), on the device, as the runtime
-// computes it at load time under PARETO_BITMASK_ROW_METADATA=1; null where the switch is off.
-std::shared_ptr<DeviceBuffer> rowMetadataOf(const std::vector<uint32_t>& masks) {
-  if (!k::bitmaskRowMetadata()) return nullptr;
-  std::vector<uint32_t> metadata(masks.size());
-  for (size_t i = 0; i < masks.size(); ++i) metadata[i] = k::bitmaskSparseMetadataWord(masks[i]);
-  return upload(metadata);
-}
-
 std::vector<uint8_t> randomBytes(size_t n, std::mt19937_64& rng) {
   std::vector<uint8_t> v(n);
   for (auto& b : v) b = uint8_t(rng());
@@ -173,11 +164,9 @@ Linear bitmaskLinear(int64_t rows, int64_t cols, int n, int m, k::ActivationType
   Linear l;
   l.rows = rows, l.cols = cols;
   auto dm = upload(*masks), dv = upload(*values);
-  auto dmeta = n == 2 && m == 4 ? rowMetadataOf(*masks) : nullptr;
   l.device = {dm, dv};
-  if (dmeta) l.device.push_back(dmeta);
   l.bytes = dm->bytes + dv->bytes;
-  k::BitmaskNMGemvWeight dw{dm->as<uint32_t>(), dv->ptr, n, m, dmeta ? dmeta->as<uint32_t>() : nullptr};
+  k::BitmaskNMGemvWeight dw{dm->as<uint32_t>(), dv->ptr, n, m};
   l.run = [dw](const k::GemvProblem& p, float* partials, int* counters, cudaStream_t s) {
     return k::runBitmaskNMGemv(p, dw, k::bitmaskNMGemvSplit(p, dw, multiprocessors()), partials, counters, s);
   };
@@ -511,6 +500,23 @@ int runTests(bool small) {
         checkFolded(spqrLinear(rows, cols, 3, 16, 0.01, ++seed), t, fold, false, "spqr 3-bit sg16" + shape, counts);
       }
   }
+  // A tall, narrow shape whose ring splits deal row groups out evenly (GemvSplit::ringBlocks) on a 132-multiprocessor
+  // Hopper for every ring format at some batch of the test (PackedGemvSplit.TheBalancedTestShapeBalancesEveryRing
+  // Format): int4 g128 and 2:4 + int4 at 1-2, int8 at 2-8, 2:4 at 3-8, 16:32 at 8, SpQR at 2-8. One linear a
+  // format, fp16.
+  {
+    const int64_t rows = 24576, cols = 1024;
+    const std::string shape = " 24576x1024 (balanced blocks)";
+    const auto t = k::ActivationType::Float16;
+    checkLinear(quantLinear(rows, cols, 4, false, 128, ++seed), t, "int4 asym g128" + shape, counts);
+    checkLinear(quantLinear(rows, cols, 8, true, cols, ++seed), t, "int8 sym per row" + shape, counts);
+    for (auto [n, m] : {std::pair{2, 4}, {16, 32}})
+      checkLinear(bitmaskLinear(rows, cols, n, m, t, ++seed), t,
+                  "bitmask " + std::to_string(n) + ":" + std::to_string(m) + shape, counts);
+    checkLinear(bitmaskInt4Linear(rows, cols, 2, 4, false, cols / 2, ++seed), t, "bitmask 2:4 int4 asym per row" + shape,
+                counts);
+    checkLinear(spqrLinear(rows, cols, 3, 16, 0.01, ++seed), t, "spqr 3-bit sg16" + shape, counts);
+  }
   std::printf("TESTS %s: %d of %d (kernel, batch) cases failed, worst relative error %.2e\n",
               counts.failures ? "FAILED" : "PASSED", counts.failures, counts.cases, counts.worst);
   return counts.failures ? 1 : 0;
@@ -718,15 +724,7 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
     auto values = deviceRandom(size_t(g * c * 16 * 32 * 8) * 2, seed + 1, 1);
     l->keep = {masks, values};
     l->bytes = masks->bytes + values->bytes;
-    std::shared_ptr<DeviceBuffer> metadata;
-    if (nm24 && k::bitmaskRowMetadata()) {
-      std::vector<uint32_t> host(masks->bytes / 4);
-      check(cudaMemcpy(host.data(), masks->ptr, masks->bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-      metadata = rowMetadataOf(host);
-      l->keep.push_back(metadata);
-    }
-    k::BitmaskNMGemvWeight w{masks->as<uint32_t>(), values->ptr, nm24 ? 2 : 16, nm24 ? 4 : 32,
-                             metadata ? metadata->as<uint32_t>() : nullptr};
+    k::BitmaskNMGemvWeight w{masks->as<uint32_t>(), values->ptr, nm24 ? 2 : 16, nm24 ? 4 : 32};
     l->run = [=](const void* x, void* y, int batch, float* partials, cudaStream_t stream) {
       const k::GemvProblem p = problem(x, y, batch);
       check(k::runBitmaskNMGemv(p, w, k::bitmaskNMGemvSplit(p, w, sms), partials, counters, stream), "bitmask");

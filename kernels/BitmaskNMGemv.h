@@ -31,29 +31,7 @@ struct BitmaskNMGemvWeight {
   const void* values = nullptr;     // fp16 or bf16, the activation type
   int n = 0;
   int m = 0;
-  // 2:4 only, optional: every mask word turned into its sparse-MMA metadata (bitmaskSparseMetadataWord), in the
-  // masks' layout; the tensor-core path then reads it in place of the masks (bitmaskRowMetadata).
-  const uint32_t* metadata = nullptr;
 };
-
-// The metadata of mma.sp (TensorCoreOps.cuh) for a mask word of 2:4 groups, nibble by nibble: the lower kept
-// column's index in bits 0-1, the higher one's in bits 2-3. The same bits as BitmaskMetadata.cuh's
-// sparseMetadata, whose nibbles depend only on themselves, so that a word's metadata can be computed before the
-// kernel's byte permute of two rows' words as well as after it.
-PARETO_HOST_DEVICE constexpr uint32_t bitmaskSparseMetadataWord(uint32_t mask) {
-  uint32_t out = 0;
-  for (int i = 0; i < 8; ++i) {
-    const uint32_t b0 = mask >> (4 * i) & 1u, b1 = mask >> (4 * i + 1) & 1u, b2 = mask >> (4 * i + 2) & 1u,
-                   b3 = mask >> (4 * i + 3) & 1u;
-    const uint32_t nibble = ((~b0 & b1) & 1u) | ((~(b0 | b1) & 1u) << 1) | (((~b2 | b3) & 1u) << 2) | ((b2 | b3) << 3);
-    out |= nibble << (4 * i);
-  }
-  return out;
-}
-// PARETO_BITMASK_ROW_METADATA=1 (off until a device run has timed it, bench/NOTES.md "v6x"): 2:4 weights loaded for
-// the GPU carry the metadata beside the masks (1/8 byte a weight more in memory, none more read by a kernel). Read
-// once.
-bool bitmaskRowMetadata();
 
 inline int64_t bitmaskChunks(int64_t cols) { return ceilDiv(cols, kBitmaskChunkCols); }
 inline int bitmaskKeptPerWord(int n, int m) { return m > 0 ? 32 * n / m : 0; }

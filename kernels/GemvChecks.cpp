@@ -24,17 +24,9 @@ std::string checkBitmaskNMGemv(const GemvProblem& p, const BitmaskNMGemvWeight& 
            " of 32 columns; the kernel is compiled for 8, 16 and 24 (25%, 50%, 75% density)";
   if (p.cols % 32 != 0) return "columns (" + std::to_string(p.cols) + ") must be a multiple of 32";
   if (w.masks == nullptr || w.values == nullptr) return "missing mask or value pointer";
-  if (reinterpret_cast<uintptr_t>(w.masks) % 16 != 0 || reinterpret_cast<uintptr_t>(w.values) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(w.metadata) % 16 != 0)
-    return "masks, metadata and values must be 16-byte aligned (the kernel reads them with 16-byte loads)";
-  if (w.metadata != nullptr && (w.n != 2 || w.m != 4))
-    return "sparse-MMA metadata is for 2:4 weights, not " + std::to_string(w.n) + ":" + std::to_string(w.m);
+  if (reinterpret_cast<uintptr_t>(w.masks) % 16 != 0 || reinterpret_cast<uintptr_t>(w.values) % 16 != 0)
+    return "masks and values must be 16-byte aligned (the kernel reads them with 16-byte loads)";
   return {};
-}
-
-bool bitmaskRowMetadata() {
-  static const bool on = kernelSwitch("PARETO_BITMASK_ROW_METADATA") == SwitchSetting::On;
-  return on;
 }
 
 bool bitmaskUsesTensorCores(int n, int m, int compiledBatch) {
@@ -116,8 +108,8 @@ bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, 
   // On wherever it applies (bench/NOTES.md "seventh session": −7 to −14% at batch 1-8, v6r; −6% at 16, v6v);
   // PARETO_QUANT_ZERO_MMA=0 turns it off.
   static const bool enabled = kernelSwitch("PARETO_QUANT_ZERO_MMA") != SwitchSetting::Off;
-  // 8-bit codes only with PARETO_QUANT_ZERO_MMA_8=1 until a device run has timed it (bench/NOTES.md "v6w").
-  static const bool eight = kernelSwitch("PARETO_QUANT_ZERO_MMA_8") == SwitchSetting::On;
+  // 8-bit codes too (bench/NOTES.md "v6w measured": int8 −5 to −7.5% at batch 2-16), unless PARETO_QUANT_ZERO_MMA_8=0.
+  static const bool eight = kernelSwitch("PARETO_QUANT_ZERO_MMA_8") != SwitchSetting::Off;
   return enabled && (w.bits == 4 || eight) && quantZeroMmaApplies(w, type, compiledBatch);
 }
 
@@ -134,7 +126,8 @@ GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& 
     // At least 2 whole chunks a warp (one measured slower at batch 8-16: bench/NOTES.md "short warps").
     return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits) * halves, quantChunkCols(w.bits) / halves, batch,
                            sumUnit, multiprocessors, kRingMaxSharedBytes,
-                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), 2 * halves);
+                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), 2 * halves,
+                           0, w.bits == 4 ? kRingBalanceMaxBatchInt4 : kRingBalanceMaxBatch);
   }
   return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,
                          int(quantSumUnit(w.groupSize, w.bits)), multiprocessors, kMaxStagedBytes);
@@ -247,7 +240,7 @@ GemvSplit bitmaskInt4GemvSplit(const GemvProblem& p, const BitmaskInt4GemvWeight
     const size_t pad = size_t(kBitmaskInt4StagePadHalves);
     return chooseRingSplit(p.rows, ceilDiv(p.cols, kBitmaskInt4MmaChunkCols), kBitmaskInt4MmaChunkCols, batch, 0,
                            multiprocessors, kRingMaxSharedBytes, 2 * size_t(batch),
-                           2 * size_t(batch) * pad + 16 + kBitmaskInt4RingBytes);
+                           2 * size_t(batch) * pad + 16 + kBitmaskInt4RingBytes, 2, 0, kRingBalanceMaxBatchInt4);
   }
   return chooseGemvSplit(p.rows, ceilDiv(p.cols, 256), 256, compiledBatch(p.batch), 0, multiprocessors,
                          kMaxStagedBytes);

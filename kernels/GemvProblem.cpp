@@ -49,7 +49,7 @@ constexpr int64_t kStageVectorsPerRound = int64_t(kRowsPerGroup) * kRingWarpsPer
 
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes, int64_t minChunksPerWarp, int maxGroupWarps) {
+                          size_t stagedFixedBytes, int64_t minChunksPerWarp, int maxGroupWarps, int balanceMaxBatch) {
   const int64_t groups = rowGroups(rows);
   const int64_t wave = int64_t(kRingResidentBlocks) * std::max(1, multiprocessors);
   const int groupWarpsLimit = std::min(kRingWarpsPerBlock, maxGroupWarps > 0 ? maxGroupWarps : ringMaxGroupWarps());
@@ -96,7 +96,8 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   s.sliceCols = s.chunksPerSplit * chunkCols;
   s.sharedBytes = sharedFor(s.chunksPerSplit);
   s.ringGroupWarps = bestWarps;
-  if (ringBalancedEnabled()) s.ringBlocks = ringBalancedBlocks(groups, bestWarps, s.splits, wave);
+  if (ringBalancedEnabled() && batch <= balanceMaxBatch)
+    s.ringBlocks = ringBalancedBlocks(groups, bestWarps, s.splits, wave);
   return s;
 }
 
@@ -105,13 +106,15 @@ int64_t ringBalancedBlocks(int64_t groups, int groupWarps, int splits, int64_t w
   const int64_t uniform = ceilDiv(groups, perBlock);
   const int64_t places = wave / std::max(1, splits);  // blocks a split in one wave
   const int64_t multiprocessors = wave / kRingResidentBlocks;
-  if (perBlock < 2 || uniform * splits > wave || uniform * splits <= multiprocessors) return 0;
+  // Uniform blocks that fill 90% of the wave or more leave too little to even out for the extra stagings of x that
+  // more, smaller blocks cost (down at int4 batch 4-8, 32 → 33 blocks a split: +1 to +5%, bench/NOTES.md "v6y").
+  if (perBlock < 2 || 10 * uniform * splits > 9 * wave || uniform * splits <= multiprocessors) return 0;
   const int64_t blocks = std::min(places, groups);
   return blocks > uniform ? blocks : 0;
 }
 
 bool ringBalancedEnabled() {
-  static const bool on = kernelSwitch("PARETO_RING_BALANCED") == SwitchSetting::On;
+  static const bool on = kernelSwitch("PARETO_RING_BALANCED") != SwitchSetting::Off;
   return on;
 }
 

@@ -48,6 +48,12 @@ constexpr int residentBlocks(int compiledBatch) { return compiledBatch <= 1 ? 4 
 // instruction chain, not memory, setting the time: bench/NOTES.md v6c.)
 inline constexpr int kRingWarpsPerBlock = 8;
 inline constexpr int kRingResidentBlocks = 2;
+// The largest batch whose ring split deals row groups out evenly (chooseRingSplit, ringBalancedBlocks): 2:4 and
+// SpQR's gate+up 7-9% faster at batch 2-8, qkv at batch 16 2-11% slower (bench/NOTES.md "v6y measured"). The int4
+// rings pass kRingBalanceMaxBatchInt4: their warps' chains set the time, so a block holding fewer row groups ends no
+// sooner, and from batch 4 the extra stagings of x cost 1-5%.
+inline constexpr int kRingBalanceMaxBatch = 8;
+inline constexpr int kRingBalanceMaxBatchInt4 = 2;
 // Dynamic shared memory a ring kernel's block may use: half of the multiprocessor's 228 KB, less the 1 KB the
 // runtime reserves a block and 8 KB of headroom for static shared memory.
 inline constexpr size_t kRingMaxSharedBytes = 228 * 1024 / 2 - 1024 - 8 * 1024;
@@ -154,9 +160,11 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 // x, and the cost counts what the choice between them trades: the global combine of the splits (one L2 round
 // trip for the counter and one for every 8 splits' partial sums) and each staging round of x past the first (an
 // L2 round trip each, 1024 vectors of 8 columns a round), in chunks of a warp's chain at half a chunk a round trip.
+// Up to `balanceMaxBatch`, the row groups are dealt out evenly where ringBalancedBlocks says so.
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes, int64_t minChunksPerWarp = 2, int maxGroupWarps = 0);
+                          size_t stagedFixedBytes, int64_t minChunksPerWarp = 2, int maxGroupWarps = 0,
+                          int balanceMaxBatch = kRingBalanceMaxBatch);
 
 // What one warp of a ring block does (GemvDriver.cuh ringGemvKernel, with GemvSplit::ringGroupWarps =
 // 2^groupShift): the row group `group` (≥ the row groups of the problem: an idle warp of the last block) and, of
@@ -186,13 +194,14 @@ PARETO_HOST_DEVICE inline RingWarpWork ringWarpWork(int64_t block, int warp, int
 }
 
 // The blocks a split for row groups dealt out evenly (GemvSplit::ringBlocks), or 0 to keep the uniform blocks of
-// kRingWarpsPerBlock / groupWarps row groups: where those fill more than one block place but not two on every
-// multiprocessor (`wave` = kRingResidentBlocks · multiprocessors blocks), as many blocks as the wave holds, so that
-// no multiprocessor need hold two full blocks while another holds one (Llama-3.1-8B's gate+up: 224 blocks of 4 row
-// groups on 132 multiprocessors, 92 with two). Every block then holds at most as many row groups as a uniform one.
+// kRingWarpsPerBlock / groupWarps row groups: where those fill more than one block place but less than 90% of two
+// on every multiprocessor (`wave` = kRingResidentBlocks · multiprocessors blocks), as many blocks as the wave holds,
+// so that no multiprocessor need hold two full blocks while another holds one (Llama-3.1-8B's gate+up: 224 blocks of
+// 4 row groups on 132 multiprocessors, 92 with two). Every block then holds at most as many row groups as a uniform
+// one.
 int64_t ringBalancedBlocks(int64_t groups, int groupWarps, int splits, int64_t wave);
-// Whether chooseRingSplit deals the row groups out evenly: PARETO_RING_BALANCED=1 (off until a device run has timed
-// it, bench/NOTES.md "v6y"; read once).
+// Whether chooseRingSplit deals the row groups out evenly (up to its balanceMaxBatch): on unless
+// PARETO_RING_BALANCED=0 (bench/NOTES.md "v6y measured"; read once).
 bool ringBalancedEnabled();
 
 // The most warps of a ring block the ring split lets share one row group: kRingWarpsPerBlock, or 1 (every warp its

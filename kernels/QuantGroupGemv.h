@@ -100,7 +100,7 @@ inline int64_t quantRingSumUnit(int64_t groupSize, int bits, int halves) {
 // Whether the tensor-core path subtracts the zero point on the tensor cores (QuantGroupFormats.cuh kZeroMma), so that
 // x is staged without per-unit sums: 4-bit codes, fp16, the odd columns under exponent 64, 128-column units (int4
 // g128), unless PARETO_QUANT_ZERO_MMA=0; 8-bit codes on the tensor cores whose unit is the ring's chunk (int8 per
-// channel) with PARETO_QUANT_ZERO_MMA_8=1 (read once).
+// channel), unless PARETO_QUANT_ZERO_MMA_8=0 (read once).
 bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);
 // The shapes it can take, whatever the switch says.
 bool quantZeroMmaApplies(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);

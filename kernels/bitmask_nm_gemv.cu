@@ -110,9 +110,7 @@ struct BitmaskFormat {
 //
 // Accumulator C: two chains (even and odd k-blocks) so that consecutive MMAs do not wait on each other; lane
 // (g, t) of tile (m, n) holds rows 16m + g (c0, c1) and 16m + g + 8 (c2, c3) for batch rows 8n + 2t and 8n + 2t + 1.
-// kRowMetadata (BitmaskNMGemvWeight::metadata): the words in the slot are the masks already turned into metadata
-// (bitmaskSparseMetadataWord, at load time), so a k-block and m-tile's metadata is the byte permute alone.
-template <ActivationType T, bool kRowMetadata = false>
+template <ActivationType T>
 struct BitmaskMmaFormat {
   static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
   static constexpr int kChunkCols = kBitmaskMmaChunkCols;
@@ -186,8 +184,7 @@ struct BitmaskMmaFormat {
                                 q == 0 ? mw[3].x : q == 1 ? mw[3].y : q == 2 ? mw[3].z : mw[3].w};
 #pragma unroll
       for (int m = 0; m < 2; ++m) {
-        const uint32_t rows = __byte_perm(word[2 * m], word[2 * m + 1], rowHalves);
-        const uint32_t metadata = kRowMetadata ? rows : detail::sparseMetadata(rows);
+        const uint32_t metadata = detail::sparseMetadata(__byte_perm(word[2 * m], word[2 * m + 1], rowHalves));
 #pragma unroll
         for (int n = 0; n < kN; ++n)
           detail::mmaSparse16832<T>(acc.v[q % 2][m][n], a0[2 * m], a0[2 * m + 1], a1[2 * m], a1[2 * m + 1],
@@ -332,16 +329,10 @@ std::string launch(const GemvProblem& p, const BitmaskNMGemvWeight& w, const Gem
                                       bitmaskChunks(p.cols)};
       // The split (bitmaskNMGemvSplit) counts the ring's 128-column chunks and sized the shared memory for them.
       const auto a = detail::makeLaunch(p, s, ceilDiv(p.cols, kBitmaskMmaChunkCols), 0, partials, counters);
-      cudaError_t e;
-      if (w.n == 2 && w.m == 4 && w.metadata != nullptr) {  // the same Params, the metadata in the masks' place
-        const typename BitmaskMmaFormat<T, true>::Params withMetadata{reinterpret_cast<const uint4*>(w.metadata),
-                                                                      params.values, params.chunks};
-        e = detail::launchPackedGemv<BitmaskMmaFormat<T, true>, T, false>(withMetadata, a, s.sharedBytes, stream);
-      } else {
-        e = w.n == 2 && w.m == 4
-                ? detail::launchPackedGemv<M, T, false>(params, a, s.sharedBytes, stream)
-                : detail::launchPackedGemv<BitmaskScatterMmaFormat<T>, T, false>(params, a, s.sharedBytes, stream);
-      }
+      const cudaError_t e = w.n == 2 && w.m == 4
+                                ? detail::launchPackedGemv<M, T, false>(params, a, s.sharedBytes, stream)
+                                : detail::launchPackedGemv<BitmaskScatterMmaFormat<T>, T, false>(params, a,
+                                                                                                 s.sharedBytes, stream);
       return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "bitmask_nm_gemv launch");
     }
   }

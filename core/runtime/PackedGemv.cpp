@@ -225,15 +225,6 @@ BitmaskNMKernelWeight BitmaskNMKernelWeight::fromPacked(const BitmaskNMWeight& w
   const int kept = k::bitmaskKeptPerWord(w.n, w.m);
   const int64_t chunks = k::bitmaskChunks(w.cols);
   out.masks = relayoutMasks(w.masks, w.rows, w.cols, kept);
-  if (w.masks.is_cuda() && w.n == 2 && w.m == 4 && k::bitmaskRowMetadata()) {
-    // Once, at load time, on the CPU: the nibble-wise function of each mask word.
-    const at::Tensor host = out.masks.cpu().contiguous();
-    at::Tensor metadata = at::empty_like(host);
-    const auto* from = reinterpret_cast<const uint32_t*>(host.data_ptr<int>());
-    auto* to = reinterpret_cast<uint32_t*>(metadata.data_ptr<int>());
-    for (int64_t i = 0; i < host.numel(); ++i) to[i] = k::bitmaskSparseMetadataWord(from[i]);
-    out.metadata = metadata.to(w.masks.device());
-  }
   const at::Tensor values = padTo(w.values, paddedRows(w.rows), chunks * k::kBitmaskWordsPerChunk * kept);
   out.values = interleaveLanes(values, chunks, kept, 8);
   out.launch.counters = zeroCounters(w.rows, w.masks.options());
@@ -250,7 +241,6 @@ at::Tensor gemv(const BitmaskNMKernelWeight& w, const at::Tensor& x, at::Tensor 
                      " but the kept values are " + std::string(c10::toString(w.values.scalar_type())));
   k::BitmaskNMGemvWeight kw;
   kw.masks = reinterpret_cast<const uint32_t*>(w.masks.data_ptr<int>());
-  if (w.metadata.defined()) kw.metadata = reinterpret_cast<const uint32_t*>(w.metadata.data_ptr<int>());
   kw.values = w.values.data_ptr();
   kw.n = w.n;
   kw.m = w.m;

@@ -29,9 +29,6 @@ struct GemvCounters {
 struct BitmaskNMKernelWeight {
   at::Tensor masks;   // int32 [G, C, 32, 8]
   at::Tensor values;  // fp16/bf16 [G, C, K, 32, 8]
-  // 2:4 on CUDA with PARETO_BITMASK_ROW_METADATA=1 (kernels/BitmaskNMGemv.h): the masks' sparse-MMA metadata, in
-  // their layout, for the tensor-core path; the FFMA path and the CPU read the masks. Else undefined.
-  at::Tensor metadata;
   int n = 0, m = 0;
   int64_t rows = 0, cols = 0;
   GemvCounters launch;

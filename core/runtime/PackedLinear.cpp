@@ -183,7 +183,6 @@ PackedLinear concatRows(const std::vector<const PackedLinear*>& parts) {
           out.rows = rows;
           if constexpr (std::is_same_v<W, BitmaskNMKernelWeight>) {
             out.masks = catField(ps, &W::masks);
-            out.metadata = catField(ps, &W::metadata);  // undefined stays so
             out.values = catField(ps, &W::values);
             out.launch.counters = countersFor(rows, out.masks);
           } else if constexpr (std::is_same_v<W, QuantGroupKernelWeight> ||

@@ -516,6 +516,12 @@ int runTests(bool small) {
     checkLinear(bitmaskInt4Linear(rows, cols, 2, 4, false, cols / 2, ++seed), t, "bitmask 2:4 int4 asym per row" + shape,
                 counts);
     checkLinear(spqrLinear(rows, cols, 3, 16, 0.01, ++seed), t, "spqr 3-bit sg16" + shape, counts);
+    // The decode step folds into these two at batch 1, where Llama-3.1-8B's gate+up takes balanced blocks.
+    for (Fold fold : {Fold::NormAdd, Fold::SiluMul}) {
+      checkFolded(quantLinear(rows, cols, 4, false, 128, ++seed), t, fold, true, "int4 asym g128" + shape, counts);
+      checkFolded(bitmaskInt4Linear(rows, cols, 2, 4, false, cols / 2, ++seed), t, fold, true,
+                  "bitmask 2:4 int4 asym per row" + shape, counts);
+    }
   }
   std::printf("TESTS %s: %d of %d (kernel, batch) cases failed, worst relative error %.2e\n",
               counts.failures ? "FAILED" : "PASSED", counts.failures, counts.cases, counts.worst);

@@ -108,7 +108,8 @@ bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, 
   // On wherever it applies (bench/NOTES.md "seventh session": −7 to −14% at batch 1-8, v6r; −6% at 16, v6v);
   // PARETO_QUANT_ZERO_MMA=0 turns it off.
   static const bool enabled = kernelSwitch("PARETO_QUANT_ZERO_MMA") != SwitchSetting::Off;
-  // 8-bit codes too (bench/NOTES.md "v6w measured": int8 −5 to −7.5% at batch 2-16), unless PARETO_QUANT_ZERO_MMA_8=0.
+  // 8-bit codes too (int8 −5 to −7.5% at batch 2-16: bench/NOTES.md "v6w, v6x and v6y measured"), unless
+  // PARETO_QUANT_ZERO_MMA_8=0.
   static const bool eight = kernelSwitch("PARETO_QUANT_ZERO_MMA_8") != SwitchSetting::Off;
   return enabled && (w.bits == 4 || eight) && quantZeroMmaApplies(w, type, compiledBatch);
 }

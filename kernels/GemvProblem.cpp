@@ -107,7 +107,8 @@ int64_t ringBalancedBlocks(int64_t groups, int groupWarps, int splits, int64_t w
   const int64_t places = wave / std::max(1, splits);  // blocks a split in one wave
   const int64_t multiprocessors = wave / kRingResidentBlocks;
   // Uniform blocks that fill 90% of the wave or more leave too little to even out for the extra stagings of x that
-  // more, smaller blocks cost (down at int4 batch 4-8, 32 → 33 blocks a split: +1 to +5%, bench/NOTES.md "v6y").
+  // more, smaller blocks cost (down at batch 4-8, 32 → 33 blocks a split: +1 to +5%; bench/NOTES.md "v6w, v6x and
+  // v6y measured").
   if (perBlock < 2 || 10 * uniform * splits > 9 * wave || uniform * splits <= multiprocessors) return 0;
   const int64_t blocks = std::min(places, groups);
   return blocks > uniform ? blocks : 0;

@@ -49,9 +49,9 @@ constexpr int residentBlocks(int compiledBatch) { return compiledBatch <= 1 ? 4 
 inline constexpr int kRingWarpsPerBlock = 8;
 inline constexpr int kRingResidentBlocks = 2;
 // The largest batch whose ring split deals row groups out evenly (chooseRingSplit, ringBalancedBlocks): 2:4 and
-// SpQR's gate+up 7-9% faster at batch 2-8, qkv at batch 16 2-11% slower (bench/NOTES.md "v6y measured"). The int4
-// rings pass kRingBalanceMaxBatchInt4: their warps' chains set the time, so a block holding fewer row groups ends no
-// sooner, and from batch 4 the extra stagings of x cost 1-5%.
+// SpQR's gate+up 7-9% faster at batch 2-8, qkv at batch 16 2-11% slower (bench/NOTES.md "v6w, v6x and v6y
+// measured"). The int4 rings pass kRingBalanceMaxBatchInt4: their warps' chains set the time, so a block holding
+// fewer row groups ends no sooner, and from batch 4 the extra stagings of x cost 1-5%.
 inline constexpr int kRingBalanceMaxBatch = 8;
 inline constexpr int kRingBalanceMaxBatchInt4 = 2;
 // Dynamic shared memory a ring kernel's block may use: half of the multiprocessor's 228 KB, less the 1 KB the
@@ -201,7 +201,7 @@ PARETO_HOST_DEVICE inline RingWarpWork ringWarpWork(int64_t block, int warp, int
 // one.
 int64_t ringBalancedBlocks(int64_t groups, int groupWarps, int splits, int64_t wave);
 // Whether chooseRingSplit deals the row groups out evenly (up to its balanceMaxBatch): on unless
-// PARETO_RING_BALANCED=0 (bench/NOTES.md "v6y measured"; read once).
+// PARETO_RING_BALANCED=0 (bench/NOTES.md "v6w, v6x and v6y measured"; read once).
 bool ringBalancedEnabled();
 
 // The most warps of a ring block the ring split lets share one row group: kRingWarpsPerBlock, or 1 (every warp its

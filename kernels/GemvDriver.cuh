@@ -88,6 +88,7 @@ struct GemvLaunch {
   float eps = 0.f;
   bool accumulate = false;
   bool normInStaging = true;  // RmsNorm: the one-round form allowed (normInStagingRound; normInStagingEnabled)
+  bool wideCombine = false;   // the split combine's wide unroll (splitCombineUnroll; splitCombineWideEnabled)
 #ifdef PARETO_GEMV_TIMELINE
   GemvTimelineBuffer timeline;
 #endif
@@ -444,6 +445,20 @@ __device__ __forceinline__ bool arriveLast(int* counter, int splits) {
 // columns, publishes this block's partial sums and lets the last block to arrive add them all up (arriveLast).
 // One warp a row group, all 32 lanes; `lastBlock` is a shared flag of that warp. Partials are
 // [split][batch][paddedRows].
+// The last block's sum of a row's split partials, in ascending split order (the same bits whatever kUnroll):
+// kUnroll splits' loads are issued together, so the sum takes ceil(splits / kUnroll) L2 round trips.
+template <int B, int kUnroll>
+__device__ __forceinline__ void sumSplitPartials(const GemvLaunch& a, int64_t row, int64_t paddedRows,
+                                                 float (&sum)[B]) {
+#pragma unroll
+  for (int b = 0; b < B; ++b) sum[b] = 0.f;
+#pragma unroll kUnroll
+  for (int s = 0; s < a.splits; ++s)
+#pragma unroll
+    for (int b = 0; b < B; ++b)
+      if (b < a.batch) sum[b] += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
+}
+
 template <int B, ActivationType T, bool kFolds>
 __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const float (&total)[B], int64_t group,
                                                      int split, int64_t paddedRows, int lane, bool& lastBlock) {
@@ -472,17 +487,12 @@ __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const 
   if (!lastBlock) return;
   if (row < a.rows) {
     // Every batch row's partials are loaded before the first store to y (which the compiler must assume may
-    // alias them): a loop over b with the store inside cost one L2 latency per batch row. Each row adds the
-    // splits in ascending order.
-    constexpr int kSplitUnroll = B >= 8 ? 2 : B >= 4 ? 4 : 8;
+    // alias them): a loop over b with the store inside cost one L2 latency per batch row.
     float sum[B];
-#pragma unroll
-    for (int b = 0; b < B; ++b) sum[b] = 0.f;
-#pragma unroll kSplitUnroll
-    for (int s = 0; s < a.splits; ++s)
-#pragma unroll
-      for (int b = 0; b < B; ++b)
-        if (b < a.batch) sum[b] += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
+    if (a.wideCombine)
+      sumSplitPartials<B, splitCombineUnroll(B, true)>(a, row, paddedRows, sum);
+    else
+      sumSplitPartials<B, splitCombineUnroll(B, false)>(a, row, paddedRows, sum);
 #pragma unroll
     for (int b = 0; b < B; ++b)
       if (b < a.batch) store(b, sum[b]);
@@ -789,6 +799,7 @@ inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t t
   a.eps = p.eps;
   a.accumulate = p.accumulate;
   a.normInStaging = normInStagingEnabled();
+  a.wideCombine = splitCombineWideEnabled();
 #ifdef PARETO_GEMV_TIMELINE
   a.timeline = p.timeline;
 #endif

@@ -119,6 +119,11 @@ bool ringBalancedEnabled() {
   return on;
 }
 
+bool splitCombineWideEnabled() {
+  static const bool on = kernelSwitch("PARETO_SPLIT_COMBINE_WIDE") == SwitchSetting::On;
+  return on;
+}
+
 bool normInStagingEnabled() {
   static const bool enabled = kernelSwitch("PARETO_NORM_ONE_ROUND") != SwitchSetting::Off;
   return enabled;

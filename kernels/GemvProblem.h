@@ -54,6 +54,15 @@ inline constexpr int kRingResidentBlocks = 2;
 // fewer row groups ends no sooner, and from batch 4 the extra stagings of x cost 1-5%.
 inline constexpr int kRingBalanceMaxBatch = 8;
 inline constexpr int kRingBalanceMaxBatchInt4 = 2;
+// Splits whose partial sums the last block of a row group loads together when it combines them (GemvDriver.cuh
+// sumSplitPartials; B floats a split and lane): the combine takes ceil(splits / this) L2 round trips. Narrow (the
+// kernels through v6y): 8-32 floats in flight. Wide (splitCombineWideEnabled): 16-32, the same at batch 16, for the
+// shapes that split 4-16 ways at batch 2-8; 64 made ptxas spill in the ring kernels at batch 8 and 16
+// (bench/NOTES.md "v6z").
+PARETO_HOST_DEVICE constexpr int splitCombineUnroll(int compiledBatch, bool wide) {
+  return wide ? (compiledBatch >= 16 ? 2 : compiledBatch >= 8 ? 4 : compiledBatch >= 4 ? 8 : 16)
+              : (compiledBatch >= 8 ? 2 : compiledBatch >= 4 ? 4 : 8);
+}
 // Dynamic shared memory a ring kernel's block may use: half of the multiprocessor's 228 KB, less the 1 KB the
 // runtime reserves a block and 8 KB of headroom for static shared memory.
 inline constexpr size_t kRingMaxSharedBytes = 228 * 1024 / 2 - 1024 - 8 * 1024;
@@ -107,6 +116,9 @@ struct GemvProblem {
   GemvTimelineBuffer timeline;  // only in the timeline build of bench/gemv_kernels
 #endif
 };
+// Whether the split combine loads its partial sums with the wide unroll (splitCombineUnroll):
+// PARETO_SPLIT_COMBINE_WIDE=1 (off until a device run has timed it, bench/NOTES.md "v6z"; read once).
+bool splitCombineWideEnabled();
 // Whether the kernels may take an RmsNorm input's statistic from their staging of x where the slice is the whole
 // row (GemvDriver.cuh normInStagingRound): on unless PARETO_NORM_ONE_ROUND=0 (the A/B).
 bool normInStagingEnabled();

@@ -441,10 +441,6 @@ __device__ __forceinline__ bool arriveLast(int* counter, int splits) {
   return old == splits - 1;
 }
 
-// Stores the row group's y (`total`, the lane's row), or, when several blocks (splits) share the row group's
-// columns, publishes this block's partial sums and lets the last block to arrive add them all up (arriveLast).
-// One warp a row group, all 32 lanes; `lastBlock` is a shared flag of that warp. Partials are
-// [split][batch][paddedRows].
 // The last block's sum of a row's split partials, in ascending split order (the same bits whatever kUnroll):
 // kUnroll splits' loads are issued together, so the sum takes ceil(splits / kUnroll) L2 round trips.
 template <int B, int kUnroll>
@@ -459,6 +455,10 @@ __device__ __forceinline__ void sumSplitPartials(const GemvLaunch& a, int64_t ro
       if (b < a.batch) sum[b] += __ldcg(&a.partials[(int64_t(s) * a.batch + b) * paddedRows + row]);
 }
 
+// Stores the row group's y (`total`, the lane's row), or, when several blocks (splits) share the row group's
+// columns, publishes this block's partial sums and lets the last block to arrive add them all up (arriveLast).
+// One warp a row group, all 32 lanes; `lastBlock` is a shared flag of that warp. Partials are
+// [split][batch][paddedRows].
 template <int B, ActivationType T, bool kFolds>
 __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const float (&total)[B], int64_t group,
                                                      int split, int64_t paddedRows, int lane, bool& lastBlock) {

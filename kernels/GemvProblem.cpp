@@ -120,7 +120,7 @@ bool ringBalancedEnabled() {
 }
 
 bool splitCombineWideEnabled() {
-  static const bool on = kernelSwitch("PARETO_SPLIT_COMBINE_WIDE") == SwitchSetting::On;
+  static const bool on = kernelSwitch("PARETO_SPLIT_COMBINE_WIDE") != SwitchSetting::Off;
   return on;
 }
 

@@ -117,7 +117,7 @@ struct GemvProblem {
 #endif
 };
 // Whether the split combine loads its partial sums with the wide unroll (splitCombineUnroll):
-// PARETO_SPLIT_COMBINE_WIDE=1 (off until a device run has timed it, bench/NOTES.md "v6z"; read once).
+// on unless PARETO_SPLIT_COMBINE_WIDE=0 (bench/NOTES.md "v6z": −1% at batch 8 on the H200; read once).
 bool splitCombineWideEnabled();
 // Whether the kernels may take an RmsNorm input's statistic from their staging of x where the slice is the whole
 // row (GemvDriver.cuh normInStagingRound): on unless PARETO_NORM_ONE_ROUND=0 (the A/B).

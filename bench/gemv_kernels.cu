@@ -441,92 +441,6 @@ void checkFolded(const Linear& l, k::ActivationType t, Fold fold, bool takesFold
   std::fflush(stdout);
 }
 
-// Three GEMVs of one format in a row, each one's y the next one's x, linked by GemvChainLink (PARETO_GEMV_CHAIN's
-// path, whatever the switch): the last y must equal, bit for bit, that of the same three launched without links,
-// eagerly and in 8 replays of a graph, every y poisoned with NaN before each run (a GEMV that read its x before the
-// previous one had stored it would see NaN or an earlier run's y). The links must be back at zero after each run.
-void checkChain(const std::function<Linear(uint64_t)>& make, const std::string& label, uint64_t& seed,
-                TestCounts& counts) {
-  const Linear ls[3] = {make(++seed), make(++seed), make(++seed)};
-  const int64_t n = ls[0].rows;
-  const auto t = k::ActivationType::Float16;
-  cudaStream_t stream;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-  DeviceBuffer links(3 * sizeof(k::GemvChainLink));
-  check(cudaMemset(links.ptr, 0, links.bytes), "cudaMemset");
-  std::string failed;
-  std::mt19937_64 rng(seed);
-  for (int batch : {1, 2, 8, 16}) {
-    if (std::find(gTestBatches.begin(), gTestBatches.end(), batch) == gTestBatches.end()) continue;
-    DeviceBuffer x(randomValues(size_t(batch * n), t, 1.f, rng));
-    DeviceBuffer y0(size_t(batch * n) * 2), y1(size_t(batch * n) * 2), y2(size_t(batch * n) * 2);
-    const void* in[3] = {x.ptr, y0.ptr, y1.ptr};
-    void* out[3] = {y0.ptr, y1.ptr, y2.ptr};
-    std::vector<std::shared_ptr<DeviceBuffer>> partials, counters;
-    k::GemvProblem ps[3];
-    for (int i = 0; i < 3; ++i) {
-      ps[i] = k::GemvProblem{n, n, batch, t, in[i], out[i]};
-      partials.push_back(std::make_shared<DeviceBuffer>(std::max<size_t>(1, k::gemvPartialFloats(ps[i], ls[i].split(ps[i]))) * 4));
-      counters.push_back(std::make_shared<DeviceBuffer>(size_t(k::rowGroups(n)) * sizeof(int)));
-      check(cudaMemset(counters[i]->ptr, 0, counters[i]->bytes), "cudaMemset");
-    }
-    const auto poison = [&] {
-      for (void* y : out) check(cudaMemsetAsync(y, 0xFF, size_t(batch * n) * 2, stream), "cudaMemsetAsync");  // NaN
-    };
-    const auto launch = [&](bool chained) {
-      for (int i = 0; i < 3; ++i) {
-        k::GemvProblem p = ps[i];
-        if (chained) {
-          p.chainIn = i > 0 ? links.as<k::GemvChainLink>() + i - 1 : nullptr;
-          p.chainOut = i < 2 ? links.as<k::GemvChainLink>() + i : nullptr;
-        }
-        check(ls[i].run(p, partials[i]->as<float>(), counters[i]->as<int>(), stream), label.c_str());
-      }
-    };
-    const auto result = [&] {
-      std::vector<uint16_t> h(size_t(batch * n));
-      check(cudaStreamSynchronize(stream), (label + " (chain)").c_str());
-      check(cudaMemcpy(h.data(), y2.ptr, y2.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-      std::vector<k::GemvChainLink> l(3);
-      check(cudaMemcpy(l.data(), links.ptr, links.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-      for (const auto& link : l)
-        if (link.expected || link.arrived || link.passed) h.clear();  // a link not left at zero
-      return h;
-    };
-    poison();
-    launch(false);
-    const std::vector<uint16_t> plain = result();
-    bool nan = false;
-    for (uint16_t v : plain) nan = nan || (v & 0x7C00) == 0x7C00;
-    int bad = nan ? 1 : 0;
-    poison();
-    launch(true);
-    if (result() != plain) ++bad;
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-    launch(true);
-    check(cudaStreamEndCapture(stream, &graph), "capture end");
-    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    for (int r = 0; r < 8; ++r) {
-      poison();
-      check(cudaGraphLaunch(exec, stream), "replay");
-      if (result() != plain) ++bad;
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    ++counts.cases;
-    if (bad) {
-      ++counts.failures;
-      failed += " b" + std::to_string(batch) + (nan ? "(the unlinked run overflowed)" : "=" + std::to_string(bad) + " of 10 runs");
-    }
-  }
-  cudaStreamDestroy(stream);
-  std::printf("%-4s %-44s fp16 three linked GEMVs equal the unlinked ones%s\n", failed.empty() ? "ok" : "FAIL",
-              label.c_str(), failed.c_str());
-  std::fflush(stdout);
-}
-
 int runTests(bool small) {
   std::vector<std::pair<int64_t, int64_t>> shapes = {{32, 256}, {100, 4160}, {333, 1056}};
   if (!small) shapes.push_back({4096, 4096});
@@ -608,21 +522,6 @@ int runTests(bool small) {
       checkFolded(bitmaskInt4Linear(rows, cols, 2, 4, false, cols / 2, ++seed), t, fold, true,
                   "bitmask 2:4 int4 asym per row" + shape, counts);
     }
-  }
-  // Linked GEMVs (GemvChainLink) at 4096 x 4096: the FFMA kernel (int8 and SpQR at batch 1, bitmask 2:4 at 1-2)
-  // and the ring kernel, with and without shared row groups and split combines.
-  {
-    const int64_t n = 4096;
-    const std::string shape = " 4096x4096";
-    checkChain([&](uint64_t sd) { return quantLinear(n, n, 4, false, 128, sd); }, "int4 asym g128" + shape, seed, counts);
-    checkChain([&](uint64_t sd) { return quantLinear(n, n, 8, true, n, sd); }, "int8 sym per row" + shape, seed, counts);
-    checkChain([&](uint64_t sd) { return bitmaskLinear(n, n, 2, 4, k::ActivationType::Float16, sd); },
-               "bitmask 2:4" + shape, seed, counts);
-    checkChain([&](uint64_t sd) { return bitmaskLinear(n, n, 16, 32, k::ActivationType::Float16, sd); },
-               "bitmask 16:32" + shape, seed, counts);
-    checkChain([&](uint64_t sd) { return bitmaskInt4Linear(n, n, 2, 4, false, n / 2, sd); },
-               "bitmask 2:4 int4 asym per row" + shape, seed, counts);
-    checkChain([&](uint64_t sd) { return spqrLinear(n, n, 3, 16, 0.01, sd); }, "spqr 3-bit sg16" + shape, seed, counts);
   }
   std::printf("TESTS %s: %d of %d (kernel, batch) cases failed, worst relative error %.2e\n",
               counts.failures ? "FAILED" : "PASSED", counts.failures, counts.cases, counts.worst);
@@ -742,9 +641,6 @@ __global__ void __launch_bounds__(256) floorKernel(FloorBuffers w, const uint4* 
 #ifdef PARETO_GEMV_TIMELINE
 k::GemvTimelineBuffer gTimeline;  // set for the timeline replay only (the launches read it when they are made)
 #endif
-// The links of the GEMV about to be launched (PARETO_GEMV_CHAIN=1; timeGraph sets them, the launches read them).
-k::GemvChainLink* gChainIn = nullptr;
-k::GemvChainLink* gChainOut = nullptr;
 
 struct BenchLinear {
   int64_t rows, cols;
@@ -753,7 +649,6 @@ struct BenchLinear {
   std::function<void(const void* x, void* y, int batch, float* partials, cudaStream_t)> run;
   std::function<k::GemvSplit(int batch)> split;  // the packed formats' split at a batch (printed beside the times)
   std::shared_ptr<DeviceBuffer> counters;
-  bool chains = false;  // a packed GEMV: it can be linked to its neighbours (GemvChainLink)
 };
 
 cublasHandle_t cublas() {
@@ -806,8 +701,6 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
   // would keep the weights alive for good.
   const auto problem = [rows = s.rows, cols = s.cols](const void* x, void* y, int batch) {
     k::GemvProblem p{rows, cols, batch, k::ActivationType::Float16, x, y};
-    p.chainIn = gChainIn;
-    p.chainOut = gChainOut;
 #ifdef PARETO_GEMV_TIMELINE
     p.timeline = gTimeline;
 #endif
@@ -903,7 +796,6 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
   } else {
     return nullptr;
   }
-  l->chains = format != "dense";
   return l;
 }
 
@@ -929,34 +821,17 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Launches the GEMVs [begin, end) of `step` in order; with PARETO_GEMV_CHAIN=1 each packed GEMV after a packed one
-// waits on their link (link i: GEMV i to GEMV i + 1), not on the grid.
-void launchStep(std::vector<std::shared_ptr<BenchLinear>>& step, size_t begin, size_t end, int batch,
-                const std::vector<std::shared_ptr<DeviceBuffer>>& xs, std::vector<std::shared_ptr<DeviceBuffer>>& ys,
-                float* partials, cudaStream_t stream) {
-  static const std::vector<k::GemvChainLink> zeros(size_t(4 * kLayers), k::GemvChainLink{});
-  static DeviceBuffer links(zeros);
-  const bool chain = k::gemvChainEnabled();
-  const auto xFor = [&](int64_t cols) { return cols == 4096 ? xs[0]->ptr : xs[1]->ptr; };
-  for (size_t i = begin; i < end; ++i) {
-    const size_t l = i - begin;
-    gChainIn = chain && i > begin && step[i - 1]->chains && step[i]->chains ? links.as<k::GemvChainLink>() + l - 1 : nullptr;
-    gChainOut = chain && i + 1 < end && step[i]->chains && step[i + 1]->chains ? links.as<k::GemvChainLink>() + l : nullptr;
-    step[i]->run(xFor(step[i]->cols), ys[i]->ptr, batch, partials, stream);
-  }
-  gChainIn = gChainOut = nullptr;
-}
-
 // Median ms of `runs` replays of the GEMVs [begin, end) of `step`, captured in one graph.
 double timeGraph(std::vector<std::shared_ptr<BenchLinear>>& step, size_t begin, size_t end, int batch, int runs,
                  const std::vector<std::shared_ptr<DeviceBuffer>>& xs, std::vector<std::shared_ptr<DeviceBuffer>>& ys,
                  float* partials, cudaStream_t stream) {
-  launchStep(step, begin, end, batch, xs, ys, partials, stream);  // eager once
+  const auto xFor = [&](int64_t cols) { return cols == 4096 ? xs[0]->ptr : xs[1]->ptr; };
+  for (size_t i = begin; i < end; ++i) step[i]->run(xFor(step[i]->cols), ys[i]->ptr, batch, partials, stream);  // eager once
   check(cudaStreamSynchronize(stream), "eager step");
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-  launchStep(step, begin, end, batch, xs, ys, partials, stream);
+  for (size_t i = begin; i < end; ++i) step[i]->run(xFor(step[i]->cols), ys[i]->ptr, batch, partials, stream);
   check(cudaStreamEndCapture(stream, &graph), "capture end");
   check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
   for (int i = 0; i < 5; ++i) check(cudaGraphLaunch(exec, stream), "replay");

@@ -89,8 +89,6 @@ struct GemvLaunch {
   bool accumulate = false;
   bool normInStaging = true;  // RmsNorm: the one-round form allowed (normInStagingRound; normInStagingEnabled)
   bool wideCombine = false;   // the split combine's wide unroll (splitCombineUnroll; splitCombineWideEnabled)
-  GemvChainLink* chainIn = nullptr;   // GemvProblem's links (GemvChainLink)
-  GemvChainLink* chainOut = nullptr;
 #ifdef PARETO_GEMV_TIMELINE
   GemvTimelineBuffer timeline;
 #endif
@@ -431,57 +429,6 @@ __device__ __forceinline__ void stageSlice(const GemvLaunch& a, const InputReade
   }
 }
 
-// ---- GEMVs linked by flags (GemvChainLink) -------------------------------------------------------------------
-//
-// The first GEMV of a pair announces its grid's size from block 0 when it starts and counts each block once the
-// block has stored everything it stores; the second waits, in thread 0 of each block, until the count reaches the
-// size, instead of griddepcontrol.wait. Memory order: a block's warps store, meet at a __syncthreads, and thread 0
-// adds its block with a release at GPU scope (cumulative over the stores the barrier ordered before it); the waiter
-// reads the count with acquire loads, and its barrier orders the block's reads of x after them. Deadlock-free under
-// programmatic launch because the second grid is launched only once every block of the first has started
-// (allowDependentLaunch), so every block it waits for is resident or done; launched the ordinary way, the first grid
-// has completed before the second starts. A wait of seconds (a link set on one side only) traps rather than hangs.
-// The link's `expected` and `arrived` in one acquire load (expected in the low half).
-__device__ __forceinline__ uint64_t loadLinkAcquire(const GemvChainLink* link) {
-  uint64_t v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(&link->expected) : "memory");
-  return v;
-}
-__device__ __forceinline__ void chainAnnounce(const GemvLaunch& a) {
-  if (a.chainOut != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0)
-    atomicExch(&a.chainOut->expected, gridDim.x * gridDim.y);
-}
-// In place of waitForPreviousGrid; every thread of the block calls it.
-__device__ __forceinline__ void waitForInput(const GemvLaunch& a) {
-  if (a.chainIn == nullptr) {
-    waitForPreviousGrid();
-    return;
-  }
-  if (threadIdx.x == 0) {
-    GemvChainLink* link = a.chainIn;
-    // Each try is an L2 round trip (≥ 0.3 µs): 2^23 of them are seconds, far past any GEMV.
-    for (unsigned tries = 0;; ++tries) {
-      const uint64_t v = loadLinkAcquire(link);
-      const unsigned expected = unsigned(v), arrived = unsigned(v >> 32);
-      if (expected != 0 && arrived >= expected) break;
-      if (tries == (1u << 23)) __trap();
-    }
-    // The last block to pass leaves the link at zero for the next launch of the pair (a graph replay).
-    if (atomicAdd(&link->passed, 1u) + 1 == gridDim.x * gridDim.y) {
-      link->passed = 0;
-      link->arrived = 0;
-      link->expected = 0;
-    }
-  }
-  __syncthreads();
-}
-// Every thread of the block calls it, after its last store.
-__device__ __forceinline__ void chainArrive(const GemvLaunch& a) {
-  if (a.chainOut == nullptr) return;
-  __syncthreads();
-  if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&a.chainOut->arrived) : "memory");
-}
-
 // The counter of a split row group; true for the last block to arrive. An atomic add with acquire-release
 // semantics at GPU scope: the release publishes the partial sums the warp stored before it (ordered by the
 // __syncwarp in front of it), the acquire of the last arrival sees every earlier block's (each add continues the
@@ -574,7 +521,6 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   const int64_t row = group * kRowsPerGroup + lane;
   BlockTimeline timeline;
   timeline.begin();
-  chainAnnounce(a);
   detail::allowDependentLaunch();  // the next kernel may start its own weight loads once all blocks run
 
   // The warp's chunks are first, first + kWarpsPerBlock, ... below chunkEnd: the same for all 32 lanes (no
@@ -594,7 +540,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   const typename Format::RowState rowState = Format::rowBegin(w, row);
   // Everything above reads only this launch's weight; x, y, the partials and the counters belong to the
   // kernels before and after this one (ProgrammaticLaunch.cuh).
-  waitForInput(a);
+  detail::waitForPreviousGrid();
   timeline.release();
 
   using Staged = typename Staging::type;
@@ -639,20 +585,18 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
 #pragma unroll
   for (int b = 0; b < B; ++b) warpSums[warp][b][lane] = rowSum[b];
   __syncthreads();
-  if (warp == 0) {
-    float total[B];
+  if (warp != 0) return;
+  float total[B];
 #pragma unroll
-    for (int b = 0; b < B; ++b) {
-      total[b] = 0.f;
+  for (int b = 0; b < B; ++b) {
+    total[b] = 0.f;
 #pragma unroll
-      for (int v = 0; v < kWarpsPerBlock; ++v) total[b] += warpSums[v][b][lane];
-    }
-    storeOrCombineSplits<B, T, kFolds>(a, total, group, split, int64_t(gridDim.x) * kRowsPerGroup, lane, lastBlock);
-#ifdef PARETO_GEMV_TIMELINE
-    timeline.end(a.timeline, a.y);
-#endif
+    for (int v = 0; v < kWarpsPerBlock; ++v) total[b] += warpSums[v][b][lane];
   }
-  chainArrive(a);
+  storeOrCombineSplits<B, T, kFolds>(a, total, group, split, int64_t(gridDim.x) * kRowsPerGroup, lane, lastBlock);
+#ifdef PARETO_GEMV_TIMELINE
+  timeline.end(a.timeline, a.y);
+#endif
 }
 
 // The kernel of the ring formats (RingOf): the kRingWarpsPerBlock (8) warps of a block take kRingWarpsPerBlock /
@@ -693,7 +637,6 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   const int count = active ? work.count : 0;
   BlockTimeline timeline;
   timeline.begin();
-  chainAnnounce(a);
   allowDependentLaunch();
 
   const int64_t units = a.sumUnit > 0 ? a.sliceCols / a.sumUnit : 0;
@@ -710,7 +653,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
       commitCopies();
     }
   }
-  waitForInput(a);  // x, y, the partials and the counters belong to the kernels before and after this one
+  waitForPreviousGrid();  // x, y, the partials and the counters belong to the kernels before and after this one
   timeline.release();
 
   auto* xs = reinterpret_cast<typename Staging::type*>(shared);
@@ -748,8 +691,6 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
       Format::template ringRowExtra<B, T>(w, acc, group * kRowsPerGroup + lane, chunk0 * Format::kChunkCols,
                                           a.sliceCols, xs, total);
   }
-  // The warps that store the row group's split: every active one, or with shared row groups each group's part 0.
-  bool stores = active;
   if (groupWarps > 1) {  // uniform across the block: every thread reaches the barrier
     // Every lane's copies have landed (waitCopies<0>) and every lane has read the warp's last chunk (the loop's
     // second __syncwarp); the __syncwarp makes the first so for the whole warp before its ring is overwritten.
@@ -759,21 +700,19 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
 #pragma unroll
       for (int b = 0; b < B; ++b) sums[b * kRowsPerGroup + lane] = total[b];
     __syncthreads();
-    stores = active && part == 0;
-    if (stores)
-      for (int p = 1; p < groupWarps; ++p) {
-        const float* other = reinterpret_cast<const float*>(warpRing + p * Ring::kStages * Ring::kSlotBytes);
+    if (!active || part != 0) return;
+    for (int p = 1; p < groupWarps; ++p) {
+      const float* other = reinterpret_cast<const float*>(warpRing + p * Ring::kStages * Ring::kSlotBytes);
 #pragma unroll
-        for (int b = 0; b < B; ++b) total[b] += other[b * kRowsPerGroup + lane];
-      }
+      for (int b = 0; b < B; ++b) total[b] += other[b * kRowsPerGroup + lane];
+    }
+  } else if (!active) {
+    return;
   }
-  if (stores) {
-    storeOrCombineSplits<B, T, kFolds>(a, total, group, split, groups * kRowsPerGroup, lane, lastBlock[warp]);
+  storeOrCombineSplits<B, T, kFolds>(a, total, group, split, groups * kRowsPerGroup, lane, lastBlock[warp]);
 #ifdef PARETO_GEMV_TIMELINE
-    timeline.end(a.timeline, a.y);
+  timeline.end(a.timeline, a.y);
 #endif
-  }
-  chainArrive(a);
 }
 
 inline std::string cudaErrorText(cudaError_t e, const char* what) {
@@ -861,8 +800,6 @@ inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t t
   a.accumulate = p.accumulate;
   a.normInStaging = normInStagingEnabled();
   a.wideCombine = splitCombineWideEnabled();
-  a.chainIn = p.chainIn;
-  a.chainOut = p.chainOut;
 #ifdef PARETO_GEMV_TIMELINE
   a.timeline = p.timeline;
 #endif

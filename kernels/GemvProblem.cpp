@@ -119,11 +119,6 @@ bool ringBalancedEnabled() {
   return on;
 }
 
-bool gemvChainEnabled() {
-  static const bool on = kernelSwitch("PARETO_GEMV_CHAIN") == SwitchSetting::On;
-  return on;
-}
-
 bool splitCombineWideEnabled() {
   static const bool on = kernelSwitch("PARETO_SPLIT_COMBINE_WIDE") != SwitchSetting::Off;
   return on;

@@ -99,20 +99,6 @@ struct GemvTimelineBuffer {
   unsigned capacity = 0;
 };
 
-// A link between two packed GEMVs launched one after the other on a stream: the second (its GemvProblem::chainIn)
-// waits for every block of the first (chainOut) to have stored its results, instead of for the first grid to have
-// completed (griddepcontrol.wait). After a grid whose blocks end together that completion comes 1-2 µs after its
-// last block's stores on the H200 (bench/NOTES.md "The GEMVs chained by flags"); the data is ready before. Zeros on
-// the device before the pair runs, and zeros again after it (the second GEMV's last block to pass resets it), so
-// graph replays reuse it. Both GEMVs of a pair must be launched with it, in order, or the second never starts.
-struct alignas(16) GemvChainLink {
-  unsigned expected;  // the first GEMV's blocks (its block 0 writes it when it starts)
-  unsigned arrived;   // its blocks that have stored everything they store (read with `expected` in one load)
-  unsigned passed;    // the second GEMV's blocks that have seen them all
-  unsigned unused;
-};
-static_assert(sizeof(GemvChainLink) == 16, "one 16-byte slot a link");
-
 struct GemvProblem {
   int64_t rows = 0;
   int64_t cols = 0;
@@ -126,18 +112,10 @@ struct GemvProblem {
   // y += x · Ŵᵀ instead of y = x · Ŵᵀ: the product rounded to the dtype, then the sum (the residual add that
   // follows the o and down projections, as decode_add_rmsnorm adds them).
   bool accumulate = false;
-  // GemvChainLink: this GEMV waits on `chainIn` (the link of the GEMV launched just before it) instead of on the
-  // previous grid, and/or sets `chainOut` (its link to the GEMV launched next). Null: the grid order of
-  // ProgrammaticLaunch.cuh.
-  GemvChainLink* chainIn = nullptr;
-  GemvChainLink* chainOut = nullptr;
 #ifdef PARETO_GEMV_TIMELINE
   GemvTimelineBuffer timeline;  // only in the timeline build of bench/gemv_kernels
 #endif
 };
-// Whether consecutive packed GEMVs of a decode step are linked (GemvChainLink): PARETO_GEMV_CHAIN=1 (off until a
-// device run has timed it; read once).
-bool gemvChainEnabled();
 // Whether the split combine loads its partial sums with the wide unroll (splitCombineUnroll):
 // on unless PARETO_SPLIT_COMBINE_WIDE=0 (bench/NOTES.md "v6z": −1% at batch 8 on the H200; read once).
 bool splitCombineWideEnabled();

@@ -27,7 +27,6 @@ inline constexpr KernelSwitch kKernelSwitches[] = {
     {"PARETO_SPQR_MMA", "0: SpQR on the FFMA path; 1: on the tensor cores wherever they can be"},
     {"PARETO_RING_BALANCED", "0: a ring GEMV keeps uniform blocks where they fill some multiprocessors twice and others once, not its row groups dealt out evenly over a full wave"},
     {"PARETO_SPLIT_COMBINE_WIDE", "0: the last block of a split GEMV loads 2-8 splits' partial sums at once at batch 1-8 (4-16 otherwise)"},
-    {"PARETO_GEMV_CHAIN", "1: a packed GEMV launched right after another waits for that one's blocks through a flag, not for its grid to complete"},
     {"PARETO_RING_GROUP_WARPS", "0: every warp of a ring block its own row group (no sharing of a row group)"},
     {"PARETO_NORM_ONE_ROUND", "0: a GEMV with a folded RMSNorm reads the row for its statistic apart from staging x, always"},
     {"PARETO_ATTENTION_EARLY_TILE", "0: the fused decode attention waits for the previous kernel before it reads its first tile"},

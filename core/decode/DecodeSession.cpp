@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernels/GemvProblem.h"
 #include "model/OutOfMemory.h"
 #include "runtime/DecodeOps.h"
 #include "util/Error.h"
@@ -68,8 +67,6 @@ DecodeSession::DecodeSession(const DecodeModel& model, int64_t batch, int64_t ca
   // row, the folds' code in the loop) made the step 14% slower for int4 g128 and 21% for 2:4 + int4 than the
   // separate ops; at batch 1 they save 1.4% and 0% (bench/NOTES.md, "The folds at batch 8").
   fold_ = keeps("folds") && batch == 1;
-  if (fold_ && opts.device.is_cuda() && kernels::gemvChainEnabled())
-    chainLinks_ = at::zeros({model.numLayers() * 4, int64_t(sizeof(kernels::GemvChainLink) / 4)}, longs.dtype(at::kInt));
   attentionCounters_ = at::zeros({decodeAttentionCounters(batch, c.numHeads, c.numKvHeads)}, longs.dtype(at::kInt));
   stepCounter_ = at::zeros({1}, longs.dtype(at::kInt));
   for (int64_t l = 0; l < model.numLayers(); ++l) {
@@ -95,37 +92,16 @@ void DecodeSession::runStep() {
   // the whole step: `bench decode --breakdown` times the parts unfused, each alone.
   const bool fold = fold_ && parts_ == kAllParts;
   const auto folds = [&](const auto& linear) { return fold && linear.fusesInKernel(); };
-  // The link from GEMV i (layer i / 4, i % 4 of qkv, o, gate+up, down), launched folded, to the next GEMV where
-  // that one folds too: then nothing runs between them (a folded o, gate+up or down leaves no pending output, so
-  // the next one takes its folded form) and each is one kernel launch. o → gate+up → down → the next qkv.
-  const auto linkAfter = [&](int64_t i) -> kernels::GemvChainLink* {
-    if (!chainLinks_.defined() || i % 4 == 0) return nullptr;  // qkv is followed by the attention
-    const int64_t l = i / 4, next = i + 1;
-    if (next / 4 >= model_.numLayers()) return nullptr;        // the last down: the head follows
-    const DecodeLayer& A = model_.layer(l);
-    const DecodeLayer& B = model_.layer(next / 4);
-    const FusedLinear* from[4] = {&A.qkv, &A.o, &A.gateUp, &A.down};
-    const FusedLinear* to[4] = {&B.qkv, &B.o, &B.gateUp, &B.down};
-    if (!folds(*from[i % 4]) || !folds(*to[next % 4])) return nullptr;
-    return reinterpret_cast<kernels::GemvChainLink*>(chainLinks_.data_ptr<int32_t>()) + i;
-  };
-  // A folded GEMV's links: the one the GEMV launched just before it set, and its own to the next (linkAfter).
-  kernels::GemvChainLink* lastLink = nullptr;
-  const auto link = [&](GemvFusion& f, int64_t i) {
-    f.chainIn = lastLink;
-    f.chainOut = lastLink = linkAfter(i);
-  };
   at::index_select_out(residual_, model_.embedding(), 0, ids_);
   at::Tensor pending;  // a block's output not yet in the residual stream: the next norm adds it
   // out = linear(weight ⊙ rmsnorm(residual + pending)).
   const auto normedLinear = [&](const auto& linear, const at::Tensor& weight, const at::Tensor& out,
-                                const std::string& name, int64_t i) {
+                                const std::string& name) {
     if (folds(linear) && !pending.defined()) {
       GemvFusion f;
       f.input = GemvFusion::Input::RmsNorm;
       f.normWeight = weight;
       f.eps = eps;
-      link(f, i);
       linear.forward(residual_, out, name, f);
       return;
     }
@@ -135,12 +111,11 @@ void DecodeSession::runStep() {
   };
   // residual += linear(x), or `scratch` = linear(x) left pending for the next norm.
   const auto residualLinear = [&](const auto& linear, const at::Tensor& x, GemvFusion::Input input,
-                                  const at::Tensor& scratch, const std::string& name, int64_t i) {
+                                  const at::Tensor& scratch, const std::string& name) {
     if (folds(linear)) {
       GemvFusion f;
       f.input = input;
       f.accumulate = true;
-      link(f, i);
       linear.forward(x, residual_, name, f);
       return;
     }
@@ -155,7 +130,7 @@ void DecodeSession::runStep() {
   for (int64_t l = 0; l < model_.numLayers(); ++l) {
     const DecodeLayer& L = model_.layer(l);
     const std::string* name = &names_[size_t(l) * 4];
-    normedLinear(L.qkv, L.inputNorm, qkv_, name[0], 4 * l);
+    normedLinear(L.qkv, L.inputNorm, qkv_, name[0]);
     if (attention && fuseAttention_) {
       ropeAttention(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, keys_[l], values_[l], validFrom_,
                     scale, attentionCounters_, attn_);
@@ -163,9 +138,9 @@ void DecodeSession::runStep() {
       ropeAndCacheWrite(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, q_, keys_[l], values_[l]);
       decodeAttention(q_, keys_[l], values_[l], slot_, validFrom_, scale, attn_);
     }
-    residualLinear(L.o, attn_, GemvFusion::Input::Plain, o_, name[1], 4 * l + 1);
-    normedLinear(L.gateUp, L.postAttentionNorm, gateUp_, name[2], 4 * l + 2);
-    residualLinear(L.down, gateUp_, GemvFusion::Input::SiluMul, down_, name[3], 4 * l + 3);
+    residualLinear(L.o, attn_, GemvFusion::Input::Plain, o_, name[1]);
+    normedLinear(L.gateUp, L.postAttentionNorm, gateUp_, name[2]);
+    residualLinear(L.down, gateUp_, GemvFusion::Input::SiluMul, down_, name[3]);
   }
   if (parts_ & kHead) {
     const PackedLinear& head = model_.outputHead();

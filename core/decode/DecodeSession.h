@@ -93,9 +93,6 @@ class DecodeSession {
   // keeps those named: the A/Bs of scripts/gpu-decode.sh. Their counters, zeros between launches.
   bool fuseAttention_ = true, fuseNextToken_ = true, fold_ = true;
   at::Tensor attentionCounters_, stepCounter_;
-  // PARETO_GEMV_CHAIN=1 with the folds on CUDA: the links between GEMVs launched back to back (o → gate+up → down →
-  // the next layer's qkv; kernels/GemvProblem.h GemvChainLink), int32 [layers · 4, 4], zeros between steps.
-  at::Tensor chainLinks_;
   std::vector<std::string> names_;   // module names for errors, per layer × {qkv, o, gate_up, down}
   struct Graph;
   std::unique_ptr<Graph> graph_;

@@ -127,8 +127,6 @@ at::Tensor runGemv(const at::Tensor& xIn, at::Tensor y, int64_t rows, int64_t co
     p.normWeight = fusion.normWeight.defined() ? fusion.normWeight.data_ptr() : nullptr;
     p.eps = float(fusion.eps);
     p.accumulate = fusion.accumulate;
-    p.chainIn = fusion.chainIn;
-    p.chainOut = fusion.chainOut;
     if (auto e = k::checkGemvProblem(p); !e.empty()) throw InputError(what + ": " + e);
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     const k::GemvSplit s = split(p, sms);

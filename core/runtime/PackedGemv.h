@@ -14,10 +14,6 @@
 #include <functional>
 #include <string>
 
-namespace pareto::kernels {
-struct GemvChainLink;
-}
-
 namespace pareto {
 
 struct BitmaskNMWeight;
@@ -119,11 +115,6 @@ struct GemvFusion {
   at::Tensor normWeight;  // RmsNorm: [cols] in the activations' dtype, on their device
   double eps = 0;
   bool accumulate = false;  // out += x · Ŵᵀ (out: the residual stream, given, in the activations' dtype)
-  // CUDA only: this GEMV waits on `chainIn`, the link set by the packed GEMV launched just before it on the stream,
-  // instead of on that kernel's grid, and/or sets `chainOut` for the next one (kernels/GemvProblem.h GemvChainLink:
-  // both sides or neither). One launch: a batch of at most 16 rows.
-  kernels::GemvChainLink* chainIn = nullptr;
-  kernels::GemvChainLink* chainOut = nullptr;
 };
 
 // x as the plain GEMV reads it: the fused input computed by its op (addRmsNorm, siluMul); x itself when Plain.

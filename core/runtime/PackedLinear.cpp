@@ -106,9 +106,6 @@ void PackedLinear::forward(const at::Tensor& x, const at::Tensor& out, const std
 void PackedLinear::runKernels(const at::Tensor& x, const at::Tensor& out, const std::string& what,
                               const GemvFusion& fusion) const {
   const int64_t n = x.size(0);
-  if (n > kernels::kMaxBatch && (fusion.chainIn != nullptr || fusion.chainOut != nullptr))
-    throw InputError(what + ": a linked GEMV is one launch of at most " + std::to_string(kernels::kMaxBatch) +
-                     " rows, got " + std::to_string(n));
   for (int64_t start = 0; start < n; start += kernels::kMaxBatch) {
     const int64_t len = std::min<int64_t>(kernels::kMaxBatch, n - start);
     const at::Tensor xs = len == n ? x : x.narrow(0, start, len);

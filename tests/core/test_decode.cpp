@@ -17,7 +17,6 @@
 #include "decode/DecodeBenchmark.h"
 #include "decode/DecodeModel.h"
 #include "decode/DecodeSession.h"
-#include "kernels/GemvProblem.h"
 #include "model/Generation.h"
 #include "model/LoadedModel.h"
 #include "runtime/DecodeOps.h"
@@ -208,34 +207,6 @@ TEST(PackedLinearFolds, OnlyTheFormatsMeasuredFasterFoldedFoldInTheirKernels) {
                                                                                {"spqr-3bit", false},
                                                                                {"bitmask-2:4+int4-g64", true}})
     EXPECT_EQ(randomPackedLinear(format, 96, 256, at::kBFloat16, cpu, 4).fusesInKernel(), folds) << format;
-}
-
-// A GEMV linked to its neighbours (GemvFusion::chainIn / chainOut: the decode step's flags between GEMVs, CUDA only)
-// is one kernel launch: a prefill of more rows than one launch takes is refused, naming the module; 16 rows are
-// taken (the CPU reference has no links to honour).
-TEST(PackedLinearFolds, ALinkedGemvIsOneLaunchOfAtMost16Rows) {
-  const at::Device cpu(at::kCPU);
-  const PackedLinear lin = randomPackedLinear("int4-g128", 96, 256, at::kBFloat16, cpu, 4);
-  ASSERT_TRUE(lin.fusesInKernel());
-  kernels::GemvChainLink link{};
-  const FoldCase prefill = foldCase(20, 256, at::kBFloat16, cpu, 5);
-  GemvFusion linked = rmsNormFold(prefill);
-  linked.chainOut = &link;
-  at::Tensor y = at::empty({20, 96}, prefill.residual.options());
-  try {
-    lin.forward(prefill.residual, y, "model.layers.3.mlp.gate_up_proj", linked);
-    FAIL() << "no error";
-  } catch (const InputError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("gate_up_proj"));
-    EXPECT_THAT(e.what(), HasSubstr("linked GEMV"));
-  }
-  const FoldCase step = foldCase(16, 256, at::kBFloat16, cpu, 6);
-  GemvFusion linkedStep = rmsNormFold(step);
-  linkedStep.chainIn = &link;
-  at::Tensor y16 = at::empty({16, 96}, step.residual.options()), plain = at::empty_like(y16);
-  lin.forward(step.residual, y16, "q", linkedStep);
-  lin.forward(step.residual, plain, "q", rmsNormFold(step));
-  EXPECT_TRUE(at::equal(y16, plain));
 }
 
 // On the GPU the folds run inside the packed GEMV kernels that take them (every arithmetic path of the quantized

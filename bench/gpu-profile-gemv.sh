@@ -31,7 +31,8 @@ done
 if [ "${GEMV_NCU_SASS:-1}" = 1 ]; then
   c="${GEMV_NCU_SASS_CASE:-int4-g128:1}"; f="${c%:*}"; b="${c##*:}"; name="$(echo "$f-b$b" | tr -c 'a-zA-Z0-9\n-' _)"
   echo; echo "== [${SECONDS}s] ncu: SASS lines of the $f batch-$b gate+up GEMV (stall samples)"
-  timeout 150 ncu --clock-control none --kernel-name-base demangled --kernel-name regex:ringGemvKernel --launch-skip 2 \
+  # The third packed GEMV of the step is layer 0's gate+up, ring kernel or lane-per-row FFMA kernel alike.
+  timeout 150 ncu --clock-control none --kernel-name-base demangled --kernel-name "regex:ringGemvKernel|packedGemvKernel" --launch-skip 2 \
     --launch-count 1 --section SourceCounters --section WarpStateStats -f -o "$out/ncu-$name-gateup" "$bin" bench \
     --batch "$b" --runs 1 --formats "$f" >"$out/ncu-$name-gateup.log" 2>&1 \
     && ncu --import "$out/ncu-$name-gateup.ncu-rep" --page source --print-source sass --csv >"$out/ncu-$name-gateup-sass.csv" 2>>"$out/ncu-$name-gateup.log" \

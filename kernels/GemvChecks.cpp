@@ -150,6 +150,11 @@ std::string checkSpqrGemv(const GemvProblem& p, const SpqrGemvWeight& w) {
   return {};
 }
 
+bool spqrEarlySearchEnabled() {
+  static const bool on = kernelSwitch("PARETO_SPQR_EARLY_SEARCH") == SwitchSetting::On;
+  return on;
+}
+
 bool spqrUsesTensorCores(int scaleGroup, int compiledBatch) {
   // PARETO_SPQR_MMA: unset = the policy, 0 = the FFMA path everywhere, 1 = the tensor cores wherever they can.
   static const SwitchSetting mode = kernelSwitch("PARETO_SPQR_MMA");

@@ -291,6 +291,23 @@ template <class F>
 struct RingRowExtraOf<F, std::void_t<decltype(F::kRingRowExtra)>> {
   static constexpr bool kHas = F::kRingRowExtra;
 };
+// Optional for ring formats: `struct RowStart;` and
+//   template <int B> __device__ static void ringRowStart(const Params&, RowStart&, int64_t row, int64_t col0,
+//        int64_t sliceCols, int chunks);
+//   template <int B> __device__ static void ringRowAdopt(Accumulator<B>&, const RowStart&);
+// work on the lane's row that reads only the weight, done before griddepcontrol.wait by the warp that stores the row
+// group's split (SpQR: the searches for its outliers in the block's columns), then handed to the accumulator; `chunks`
+// is the warp's chunk count. An empty struct and no code for the other formats.
+struct NoRowStart {};
+template <class F, class = void> struct RingRowStartOf {
+  static constexpr bool kHas = false;
+  using type = NoRowStart;
+};
+template <class F>
+struct RingRowStartOf<F, std::void_t<typename F::RowStart>> {
+  static constexpr bool kHas = true;
+  using type = typename F::RowStart;
+};
 // Optional: `static constexpr bool kFolds = false;` for a format whose kernels take no folded work (GemvLaunch's
 // input and accumulate; the runtime does those ops beside them). A format that takes it has every kernel compiled
 // twice (the kernels' kFolds): with the folds' code for the launches that fold, and without it (no norm static
@@ -653,6 +670,11 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
       commitCopies();
     }
   }
+  [[maybe_unused]] typename RingRowStartOf<Format>::type rowStart{};
+  if constexpr (RingRowStartOf<Format>::kHas)
+    if (active && part == 0)
+      Format::template ringRowStart<B>(w, rowStart, group * kRowsPerGroup + lane, chunk0 * Format::kChunkCols,
+                                       a.sliceCols, count);
   waitForPreviousGrid();  // x, y, the partials and the counters belong to the kernels before and after this one
   timeline.release();
 
@@ -665,6 +687,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   timeline.stage();
 
   typename Format::template Accumulator<B> acc{};
+  if constexpr (RingRowStartOf<Format>::kHas) Format::template ringRowAdopt<B>(acc, rowStart);
   const int64_t unitsPerChunk = a.sumUnit > 0 ? Format::kChunkCols / a.sumUnit : 0;
   // Chunk i of the warp is in slot i mod kRingStages. Each iteration waits for the oldest stage (the lane's own
   // copies), makes the other lanes' copies visible (__syncwarp), computes it, and refills the slot with the chunk

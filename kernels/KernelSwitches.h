@@ -25,6 +25,7 @@ inline constexpr KernelSwitch kKernelSwitches[] = {
     {"PARETO_BITMASK_MMA", "0: the N:M GEMVs on the FFMA path; 1: on the tensor cores wherever they can be"},
     {"PARETO_BITMASK_INT4_MMA", "0: 2:4 + int4 on the FFMA path"},
     {"PARETO_SPQR_MMA", "0: SpQR on the FFMA path; 1: on the tensor cores wherever they can be"},
+    {"PARETO_SPQR_EARLY_SEARCH", "1: SpQR's tensor-core path searches its outliers' columns before it waits for the previous kernel"},
     {"PARETO_RING_BALANCED", "0: a ring GEMV keeps uniform blocks where they fill some multiprocessors twice and others once, not its row groups dealt out evenly over a full wave"},
     {"PARETO_SPLIT_COMBINE_WIDE", "0: the last block of a split GEMV loads 2-8 splits' partial sums at once at batch 1-8 (4-16 otherwise)"},
     {"PARETO_RING_GROUP_WARPS", "0: every warp of a ring block its own row group (no sharing of a row group)"},

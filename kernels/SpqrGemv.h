@@ -70,6 +70,9 @@ PARETO_HOST_DEVICE constexpr int spqrCodeBit(int bits, int column, int bit) {
 // from batch 2 the ring (batch 2: 3.42 against 3.72; batch 16: 5.24 against ~40: bench/NOTES.md v6f-2).
 // PARETO_SPQR_MMA=0 sends everything to the FFMA path, =1 to the tensor cores at every batch (A/B timing; read once).
 bool spqrUsesTensorCores(int scaleGroup, int compiledBatch);
+// Whether the tensor-core path begins its outlier searches before griddepcontrol.wait (spqr_gemv.cu, ringRowStart):
+// PARETO_SPQR_EARLY_SEARCH=1 (off until a device run has timed it; read once).
+bool spqrEarlySearchEnabled();
 inline constexpr int kSpqrMmaMinBatch = 2;
 inline constexpr int kSpqrMmaMinScaleGroup = 8;
 inline constexpr int kSpqrRingStages = 3;

@@ -23,6 +23,7 @@ struct SpqrFormat {
     int64_t chunks;
     int scaleGroupShift;
     int secondPerGroup;  // 32 / scaleGroup
+    bool earlySearch;    // the ring's outlier searches begun before the wait (spqrEarlySearchEnabled)
   };
 
   // f = 0.5 + q/256 for the code of column `col` of the lane's chunk (q placed at bits 16.. under exponent 0x3F,
@@ -161,7 +162,11 @@ struct SpqrFormat {
 // Outliers: each block adds those of its own columns after the chunks, with x from the staging (the FFMA path's
 // gather from global memory, 32 scattered addresses a warp load, went to L2 here, where the ring leaves little
 // L1: NOTES v6f). The lane finds its row's outliers of the block's columns by two binary searches over the
-// row's sorted columns, one step a chunk (Accumulator, searchStep).
+// row's sorted columns, one step a chunk (Accumulator, searchStep). Each step waits for the column the last one
+// loaded (an L2 round trip), and a row's search takes bit_width(outliers) + 1 steps: 7 at 41 outliers, 9 at 143, so
+// a warp of fewer chunks (o at batch 2-16: 2) finishes the search after its last chunk, several round trips on the
+// GEMV's critical path. With PARETO_SPQR_EARLY_SEARCH=1 the steps the chunks cannot take are done before the wait
+// (ringRowStart), where the block's start ahead of its release hides them.
 template <int Bits, ActivationType T>
 struct SpqrMmaFormat {
   static constexpr bool kFolds = false;  // the decode step's ops run beside these kernels (FoldsOf)
@@ -185,11 +190,19 @@ struct SpqrMmaFormat {
     int32_t lo[2], hi[2];
     uint32_t probe[2];          // the column at (lo + hi) / 2 loaded by the last step, when `probing`
     bool probing;
+    bool started;               // the range was read and the search begun before the wait (ringRowStart)
   };
   static constexpr bool kRingRowExtra = true;
+  // The searches' state from before the wait (GemvDriver.cuh RingRowStartOf), handed to the accumulator.
+  struct RowStart {
+    int32_t lo[2], hi[2];
+    uint32_t probe[2];
+    bool probing, started;
+  };
 
-  template <int B>
-  __device__ static __forceinline__ void searchStep(const Params& w, Accumulator<B>& acc, const int64_t (&target)[2]) {
+  // One step of both searches (`S`: an Accumulator or a RowStart).
+  template <class S>
+  __device__ static __forceinline__ void searchStep(const Params& w, S& acc, const int64_t (&target)[2]) {
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
       if (acc.probing && acc.lo[k] < acc.hi[k]) {
@@ -202,6 +215,28 @@ struct SpqrMmaFormat {
     for (int k = 0; k < 2; ++k)
       if (acc.lo[k] < acc.hi[k]) acc.probe[k] = __ldg(w.outlierColumns + ((acc.lo[k] + acc.hi[k]) >> 1));
     acc.probing = true;
+  }
+
+  // PARETO_SPQR_EARLY_SEARCH=1: the row's outlier range and the search steps its `chunks` chunks will not take.
+  template <int B>
+  __device__ static __forceinline__ void ringRowStart(const Params& w, RowStart& st, int64_t row, int64_t col0,
+                                                      int64_t sliceCols, int chunks) {
+    if (!w.earlySearch) return;
+    st.lo[0] = st.lo[1] = __ldg(w.rowOffsets + row);
+    st.hi[0] = st.hi[1] = __ldg(w.rowOffsets + row + 1);
+    st.probing = false;
+    st.started = true;
+    const int64_t target[2] = {col0, col0 + sliceCols};
+    const int outliers = st.hi[0] - st.lo[0];
+    const int steps = (outliers > 0 ? 33 - __clz(outliers) : 0) - chunks;  // the search's bit_width + 1 steps
+    for (int i = 0; i < steps; ++i) searchStep(w, st, target);
+  }
+  template <int B>
+  __device__ static __forceinline__ void ringRowAdopt(Accumulator<B>& acc, const RowStart& st) {
+#pragma unroll
+    for (int k = 0; k < 2; ++k) acc.lo[k] = st.lo[k], acc.hi[k] = st.hi[k], acc.probe[k] = st.probe[k];
+    acc.probing = st.probing;
+    acc.started = st.started;
   }
 
   template <int B> __host__ __device__ static constexpr int64_t xWords(int64_t sliceCols) {
@@ -266,7 +301,7 @@ struct SpqrMmaFormat {
                                                      int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
     constexpr int kN = kTiles<B>;
     const int g = lane >> 2, t = lane & 3;
-    if (localChunk == 0) {
+    if (localChunk == 0 && !acc.started) {
       // The row's outlier range (consumed by the next chunk's step, or by ringRowExtra).
       const int64_t row = group * kRowsPerGroup + lane;
       acc.lo[0] = acc.lo[1] = __ldg(w.rowOffsets + row);
@@ -274,7 +309,7 @@ struct SpqrMmaFormat {
       acc.probing = false;
     } else {
       const int64_t col0 = (chunk - localChunk) * kChunkCols;
-      searchStep<B>(w, acc, {col0, col0 + sliceCols});
+      searchStep(w, acc, {col0, col0 + sliceCols});
     }
     const int64_t rowWords = (sliceCols + kPadHalves) / 2;
     const uint32_t* xRow[kN];
@@ -359,7 +394,7 @@ struct SpqrMmaFormat {
   __device__ static __forceinline__ void ringRowExtra(const Params& w, Accumulator<B>& acc, int64_t, int64_t col0,
                                                       int64_t sliceCols, const uint32_t* xs, float (&total)[B]) {
     const int64_t target[2] = {col0, col0 + sliceCols};
-    while (!acc.probing || acc.lo[0] < acc.hi[0] || acc.lo[1] < acc.hi[1]) searchStep<B>(w, acc, target);
+    while (!acc.probing || acc.lo[0] < acc.hi[0] || acc.lo[1] < acc.hi[1]) searchStep(w, acc, target);
     const auto* xh = reinterpret_cast<const unsigned short*>(xs);
     const int64_t rowHalves = sliceCols + kPadHalves;
     constexpr int kU = 4;
@@ -399,7 +434,8 @@ std::string launch(const GemvProblem& p, const SpqrGemvWeight& w, const GemvSpli
                             reinterpret_cast<const __half*>(w.outlierValues),
                             spqrChunks(p.cols),
                             __builtin_ctz(unsigned(w.scaleGroup)),
-                            32 / w.scaleGroup};
+                            32 / w.scaleGroup,
+                            spqrEarlySearchEnabled()};
   if (spqrUsesTensorCores(w.scaleGroup, compiledBatch(p.batch))) {
     // The split (spqrGemvSplit) sized the shared memory for the ring; no activation sums (the zeros are subtracted
     // before the MMA).

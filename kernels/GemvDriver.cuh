@@ -292,8 +292,8 @@ struct RingRowExtraOf<F, std::void_t<decltype(F::kRingRowExtra)>> {
   static constexpr bool kHas = F::kRingRowExtra;
 };
 // Optional for ring formats: `struct RowStart;` and
-//   template <int B> __device__ static void ringRowStart(const Params&, RowStart&, int64_t row, int64_t col0,
-//        int64_t sliceCols, int chunks);
+//   __device__ static void ringRowStart(const Params&, RowStart&, int64_t row, int64_t col0, int64_t sliceCols,
+//        int chunks);
 //   template <int B> __device__ static void ringRowAdopt(Accumulator<B>&, const RowStart&);
 // work on the lane's row that reads only the weight, done before griddepcontrol.wait by the warp that stores the row
 // group's split (SpQR: the searches for its outliers in the block's columns), then handed to the accumulator; `chunks`
@@ -673,8 +673,7 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
   [[maybe_unused]] typename RingRowStartOf<Format>::type rowStart{};
   if constexpr (RingRowStartOf<Format>::kHas)
     if (active && part == 0)
-      Format::template ringRowStart<B>(w, rowStart, group * kRowsPerGroup + lane, chunk0 * Format::kChunkCols,
-                                       a.sliceCols, count);
+      Format::ringRowStart(w, rowStart, group * kRowsPerGroup + lane, chunk0 * Format::kChunkCols, a.sliceCols, count);
   waitForPreviousGrid();  // x, y, the partials and the counters belong to the kernels before and after this one
   timeline.release();
 

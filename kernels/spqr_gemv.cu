@@ -218,7 +218,6 @@ struct SpqrMmaFormat {
   }
 
   // PARETO_SPQR_EARLY_SEARCH=1: the row's outlier range and the search steps its `chunks` chunks will not take.
-  template <int B>
   __device__ static __forceinline__ void ringRowStart(const Params& w, RowStart& st, int64_t row, int64_t col0,
                                                       int64_t sliceCols, int chunks) {
     if (!w.earlySearch) return;

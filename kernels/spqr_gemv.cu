@@ -218,9 +218,11 @@ struct SpqrMmaFormat {
   }
 
   // PARETO_SPQR_EARLY_SEARCH=1: the row's outlier range and the search steps its `chunks` chunks will not take.
+  // Nothing where the chunks take every step any row of the weight can need (a row of n columns has at most n
+  // outliers): there, reading the range before the wait would only hold the warp for its load.
   __device__ static __forceinline__ void ringRowStart(const Params& w, RowStart& st, int64_t row, int64_t col0,
                                                       int64_t sliceCols, int chunks) {
-    if (!w.earlySearch) return;
+    if (!w.earlySearch || chunks >= 33 - __clz(unsigned(w.chunks * kChunkCols))) return;
     st.lo[0] = st.lo[1] = __ldg(w.rowOffsets + row);
     st.hi[0] = st.hi[1] = __ldg(w.rowOffsets + row + 1);
     st.probing = false;

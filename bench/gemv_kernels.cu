@@ -575,9 +575,7 @@ __global__ void fillKernel(uint32_t* p, size_t n, uint32_t seed, int mode, float
 // SpQR outliers: `perRow` a row (rows past `rows`: none), fp16 values, at distinct columns drawn uniformly and
 // stored increasing, as the format keeps them and as `pareto-cli bench kernels` draws them (randomSpqr in
 // core/runtime/SyntheticWeights.cpp: a row's top perRow of uniform noise). Selection sampling: column c is taken with
-// probability (still needed) / (columns left), which gives exactly perRow, in order. (Through the eighth session one
-// column in each of perRow equal ranges: evenly spread, so every split's slice held as many, and SpQR read 5-8%
-// faster here than in the record at batch 2-16; bench/NOTES.md, ninth session.)
+// probability (still needed) / (columns left), which gives exactly perRow, in order.
 __global__ void fillOutliers(int32_t* offsets, uint16_t* columns, uint16_t* values, int64_t rows, int64_t paddedRows,
                              int perRow, int64_t cols, uint32_t seed) {
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r <= paddedRows; r += int64_t(gridDim.x) * blockDim.x) {

@@ -182,62 +182,60 @@ struct SpqrMmaFormat {
   // 1024 (fp16) or 128 (bf16): every code and zero (< 16) is an exact integer above it.
   static constexpr uint32_t kExponent = T == ActivationType::Float16 ? 0x6400u : 0x4300u;
   template <int B> static constexpr int kTiles = B > 8 ? 2 : 1;  // batch tiles of 8
-  // The C fragments, and the lane's binary searches for the first of its row's outliers at or after the block's
-  // first column (k = 0) and past its last (k = 1): one step a chunk (searchStep), so that each column load's
-  // latency passes under a chunk's work; ringRowExtra finishes them.
-  template <int B> struct Accumulator {
-    float v[2][kTiles<B>][4];  // [m-tile][batch tile][register]
-    int32_t lo[2], hi[2];
-    uint32_t probe[2];          // the column at (lo + hi) / 2 loaded by the last step, when `probing`
-    bool probing;
-    bool started;               // the range was read and the search begun before the wait (ringRowStart)
-  };
-  static constexpr bool kRingRowExtra = true;
-  // The searches' state from before the wait (GemvDriver.cuh RingRowStartOf), handed to the accumulator.
+  // The lane's binary searches for the first of its row's outliers at or after the block's first column (k = 0) and
+  // past its last (k = 1): one step a chunk (searchStep), so that each column load's latency passes under a chunk's
+  // work; ringRowExtra finishes them. Begun before the wait with PARETO_SPQR_EARLY_SEARCH=1 (GemvDriver.cuh
+  // RingRowStartOf: ringRowStart, then ringRowAdopt hands it to the accumulator).
   struct RowStart {
     int32_t lo[2], hi[2];
-    uint32_t probe[2];
-    bool probing, started;
+    uint32_t probe[2];  // the column at (lo + hi) / 2 loaded by the last step, when `probing`
+    bool probing;
+    bool started;       // the range was read and the search begun before the wait
   };
+  template <int B> struct Accumulator {
+    float v[2][kTiles<B>][4];  // [m-tile][batch tile][register]
+    RowStart search;
+  };
+  static constexpr bool kRingRowExtra = true;
 
-  // One step of both searches (`S`: an Accumulator or a RowStart).
-  template <class S>
-  __device__ static __forceinline__ void searchStep(const Params& w, S& acc, const int64_t (&target)[2]) {
+  // The row's outlier range; the first step only loads.
+  __device__ static __forceinline__ void beginSearch(const Params& w, RowStart& s, int64_t row) {
+    s.lo[0] = s.lo[1] = __ldg(w.rowOffsets + row);
+    s.hi[0] = s.hi[1] = __ldg(w.rowOffsets + row + 1);
+    s.probing = false;
+  }
+  // One step of both searches.
+  __device__ static __forceinline__ void searchStep(const Params& w, RowStart& s, const int64_t (&target)[2]) {
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
-      if (acc.probing && acc.lo[k] < acc.hi[k]) {
-        const int32_t mid = (acc.lo[k] + acc.hi[k]) >> 1;
-        if (int64_t(acc.probe[k]) < target[k]) acc.lo[k] = mid + 1;
-        else acc.hi[k] = mid;
+      if (s.probing && s.lo[k] < s.hi[k]) {
+        const int32_t mid = (s.lo[k] + s.hi[k]) >> 1;
+        if (int64_t(s.probe[k]) < target[k]) s.lo[k] = mid + 1;
+        else s.hi[k] = mid;
       }
     }
 #pragma unroll
     for (int k = 0; k < 2; ++k)
-      if (acc.lo[k] < acc.hi[k]) acc.probe[k] = __ldg(w.outlierColumns + ((acc.lo[k] + acc.hi[k]) >> 1));
-    acc.probing = true;
+      if (s.lo[k] < s.hi[k]) s.probe[k] = __ldg(w.outlierColumns + ((s.lo[k] + s.hi[k]) >> 1));
+    s.probing = true;
   }
 
   // PARETO_SPQR_EARLY_SEARCH=1: the row's outlier range and the search steps its `chunks` chunks will not take.
   // Nothing where the chunks take every step any row of the weight can need (a row of n columns has at most n
   // outliers): there, reading the range before the wait would only hold the warp for its load.
-  __device__ static __forceinline__ void ringRowStart(const Params& w, RowStart& st, int64_t row, int64_t col0,
+  __device__ static __forceinline__ void ringRowStart(const Params& w, RowStart& s, int64_t row, int64_t col0,
                                                       int64_t sliceCols, int chunks) {
     if (!w.earlySearch || chunks >= 33 - __clz(unsigned(w.chunks * kChunkCols))) return;
-    st.lo[0] = st.lo[1] = __ldg(w.rowOffsets + row);
-    st.hi[0] = st.hi[1] = __ldg(w.rowOffsets + row + 1);
-    st.probing = false;
-    st.started = true;
+    beginSearch(w, s, row);
+    s.started = true;
     const int64_t target[2] = {col0, col0 + sliceCols};
-    const int outliers = st.hi[0] - st.lo[0];
+    const int outliers = s.hi[0] - s.lo[0];
     const int steps = (outliers > 0 ? 33 - __clz(outliers) : 0) - chunks;  // the search's bit_width + 1 steps
-    for (int i = 0; i < steps; ++i) searchStep(w, st, target);
+    for (int i = 0; i < steps; ++i) searchStep(w, s, target);
   }
   template <int B>
-  __device__ static __forceinline__ void ringRowAdopt(Accumulator<B>& acc, const RowStart& st) {
-#pragma unroll
-    for (int k = 0; k < 2; ++k) acc.lo[k] = st.lo[k], acc.hi[k] = st.hi[k], acc.probe[k] = st.probe[k];
-    acc.probing = st.probing;
-    acc.started = st.started;
+  __device__ static __forceinline__ void ringRowAdopt(Accumulator<B>& acc, const RowStart& s) {
+    acc.search = s;
   }
 
   template <int B> __host__ __device__ static constexpr int64_t xWords(int64_t sliceCols) {
@@ -302,15 +300,11 @@ struct SpqrMmaFormat {
                                                      int64_t sliceCols, const float*, int64_t, Accumulator<B>& acc) {
     constexpr int kN = kTiles<B>;
     const int g = lane >> 2, t = lane & 3;
-    if (localChunk == 0 && !acc.started) {
-      // The row's outlier range (consumed by the next chunk's step, or by ringRowExtra).
-      const int64_t row = group * kRowsPerGroup + lane;
-      acc.lo[0] = acc.lo[1] = __ldg(w.rowOffsets + row);
-      acc.hi[0] = acc.hi[1] = __ldg(w.rowOffsets + row + 1);
-      acc.probing = false;
+    if (localChunk == 0 && !acc.search.started) {
+      beginSearch(w, acc.search, group * kRowsPerGroup + lane);  // stepped by the next chunk, or by ringRowExtra
     } else {
       const int64_t col0 = (chunk - localChunk) * kChunkCols;
-      searchStep(w, acc, {col0, col0 + sliceCols});
+      searchStep(w, acc.search, {col0, col0 + sliceCols});
     }
     const int64_t rowWords = (sliceCols + kPadHalves) / 2;
     const uint32_t* xRow[kN];
@@ -395,16 +389,17 @@ struct SpqrMmaFormat {
   __device__ static __forceinline__ void ringRowExtra(const Params& w, Accumulator<B>& acc, int64_t, int64_t col0,
                                                       int64_t sliceCols, const uint32_t* xs, float (&total)[B]) {
     const int64_t target[2] = {col0, col0 + sliceCols};
-    while (!acc.probing || acc.lo[0] < acc.hi[0] || acc.lo[1] < acc.hi[1]) searchStep(w, acc, target);
+    RowStart& search = acc.search;
+    while (!search.probing || search.lo[0] < search.hi[0] || search.lo[1] < search.hi[1]) searchStep(w, search, target);
     const auto* xh = reinterpret_cast<const unsigned short*>(xs);
     const int64_t rowHalves = sliceCols + kPadHalves;
     constexpr int kU = 4;
-    for (int32_t i = acc.lo[0]; i < acc.lo[1]; i += kU) {
+    for (int32_t i = search.lo[0]; i < search.lo[1]; i += kU) {
       int local[kU];
       float value[kU];
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
-        const bool live = i + u < acc.lo[1];
+        const bool live = i + u < search.lo[1];
         local[u] = live ? int(__ldg(w.outlierColumns + i + u) - col0) : 0;
         value[u] = live ? __half2float(__ldg(w.outlierValues + i + u)) : 0.f;
       }

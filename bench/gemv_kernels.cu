@@ -966,6 +966,125 @@ int runBench(std::vector<int> batches, int runs, std::vector<std::string> format
   return 0;
 }
 
+int gSweepWrong = 0;  // runSweep's splits whose y differs from the policy's
+
+// Every split each shape of a format can take at a batch (kernels/GemvProblem.h forceGemvSplit: the splits the
+// policy itself could choose, forced one at a time), each shape alone as `bench` times it (its 32 layers in one
+// graph), against the policy's choice. One line a (format, batch, shape): the policy, the best, every candidate;
+// with --csv one row a candidate.
+int runSweep(const std::vector<int>& batches, int runs, const std::vector<std::string>& formats, const std::string& csvPath) {
+  cudaDeviceProp prop;
+  check(cudaGetDeviceProperties(&prop, 0), "properties");
+  std::printf("device %s (%d SMs)", prop.name, prop.multiProcessorCount);
+  for (const pareto::kernels::KernelSwitch& sw : pareto::kernels::kKernelSwitches)
+    if (const char* v = std::getenv(sw.name)) std::printf(", %s=%s", sw.name, v);
+  std::printf("\n");
+  FILE* csv = csvPath.empty() ? nullptr : std::fopen(csvPath.c_str(), "w");
+  if (!csvPath.empty() && !csv) { std::fprintf(stderr, "cannot write %s\n", csvPath.c_str()); return 2; }
+  if (csv) std::fprintf(csv, "format,batch,shape,splits,group_warps,ring_blocks,chunks_per_split,policy,us\n");
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  std::vector<std::shared_ptr<DeviceBuffer>> xs = {deviceRandom(16 * 4096 * 2, 7, 1, 1.f), deviceRandom(16 * 14336 * 2, 8, 1, 1.f)};
+  const size_t partialBytes = size_t(256) << 20;
+  auto partials = std::make_shared<DeviceBuffer>(partialBytes);
+  const auto label = [](const k::GemvSplit& sp) {
+    std::string t = std::to_string(sp.splits) + "x" + std::to_string(sp.ringGroupWarps);
+    if (sp.ringBlocks > 0) t += "/" + std::to_string(sp.ringBlocks);
+    return t;
+  };
+  for (const auto& format : formats) {
+    std::vector<std::shared_ptr<BenchLinear>> step = makeStep(format);
+    if (step.empty()) return 2;
+    if (!step[0]->split) { std::fprintf(stderr, "sweep: %s has no split to sweep\n", format.c_str()); continue; }
+    std::vector<std::shared_ptr<BenchLinear>> byShape;
+    for (int sh = 0; sh < 4; ++sh)
+      for (int layer = 0; layer < kLayers; ++layer) byShape.push_back(step[size_t(layer * 4 + sh)]);
+    step.clear();
+    for (int batch : batches) {
+      std::vector<std::shared_ptr<DeviceBuffer>> ys;
+      for (auto& l : byShape) ys.push_back(std::make_shared<DeviceBuffer>(size_t(batch * l->rows) * 2));
+      for (int sh = 0; sh < 4; ++sh) {
+        const size_t begin = size_t(sh * kLayers), end = begin + kLayers;
+        const BenchLinear& l = *byShape[begin];
+        const auto time = [&] {
+          return timeGraph(byShape, begin, end, batch, runs, xs, ys, partials->as<float>(), stream) * 1e3 / kLayers;
+        };
+        // The first layer's y, against the policy's: a forced split sums in another order, never to other values.
+        const auto firstY = [&] {
+          std::vector<uint16_t> y(size_t(batch * l.rows));
+          check(cudaMemcpy(y.data(), ys[begin]->ptr, y.size() * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
+          return y;
+        };
+        k::forceGemvSplit(nullptr);
+        const k::GemvSplit policy = l.split(batch);
+        const double policyUs = time();
+        const std::vector<uint16_t> policyY = firstY();
+        const auto differs = [&](const std::vector<uint16_t>& y) {
+          double err = 0, norm = 0;
+          for (size_t i = 0; i < y.size(); ++i) {
+            const double a = toDouble(k::ActivationType::Float16, y[i]), b = toDouble(k::ActivationType::Float16, policyY[i]);
+            err += (a - b) * (a - b), norm += b * b;
+          }
+          return !(std::sqrt(err / norm) < 2e-3);
+        };
+        struct Tried { k::GemvSplit split; double us; };
+        std::vector<Tried> tried;
+        for (int warps = 1; warps <= k::kRingWarpsPerBlock; warps *= 2)
+          for (bool balanced : {false, true})
+            for (int64_t per = 1; per <= 512; ++per) {
+              const k::GemvSplitForce force{per, warps, balanced};
+              k::forceGemvSplit(&force);
+              const k::GemvSplit sp = l.split(batch);
+              if (!k::isForcedSplit(sp, force)) continue;
+              // The least chunks a split for a split count comes first (per rises): the others repeat it with an
+              // uneven last split.
+              bool seen = false;
+              for (const Tried& t : tried)
+                seen |= t.split.splits == sp.splits && t.split.ringGroupWarps == sp.ringGroupWarps &&
+                        t.split.ringBlocks == sp.ringBlocks;
+              const k::GemvProblem p{l.rows, l.cols, batch, k::ActivationType::Float16, nullptr, nullptr};
+              if (seen || k::gemvPartialFloats(p, sp) * sizeof(float) > partialBytes) continue;
+              const double us = time();
+              if (differs(firstY())) {
+                ++gSweepWrong;
+                std::printf("WRONG %s b%d %s: split %s gives another y than the policy's\n", format.c_str(), batch,
+                            kLlama8b[sh].name, label(sp).c_str());
+                continue;
+              }
+              tried.push_back({sp, us});
+            }
+        k::forceGemvSplit(nullptr);
+        const Tried* best = nullptr;
+        for (const Tried& t : tried)
+          if (!best || t.us < best->us) best = &t;
+        std::printf("%-24s b%-2d %-8s policy %-9s %6.2f µs", format.c_str(), batch, kLlama8b[sh].name,
+                    label(policy).c_str(), policyUs);
+        if (best)
+          std::printf("  best %-9s %6.2f µs (%+.1f%%)", label(best->split).c_str(), best->us,
+                      100.0 * (best->us / policyUs - 1.0));
+        std::printf("  |");
+        for (const Tried& t : tried) std::printf(" %s %.2f", label(t.split).c_str(), t.us);
+        std::printf("\n");
+        std::fflush(stdout);
+        if (csv) {
+          const auto row = [&](const k::GemvSplit& sp, bool isPolicy, double us) {
+            std::fprintf(csv, "%s,%d,%s,%d,%d,%lld,%lld,%d,%.3f\n", format.c_str(), batch, kLlama8b[sh].name, sp.splits,
+                         sp.ringGroupWarps, (long long)sp.ringBlocks, (long long)sp.chunksPerSplit, isPolicy ? 1 : 0, us);
+          };
+          row(policy, true, policyUs);
+          for (const Tried& t : tried) row(t.split, false, t.us);
+          std::fflush(csv);
+        }
+      }
+    }
+    byShape.clear();
+    check(cudaDeviceSynchronize(), "sweep");
+  }
+  if (csv) std::fclose(csv);
+  if (gSweepWrong > 0) std::printf("SWEEP FAILED: %d splits gave another y than the policy's\n", gSweepWrong);
+  return gSweepWrong > 0 ? 1 : 0;
+}
+
 #ifdef PARETO_GEMV_TIMELINE
 // One replay of the step's graph with every block stamped (kernels/GemvTimeline.cuh), summarised per shape.
 int runTimeline(int batch, const std::vector<std::string>& formats, const std::string& csvPath) {
@@ -1114,6 +1233,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: gemv_kernels test [--small] | bench [--batch 1,2,4,8,16] [--runs 50] [--formats ...] [--json FILE]\n"
                          "       | timeline [--batch 1] [--formats ...] [--csv FILE]  (a GEMV_TIMELINE=1 build)\n"
+                         "       | sweep [--batch 4,8,16] [--runs 20] [--formats ...] [--csv FILE]  (every split of each shape)\n"
                          "environment switches (an A/B side; kernels/KernelSwitches.h):\n");
     for (const pareto::kernels::KernelSwitch& sw : pareto::kernels::kKernelSwitches)
       std::fprintf(stderr, "  %s  %s\n", sw.name, sw.meaning);
@@ -1141,6 +1261,23 @@ int main(int argc, char** argv) {
     for (int b : batches)
       if (b < 1 || b > k::kMaxBatch) { std::fprintf(stderr, "batch %d outside 1..16\n", b); return 2; }
     return runBench(batches, runs, formats, json);
+  }
+  if (mode == "sweep") {
+    std::vector<int> batches = {4, 8, 16};
+    int runs = 20;
+    std::vector<std::string> formats = {"int4-g128", "bitmask-2:4+int4-g128", "int8-channel", "bitmask-2:4", "spqr-3bit"};
+    std::string csv;
+    for (int i = 2; i + 1 < argc; i += 2) {
+      const std::string a = argv[i], v = argv[i + 1];
+      if (a == "--batch") { batches.clear(); for (auto& b : splitList(v)) batches.push_back(std::stoi(b)); }
+      else if (a == "--runs") runs = std::stoi(v);
+      else if (a == "--formats") formats = splitList(v);
+      else if (a == "--csv") csv = v;
+      else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+    }
+    for (int b : batches)
+      if (b < 1 || b > k::kMaxBatch) { std::fprintf(stderr, "batch %d outside 1..16\n", b); return 2; }
+    return runSweep(batches, runs, formats, csv);
   }
   if (mode == "timeline") {
 #ifdef PARETO_GEMV_TIMELINE

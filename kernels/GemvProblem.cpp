@@ -1,10 +1,24 @@
 #include "GemvProblem.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "KernelSwitches.h"
 
 namespace pareto::kernels {
+namespace {
+std::optional<GemvSplitForce> gForce;  // forceGemvSplit
+}  // namespace
+
+void forceGemvSplit(const GemvSplitForce* force) {
+  if (force) gForce = *force;
+  else gForce.reset();
+}
+
+bool isForcedSplit(const GemvSplit& s, const GemvSplitForce& force) {
+  return s.chunksPerSplit == force.chunksPerSplit && s.ringGroupWarps == force.groupWarps &&
+         (s.ringBlocks > 0) == force.balanced;
+}
 
 GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
@@ -36,6 +50,11 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
     return bytes;
   };
   while (sharedFor(splits) > maxSharedBytes && splits < chunks) ++splits;
+  if (gForce && gForce->groupWarps == 1 && !gForce->balanced) {
+    const int64_t per = gForce->chunksPerSplit, forced = per > 0 ? ceilDiv(chunks, per) : 0;
+    if (per >= std::min<int64_t>(chunks, kWarpsPerBlock) && per <= chunks && sharedFor(forced) <= maxSharedBytes)
+      splits = forced;
+  }
   s.splits = int(splits);
   s.chunksPerSplit = ceilDiv(chunks, splits);
   s.splits = int(ceilDiv(chunks, s.chunksPerSplit));  // no empty split at the end
@@ -88,6 +107,21 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
       // Ties go to fewer splits (with a warp a row group, the first found: perSplit falls, splits grow).
       if (best == 0 || cost < bestCost || (cost == bestCost && splits < bestSplits))
         best = perSplit, bestSplits = splits, bestWarps = groupWarps, bestCost = cost;
+    }
+  }
+  if (gForce) {
+    const int warps = gForce->groupWarps;
+    const int64_t per = gForce->chunksPerSplit;
+    if (warps >= 1 && warps <= groupWarpsLimit && (warps & (warps - 1)) == 0 && per >= warps && per <= chunks &&
+        sharedFor(per) <= maxSharedBytes) {
+      GemvSplit s;
+      s.chunksPerSplit = per;
+      s.splits = int(ceilDiv(chunks, per));
+      s.sliceCols = per * chunkCols;
+      s.sharedBytes = sharedFor(per);
+      s.ringGroupWarps = warps;
+      if (gForce->balanced) s.ringBlocks = ringBalancedBlocks(groups, warps, s.splits, wave);
+      return s;
     }
   }
   GemvSplit s;

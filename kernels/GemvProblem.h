@@ -223,6 +223,20 @@ bool ringBalancedEnabled();
 // 2.09x -> 2.27x of cuBLAS on the H200).
 int ringMaxGroupWarps();
 
+// A split imposed on chooseGemvSplit and chooseRingSplit in place of their cost model, for `gemv_kernels sweep`,
+// which times every split a shape can take against the policy's choice. Process-wide, none by default (the library
+// never sets one). Taken only where the policy could take it too: the staged x and the rings fit the shared memory,
+// every warp gets at least one chunk (a ring warp of a shared row group: its part), and warps share row groups only
+// where the format lets them (maxGroupWarps); otherwise the policy chooses as if nothing were forced.
+struct GemvSplitForce {
+  int64_t chunksPerSplit = 0;
+  int groupWarps = 1;     // ring kernels
+  bool balanced = false;  // ring kernels: the row groups dealt out where ringBalancedBlocks deals them (any batch)
+};
+void forceGemvSplit(const GemvSplitForce* force);  // nullptr: the policy's own choice again
+// Whether `s` is the forced split (a sweep's check that the force was taken).
+bool isForcedSplit(const GemvSplit& s, const GemvSplitForce& force);
+
 // Workspace a launch needs: `partials` floats [splits, batch, rows padded to 32] (only when splits > 1) and one
 // int counter per row group that must be zero before the first launch (the kernels leave it zero).
 size_t gemvPartialFloats(const GemvProblem& p, const GemvSplit& s);

@@ -586,6 +586,55 @@ TEST(PackedGemvSplit, RingWarpsSharingARowGroupReplaceTheGlobalCombineOfSmallSpl
   }
 }
 
+// gemv_kernels sweep forces each split a shape can take (forceGemvSplit): a split the policy could take is taken as
+// asked, one it could not (too much shared memory, a warp without a chunk, shared row groups where the format has
+// none) leaves the policy's choice, and clearing the force gives the policy's choice back.
+TEST(PackedGemvSplit, AForcedSplitIsTakenOnlyWhereThePolicyCouldTakeIt) {
+  namespace k = kernels;
+  const int sms = 132, batch = 8;
+  const int halves = k::quantRingHalves(4, k::ActivationType::Float16, batch);
+  const int64_t rows = 6144, chunks = k::quantChunks(4096, 4) * halves, chunkCols = k::quantChunkCols(4) / halves;
+  const size_t fixed = 2 * size_t(batch) * size_t(k::quantStagePadHalves(4)) + 16 + k::quantRingBytes(halves);
+  const auto choose = [&](int maxGroupWarps) {
+    return k::chooseRingSplit(rows, chunks, chunkCols, batch, 0, sms, k::kRingMaxSharedBytes, 2 * size_t(batch), fixed,
+                              2 * halves, maxGroupWarps);
+  };
+  const k::GemvSplit policy = choose(0);
+  const auto same = [](const k::GemvSplit& a, const k::GemvSplit& b) {
+    return a.splits == b.splits && a.chunksPerSplit == b.chunksPerSplit && a.ringGroupWarps == b.ringGroupWarps &&
+           a.ringBlocks == b.ringBlocks && a.sharedBytes == b.sharedBytes;
+  };
+  const k::GemvSplitForce fits{4, 2, false};
+  k::forceGemvSplit(&fits);
+  const k::GemvSplit forced = choose(0);
+  EXPECT_TRUE(k::isForcedSplit(forced, fits));
+  EXPECT_EQ(forced.splits, int(k::ceilDiv(chunks, 4)));
+  EXPECT_EQ(forced.sliceCols, 4 * chunkCols);
+  EXPECT_LE(forced.sharedBytes, k::kRingMaxSharedBytes);
+  EXPECT_FALSE(k::isForcedSplit(choose(1), fits));  // no shared row groups where the format allows none
+  EXPECT_TRUE(same(choose(1), [&] { k::forceGemvSplit(nullptr); return choose(1); }()));
+  for (const k::GemvSplitForce& never : {k::GemvSplitForce{chunks, 1, false},  // all of x at batch 8: too large
+                                         k::GemvSplitForce{2, 4, false},       // a warp of the row group idle
+                                         k::GemvSplitForce{4, 3, false}}) {    // not a power of two
+    k::forceGemvSplit(&never);
+    const k::GemvSplit s = choose(0);
+    EXPECT_FALSE(k::isForcedSplit(s, never)) << never.chunksPerSplit << " chunks, " << never.groupWarps << " warps";
+    EXPECT_TRUE(same(s, policy));
+  }
+  // The FFMA skeleton's split (chooseGemvSplit) takes a forced chunk count, never shared row groups.
+  const k::GemvSplit ffma = k::chooseGemvSplit(6144, 32, 128, 1, 0, sms, k::kMaxStagedBytes);
+  const k::GemvSplitForce eight{8, 1, false};
+  k::forceGemvSplit(&eight);
+  const k::GemvSplit ffmaForced = k::chooseGemvSplit(6144, 32, 128, 1, 0, sms, k::kMaxStagedBytes);
+  EXPECT_TRUE(k::isForcedSplit(ffmaForced, eight));
+  EXPECT_EQ(ffmaForced.splits, 4);
+  const k::GemvSplitForce shared{8, 2, false};
+  k::forceGemvSplit(&shared);
+  EXPECT_TRUE(same(k::chooseGemvSplit(6144, 32, 128, 1, 0, sms, k::kMaxStagedBytes), ffma));
+  k::forceGemvSplit(nullptr);
+  EXPECT_TRUE(same(choose(0), policy));
+}
+
 // The ring kernel's work decomposition (ringWarpWork, which the kernel calls) over the grid of a chosen split:
 // every (row group, chunk) is computed by exactly one warp, every row group has exactly one storing warp (part 0)
 // a split, and the warps of a row group are consecutive in their block, in part order.

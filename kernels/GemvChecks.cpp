@@ -114,6 +114,11 @@ bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, 
   return enabled && (w.bits == 4 || eight) && quantZeroMmaApplies(w, type, compiledBatch);
 }
 
+bool quantZeroRowEnabled() {
+  static const bool on = kernelSwitch("PARETO_QUANT_ZERO_ROW") == SwitchSetting::On;
+  return on;
+}
+
 GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& w, int multiprocessors) {
   const int batch = compiledBatch(p.batch);
   if (quantUsesTensorCores(w.bits, p.type, batch)) {

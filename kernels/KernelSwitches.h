@@ -21,6 +21,7 @@ inline constexpr KernelSwitch kKernelSwitches[] = {
     {"PARETO_QUANT_ODD", "0: the odd int4 columns shifted down before the tensor cores, not read in place under exponent 64"},
     {"PARETO_QUANT_ZERO_MMA", "0: int4 g128 (fp16) subtracts its zero point through per-unit sums of x, not on the tensor cores"},
     {"PARETO_QUANT_ZERO_MMA_8", "0: int8 (fp16, per channel) subtracts its zero point through per-unit sums of x, not on the tensor cores"},
+    {"PARETO_QUANT_ZERO_ROW", "1: the int4/int8 zero point's terms every row shares (bias, sum of x) on the tensor cores once a batch tile, not once a row tile"},
     {"PARETO_QUANT_HALVES", "0: whole chunks in the int4/int8 rings at batch 8 and 16"},
     {"PARETO_BITMASK_MMA", "0: the N:M GEMVs on the FFMA path; 1: on the tensor cores wherever they can be"},
     {"PARETO_BITMASK_INT4_MMA", "0: 2:4 + int4 on the FFMA path"},

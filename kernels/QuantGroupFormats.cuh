@@ -26,6 +26,7 @@ struct QuantParams {
   bool symmetric;
   bool oddExponent;     // 4-bit codes, fp16, tensor cores: odd columns dequantized under exponent 64 (see below)
   bool zeroMma;         // with oddExponent and 128-column units: the zero point on the tensor cores, no Σx (below)
+  bool zeroRow;         // with zeroMma: its row-independent terms once a batch tile (quantZeroRowEnabled, below)
 };
 
 struct QuantCodeStream {
@@ -242,8 +243,12 @@ struct QuantMmaFormat : QuantCodeStream {
     // The launch staged no sums (quantZeroOnTensorCores): only this loop can run it.
     if constexpr (T == ActivationType::Float16) {
       if (w.zeroMma) {
-        computeChunk<B, Bits == 4, kCommonUnitShift, true>(w, slot, localChunk, lane, xs, sliceCols, xsum, sumStride,
-                                                           acc);
+        if (w.zeroRow)
+          computeChunk<B, Bits == 4, kCommonUnitShift, true, true>(w, slot, localChunk, lane, xs, sliceCols, xsum,
+                                                                   sumStride, acc);
+        else
+          computeChunk<B, Bits == 4, kCommonUnitShift, true>(w, slot, localChunk, lane, xs, sliceCols, xsum,
+                                                             sumStride, acc);
         return;
       }
     }
@@ -280,7 +285,14 @@ struct QuantMmaFormat : QuantCodeStream {
   // unit's C is Σ (q − z) · x and its end is acc += s · C. Every A value is exact in fp16 (z ≤ 63; 4-bit zeros are
   // ≤ 15) and every product exact in fp32, as before. 8-bit codes (1024 + q at every column): one more MMA a row
   // tile and piece with A = −(1024 + z) (z ≤ 255, exact), into the other chain.
-  template <int B, bool kOddExponent, int kUnitShift, bool kZeroMma = false>
+  // kZeroRow (with kZeroMma; QuantParams::zeroRow): the zero's product splits into a part every row shares, −1024 ·
+  // Σ x over the even columns − 64 · Σ x over the odd ones (int8: −1024 · Σ x), and −z · Σ x, whose Σ x every row
+  // shares too; so one MMA a batch tile and code MMA pair takes both, the first in its A rows 0-7 (the bias at each
+  // k; symmetric codes add their constant z to it), Σ x in rows 8-15 (ones), into a C that the lane reads as
+  // (bias, bias, Σx, Σx) for its batch rows 2t, 2t + 1, and the unit's end takes acc += s · (C + bias − z · Σ x).
+  // Per piece that is kN (int8) or 2·kN (int4) zero MMAs where kZeroMma alone issues 2·kN or 4·kN: at batch 16, 12 MMAs
+  // a piece instead of 16 (int4). The bias products are exact in fp32 as before; z · Σ x is one more rounding.
+  template <int B, bool kOddExponent, int kUnitShift, bool kZeroMma = false, bool kZeroRow = false>
   __device__ static __forceinline__ void computeChunk(const Params& w, const uint8_t* slot, int64_t localChunk,
                                                       int lane, const uint32_t* xs, int64_t sliceCols,
                                                       const float* xsum, int64_t sumStride, Accumulator<B>& acc) {
@@ -313,9 +325,25 @@ struct QuantMmaFormat : QuantCodeStream {
     // kZeroMma: the A operands of the unit's zeros, [m][0] rows 16m + g, [m][1] rows 16m + g + 8, both halves alike:
     // even columns −(1024 + z), odd columns −(64 + z) (quantZeroEvenBits, quantZeroOddBits).
     uint32_t zeroEven[2][2], zeroOdd[2][2];
+    static_assert(!kZeroRow || kZeroMma, "the row-independent zero is a form of the zero on the tensor cores");
+    // kZeroRow: the C of the shared terms, a batch tile each (rows 0-7 the bias, 8-15 Σ x), and their A operands:
+    // rows g (a0, a2: the even and the odd columns' bias) and g + 8 (a1, a3: ones).
+    [[maybe_unused]] float zr[kN][4];
+    [[maybe_unused]] uint32_t rowBiasEven = 0, rowBiasOdd = 0;
+    [[maybe_unused]] constexpr uint32_t kOnes = 0x3C003C00u;  // 1.0 in fp16, twice
+    if constexpr (kZeroRow) {
+      // Symmetric codes: their constant zero joins the bias, and Σ x is not used.
+      const uint32_t z = w.symmetric ? uint32_t(w.symmetricZero) : 0u;
+      rowBiasEven = quantZeroEvenBits(z) * 0x00010001u;
+      rowBiasOdd = (Bits == 4 ? quantZeroOddBits(z) : quantZeroEvenBits(z)) * 0x00010001u;
+#pragma unroll
+      for (int n = 0; n < kN; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) zr[n][i] = 0.f;
+    }
 #pragma unroll
     for (int piece = 0; piece < kPieces; ++piece) {
-      if constexpr (kZeroMma) {
+      if constexpr (kZeroMma && !kZeroRow) {
         if (((piece * kPieceCols) & ((1 << kUnitShift) - 1)) == 0) {  // the first piece of a unit
           const int unit = units == 1 ? 0 : (piece * kPieceCols) >> kUnitShift;
           const uint8_t* zeros = slot + kCodeBytes + kScaleBytes + unit * 32;
@@ -354,7 +382,12 @@ struct QuantMmaFormat : QuantCodeStream {
           for (int n = 0; n < kN; ++n) {
             detail::mma16816<T>(c[0][m][n], lo04, hi04, lo15, hi15, xb[n].x, xb[n].y);
             detail::mma16816<T>(c[1][m][n], lo26, hi26, lo37, hi37, xb[n].z, xb[n].w);
-            if constexpr (kZeroMma) {
+            if constexpr (kZeroRow) {
+              if (m == 1) {  // once a piece and batch tile, after both row tiles' code MMAs
+                detail::mma16816<T>(zr[n], rowBiasEven, kOnes, rowBiasOdd, kOnes, xb[n].x, xb[n].y);
+                detail::mma16816<T>(zr[n], rowBiasEven, kOnes, rowBiasOdd, kOnes, xb[n].z, xb[n].w);
+              }
+            } else if constexpr (kZeroMma) {
               // One into each chain for each m, as below.
               detail::mma16816<T>(c[m][m][n], zeroEven[m][0], zeroEven[m][1], zeroOdd[m][0], zeroOdd[m][1], xb[n].x,
                                   xb[n].y);
@@ -380,7 +413,9 @@ struct QuantMmaFormat : QuantCodeStream {
 #pragma unroll
           for (int n = 0; n < kN; ++n) {
             detail::mma16816<T>(c[piece & 1][m][n], lo01, hi01, lo23, hi23, xb[n].x, xb[n].y);
-            if constexpr (kZeroMma)  // −(1024 + z) at every k of rows 16m + g and 16m + g + 8, into the other chain
+            if constexpr (kZeroRow) {
+              if (m == 1) detail::mma16816<T>(zr[n], rowBiasEven, kOnes, rowBiasOdd, kOnes, xb[n].x, xb[n].y);
+            } else if constexpr (kZeroMma)  // −(1024 + z) at every k of rows 16m + g and 16m + g + 8, into the other chain
               detail::mma16816<T>(c[(piece & 1) ^ 1][m][n], zeroEven[m][0], zeroEven[m][1], zeroEven[m][0],
                                   zeroEven[m][1], xb[n].x, xb[n].y);
           }
@@ -397,6 +432,7 @@ struct QuantMmaFormat : QuantCodeStream {
         for (int k = 0; k < 4; ++k) {
           s[k] = __half2float(scales[g + 8 * k]);
           if constexpr (!kZeroMma) o[k] = kBias + (w.symmetric ? w.symmetricZero : float(zeros[g + 8 * k]));
+          if constexpr (kZeroRow) o[k] = w.symmetric ? 0.f : float(zeros[g + 8 * k]);  // z; symmetric: in the bias
         }
 #pragma unroll
         for (int n = 0; n < kN; ++n) {
@@ -411,7 +447,12 @@ struct QuantMmaFormat : QuantCodeStream {
             float* a = acc.v[m][n];
             const float* c0 = c[0][m][n];
             const float* c1 = c[1][m][n];
-            if constexpr (kZeroMma) {  // C is already Σ (q − z) · x
+            if constexpr (kZeroRow) {  // C + bias − z · Σ x is Σ (q − z) · x
+              const float* r = zr[n];
+#pragma unroll
+              for (int i = 0; i < 4; ++i)
+                a[i] = fmaf(s[2 * m + i / 2], (c0[i] + c1[i]) + fmaf(-o[2 * m + i / 2], r[2 + i % 2], r[i % 2]), a[i]);
+            } else if constexpr (kZeroMma) {  // C is already Σ (q − z) · x
 #pragma unroll
               for (int i = 0; i < 4; ++i) a[i] = fmaf(s[2 * m + i / 2], c0[i] + c1[i], a[i]);
             } else {
@@ -423,6 +464,9 @@ struct QuantMmaFormat : QuantCodeStream {
 #pragma unroll
             for (int i = 0; i < 4; ++i) c[0][m][n][i] = c[1][m][n][i] = 0.f;
           }
+          if constexpr (kZeroRow)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) zr[n][i] = 0.f;
         }
       }
     }
@@ -455,7 +499,8 @@ std::string launch(const GemvProblem& p, const QuantGroupGemvWeight& w, const Ge
                      Bits == 4 ? 8.f : 128.f,
                      w.symmetric,
                      quantOddExponent(),
-                     quantZeroOnTensorCores(w, T, batch)};
+                     quantZeroOnTensorCores(w, T, batch),
+                     quantZeroRowEnabled()};
   // The zero point on the tensor cores stages no sums (the split reserved none); the scale units stay sumUnit's.
   const auto a = detail::makeLaunch(p, s, params.chunks * halves, params.zeroMma ? 0 : int(sumUnit), partials, counters);
   cudaError_t e;

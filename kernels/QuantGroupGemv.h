@@ -102,6 +102,9 @@ inline int64_t quantRingSumUnit(int64_t groupSize, int bits, int halves) {
 // g128), unless PARETO_QUANT_ZERO_MMA=0; 8-bit codes on the tensor cores whose unit is the ring's chunk (int8 per
 // channel), unless PARETO_QUANT_ZERO_MMA_8=0 (read once).
 bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);
+// Whether that zero point's terms every row shares (the bias, Σ x) are taken once a batch tile rather than a row
+// tile (QuantGroupFormats.cuh kZeroRow): PARETO_QUANT_ZERO_ROW=1 (off until a device run has timed it; read once).
+bool quantZeroRowEnabled();
 // The shapes it can take, whatever the switch says.
 bool quantZeroMmaApplies(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);
 // The fp16 bits of its A operands for a zero z: −(1024 + z) for the even columns (read as 1024 + q) and −(64 + z)

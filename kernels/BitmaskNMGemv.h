@@ -63,6 +63,12 @@ inline constexpr size_t kBitmaskRingBytes = size_t(kRingWarpsPerBlock) * kBitmas
 inline constexpr int kBitmaskScatterTileBytes = 32 * 80;
 inline constexpr size_t kBitmaskScatterTilesBytes = size_t(kRingWarpsPerBlock) * kBitmaskScatterTileBytes;
 inline constexpr int kBitmaskScatterMinBatch = 8;
+// The FFMA path at batch 1 (2:4 and the other N:M): a row of at most 16 layout chunks (4096 columns) runs fastest
+// in splits of 6 chunks, 3 a row, where the wave-filling default takes 1, 2 or 4 (`gemv_kernels sweep` on an H100,
+// bench/NOTES.md "the split sweep": 2:4 qkv 12.1 → 11.8 µs, o 10.0 → 9.0, gate+up 45.2 → 44.1; 16:32 the same;
+// longer rows, down's 56 chunks, keep the default).
+inline constexpr int64_t kBitmaskFfmaShortRowChunks = 16;
+inline constexpr int64_t kBitmaskFfmaChunksPerSplit = 6;
 // The least chunks a warp of its split (chooseRingSplit): 4, not the default 2 (NOTES v6d: qkv −8%, o −5% at
 // batch 8, the step −2-3% at batch 8 and 16).
 inline constexpr int64_t kBitmaskRingMinChunksPerWarp = 4;

@@ -52,8 +52,11 @@ GemvSplit bitmaskNMGemvSplit(const GemvProblem& p, const BitmaskNMGemvWeight& w,
                            2 * size_t(batch) * pad + (scatter ? kBitmaskScatterTilesBytes : 0) + 16 + kBitmaskRingBytes,
                            scatter ? 2 : kBitmaskRingMinChunksPerWarp);
   }
-  return chooseGemvSplit(p.rows, bitmaskChunks(p.cols), kBitmaskChunkCols, compiledBatch(p.batch), 0,
-                         multiprocessors, kMaxStagedBytes);
+  // At batch 1 a row of at most kBitmaskFfmaShortRowChunks layout chunks in splits of kBitmaskFfmaChunksPerSplit.
+  const int64_t chunks = bitmaskChunks(p.cols);
+  const bool shortRow = compiledBatch(p.batch) == 1 && chunks <= kBitmaskFfmaShortRowChunks;
+  return chooseGemvSplit(p.rows, chunks, kBitmaskChunkCols, compiledBatch(p.batch), 0, multiprocessors, kMaxStagedBytes,
+                         0, 0, 0, shortRow ? kBitmaskFfmaChunksPerSplit : 0);
 }
 
 std::string checkQuantGroupGemv(const GemvProblem& p, const QuantGroupGemvWeight& w) {
@@ -115,7 +118,7 @@ bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, 
 }
 
 bool quantZeroRowEnabled() {
-  static const bool on = kernelSwitch("PARETO_QUANT_ZERO_ROW") == SwitchSetting::On;
+  static const bool on = kernelSwitch("PARETO_QUANT_ZERO_ROW") != SwitchSetting::Off;
   return on;
 }
 
@@ -156,7 +159,7 @@ std::string checkSpqrGemv(const GemvProblem& p, const SpqrGemvWeight& w) {
 }
 
 bool spqrEarlySearchEnabled() {
-  static const bool on = kernelSwitch("PARETO_SPQR_EARLY_SEARCH") == SwitchSetting::On;
+  static const bool on = kernelSwitch("PARETO_SPQR_EARLY_SEARCH") != SwitchSetting::Off;
   return on;
 }
 

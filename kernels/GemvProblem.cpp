@@ -22,7 +22,7 @@ bool isForcedSplit(const GemvSplit& s, const GemvSplitForce& force) {
 
 GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
-                          size_t stagedFixedBytes, int blocksPerMultiprocessor) {
+                          size_t stagedFixedBytes, int blocksPerMultiprocessor, int64_t chunksPerSplit) {
   GemvSplit s;
   const int64_t groups = rowGroups(rows);
   // One wave: residentBlocks(batch) blocks on every multiprocessor. The kernel (GemvDriver.cuh) issues each
@@ -50,6 +50,8 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
     return bytes;
   };
   while (sharedFor(splits) > maxSharedBytes && splits < chunks) ++splits;
+  if (chunksPerSplit > 0 && sharedFor(ceilDiv(chunks, chunksPerSplit)) <= maxSharedBytes)
+    splits = ceilDiv(chunks, chunksPerSplit);
   if (gForce && gForce->groupWarps == 1 && !gForce->balanced) {
     const int64_t per = gForce->chunksPerSplit, forced = per > 0 ? ceilDiv(chunks, per) : 0;
     if (per >= std::min<int64_t>(chunks, kWarpsPerBlock) && per <= chunks && sharedFor(forced) <= maxSharedBytes)
@@ -72,9 +74,6 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   const int64_t groups = rowGroups(rows);
   const int64_t wave = int64_t(kRingResidentBlocks) * std::max(1, multiprocessors);
   const int groupWarpsLimit = std::min(kRingWarpsPerBlock, maxGroupWarps > 0 ? maxGroupWarps : ringMaxGroupWarps());
-  // The combine and staging terms only where blocks sharing a row group are weighed: with a warp a row group the
-  // choice is what it was through v6m.
-  const bool weighRoundTrips = groupWarpsLimit > 1;
   const auto sharedFor = [&](int64_t perSplit) {
     const int64_t slice = perSplit * chunkCols;
     size_t bytes = stagedBytesPerColumn * size_t(slice) + stagedFixedBytes;
@@ -97,12 +96,15 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
       // row groups only where it fits.
       if (sharedFor(perSplit) > maxSharedBytes && (groupWarps > 1 || perSplit > minPerSplit)) continue;
       const int64_t splits = ceilDiv(chunks, perSplit);
+      // In chunks of a warp's chain (bench/NOTES.md "the split sweep": the weights that chose best over every split
+      // of the Llama-3.1-8B shapes, five formats, batch 1-16): the warp's chunks, a block's fixed cost (2), a split
+      // combine's (2, and 1/8 a split for the partial sums), each staging round of x past the first (1/2), and one
+      // less where warps share a row group (their parts end together and meet in shared memory).
       double cost = double(ceilDiv(perSplit, groupWarps) + 2);
-      if (weighRoundTrips) {
-        if (splits > 1) cost += 0.5 * double(1 + ceilDiv(splits, 8));
-        const int64_t vectors = int64_t(batch) * perSplit * chunkCols / 8;
-        cost += 0.5 * double(std::max<int64_t>(0, ceilDiv(vectors, kStageVectorsPerRound) - 1));
-      }
+      if (splits > 1) cost += 2.0 + 0.125 * double(splits);
+      const int64_t vectors = int64_t(batch) * perSplit * chunkCols / 8;
+      cost += 0.5 * double(std::max<int64_t>(0, ceilDiv(vectors, kStageVectorsPerRound) - 1));
+      if (groupWarps > 1) cost -= 1.0;
       cost *= double(ceilDiv(blocks * splits, wave));
       // Ties go to fewer splits (with a warp a row group, the first found: perSplit falls, splits grow).
       if (best == 0 || cost < bestCost || (cost == bestCost && splits < bestSplits))

@@ -153,9 +153,10 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // x is staged as one fp32 per column and batch row unless `stagedBytesPerColumn` (> 0, for all batch rows
 // together) and `stagedFixedBytes` say otherwise (the tensor-core int4 kernel stages fragment-ordered planes).
 // `blocksPerMultiprocessor` > 0 replaces residentBlocks(batch) (the ring kernels: kRingResidentBlocks).
+// `chunksPerSplit` > 0: splits of that many chunks instead (the format's measured preference), where they fit.
 GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn = 0,
-                          size_t stagedFixedBytes = 0, int blocksPerMultiprocessor = 0);
+                          size_t stagedFixedBytes = 0, int blocksPerMultiprocessor = 0, int64_t chunksPerSplit = 0);
 
 // The split of the ring kernels (GemvDriver.cuh: ringGemvKernel), whose blocks take kRingWarpsPerBlock row groups
 // each and whose warps walk every chunk of their split. Each warp's chunks are a serial chain (Nsight Compute,
@@ -169,10 +170,11 @@ GemvSplit chooseGemvSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
 // shorter, measured 2-3% faster at batch 8-16 with 4, int4 7% slower at batch 1: bench/NOTES.md v6d).
 // `maxGroupWarps` > 1 (default ringMaxGroupWarps()) also weighs blocks whose warps share a row group
 // (GemvSplit::ringGroupWarps up to it): a warp then walks a part of the split, the block stages the whole split's
-// x, and the cost counts what the choice between them trades: the global combine of the splits (one L2 round
-// trip for the counter and one for every 8 splits' partial sums) and each staging round of x past the first (an
-// L2 round trip each, 1024 vectors of 8 columns a round), in chunks of a warp's chain at half a chunk a round trip.
-// Up to `balanceMaxBatch`, the row groups are dealt out evenly where ringBalancedBlocks says so.
+// x. The cost also counts, in chunks of a warp's chain, the global combine of a split GEMV (2, and 1/8 a split for
+// its partial sums), each staging round of x past the first (1/2: 1024 vectors of 8 columns a round) and a chunk
+// less for warps sharing a row group; weights fitted to `gemv_kernels sweep`, which timed every split of the
+// Llama-3.1-8B shapes (bench/NOTES.md "the split sweep"). Up to `balanceMaxBatch`, the row groups are dealt out
+// evenly where ringBalancedBlocks says so.
 GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int batch, int sumUnitCols,
                           int multiprocessors, size_t maxSharedBytes, size_t stagedBytesPerColumn,
                           size_t stagedFixedBytes, int64_t minChunksPerWarp = 2, int maxGroupWarps = 0,

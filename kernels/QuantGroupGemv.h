@@ -103,7 +103,8 @@ inline int64_t quantRingSumUnit(int64_t groupSize, int bits, int halves) {
 // channel), unless PARETO_QUANT_ZERO_MMA_8=0 (read once).
 bool quantZeroOnTensorCores(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);
 // Whether that zero point's terms every row shares (the bias, Σ x) are taken once a batch tile rather than a row
-// tile (QuantGroupFormats.cuh kZeroRow): PARETO_QUANT_ZERO_ROW=1 (off until a device run has timed it; read once).
+// tile (QuantGroupFormats.cuh kZeroRow): on unless PARETO_QUANT_ZERO_ROW=0 (bench/NOTES.md "tenth session": int4 −3% at
+// batch 1, −1% at 8, −4 to −7% at 16; read once).
 bool quantZeroRowEnabled();
 // The shapes it can take, whatever the switch says.
 bool quantZeroMmaApplies(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch);

@@ -71,7 +71,7 @@ PARETO_HOST_DEVICE constexpr int spqrCodeBit(int bits, int column, int bit) {
 // PARETO_SPQR_MMA=0 sends everything to the FFMA path, =1 to the tensor cores at every batch (A/B timing; read once).
 bool spqrUsesTensorCores(int scaleGroup, int compiledBatch);
 // Whether the tensor-core path begins its outlier searches before griddepcontrol.wait (spqr_gemv.cu, ringRowStart):
-// PARETO_SPQR_EARLY_SEARCH=1 (off until a device run has timed it; read once).
+// on unless PARETO_SPQR_EARLY_SEARCH=0 (bench/NOTES.md "tenth session": −1.5 to −2% at batch 2-16; read once).
 bool spqrEarlySearchEnabled();
 inline constexpr int kSpqrMmaMinBatch = 2;
 inline constexpr int kSpqrMmaMinScaleGroup = 8;

@@ -165,7 +165,7 @@ struct SpqrFormat {
 // row's sorted columns, one step a chunk (Accumulator, searchStep). Each step waits for the column the last one
 // loaded (an L2 round trip), and a row's search takes bit_width(outliers) + 1 steps: 7 at 41 outliers, 9 at 143, so
 // a warp of fewer chunks (o at batch 2-16: 2) finishes the search after its last chunk, several round trips on the
-// GEMV's critical path. With PARETO_SPQR_EARLY_SEARCH=1 the steps the chunks cannot take are done before the wait
+// GEMV's critical path. Unless PARETO_SPQR_EARLY_SEARCH=0, the steps the chunks cannot take are done before the wait
 // (ringRowStart), where the block's start ahead of its release hides them.
 template <int Bits, ActivationType T>
 struct SpqrMmaFormat {
@@ -184,7 +184,7 @@ struct SpqrMmaFormat {
   template <int B> static constexpr int kTiles = B > 8 ? 2 : 1;  // batch tiles of 8
   // The lane's binary searches for the first of its row's outliers at or after the block's first column (k = 0) and
   // past its last (k = 1): one step a chunk (searchStep), so that each column load's latency passes under a chunk's
-  // work; ringRowExtra finishes them. Begun before the wait with PARETO_SPQR_EARLY_SEARCH=1 (GemvDriver.cuh
+  // work; ringRowExtra finishes them. Begun before the wait unless PARETO_SPQR_EARLY_SEARCH=0 (GemvDriver.cuh
   // RingRowStartOf: ringRowStart, then ringRowAdopt hands it to the accumulator).
   struct RowStart {
     int32_t lo[2], hi[2];
@@ -220,7 +220,7 @@ struct SpqrMmaFormat {
     s.probing = true;
   }
 
-  // PARETO_SPQR_EARLY_SEARCH=1: the row's outlier range and the search steps its `chunks` chunks will not take.
+  // spqrEarlySearchEnabled: the row's outlier range and the search steps its `chunks` chunks will not take.
   // Nothing where the chunks take every step any row of the weight can need (a row of n columns has at most n
   // outliers): there, reading the range before the wait would only hold the warp for its load.
   __device__ static __forceinline__ void ringRowStart(const Params& w, RowStart& s, int64_t row, int64_t col0,

@@ -69,9 +69,11 @@ inline constexpr int kBitmaskScatterMinBatch = 8;
 // longer rows, down's 56 chunks, keep the default).
 inline constexpr int64_t kBitmaskFfmaShortRowChunks = 16;
 inline constexpr int64_t kBitmaskFfmaChunksPerSplit = 6;
-// The least chunks a warp of its split (chooseRingSplit): 4, not the default 2 (NOTES v6d: qkv −8%, o −5% at
-// batch 8, the step −2-3% at batch 8 and 16).
-inline constexpr int64_t kBitmaskRingMinChunksPerWarp = 4;
+// The least chunks a warp of its split (chooseRingSplit): 3, not the default 2. v6d measured 4 better than 2 (qkv
+// −8%, o −5% at batch 8) when a warp had its row group to itself; with warps sharing row groups and the refitted
+// cost (chooseRingSplit), the sweep puts 3 ahead of 4 (bench/NOTES.md "the split sweep": batch 16 o 18.4 → 14.3 µs
+// at 6 × 2, qkv 18.8 → 17.4 at 5 × 2; batch 8 o 11.5 → 11.2), each split timed alone, the step not yet.
+inline constexpr int64_t kBitmaskRingMinChunksPerWarp = 3;
 // x is staged as 16-bit rows padded by this many values, so that the 4 batch rows a quarter-warp's B-fragment
 // loads touch at once (32 bytes each) start in different banks.
 inline constexpr int kBitmaskStagePadHalves = 16;

@@ -126,16 +126,18 @@ GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& 
   const int batch = compiledBatch(p.batch);
   if (quantUsesTensorCores(w.bits, p.type, batch)) {
     // 16-bit rows of x padded by quantStagePadHalves, and the warps' rings after them (+16 bytes of alignment).
-    // The split counts the ring's chunks (halves of layout chunks from quantHalvesMinBatch), at least 2 whole
-    // chunks' worth a warp.
+    // The split counts the ring's chunks (halves of layout chunks from quantHalvesMinBatch), at least a whole
+    // chunk's worth a warp.
     const size_t pad = size_t(quantStagePadHalves(w.bits));
     const int halves = quantRingHalves(w.bits, p.type, batch);
     // No sum floats where the zero point is on the tensor cores.
     const int sumUnit = quantZeroOnTensorCores(w, p.type, batch) ? 0 : int(quantRingSumUnit(w.groupSize, w.bits, halves));
-    // At least 2 whole chunks a warp (one measured slower at batch 8-16: bench/NOTES.md "short warps").
+    // At least a whole chunk a warp. Two (the rule through the ninth session: one measured slower at batch 8-16 when
+    // qkv then split 11 ways, bench/NOTES.md "short warps") kept o from its fastest split under the refitted cost,
+    // 4 × 4 at batch 8 and 16 (the sweep: 9.4 → 8.3 and 13.1 → 11.8 µs alone); qkv keeps 4 × 2.
     return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits) * halves, quantChunkCols(w.bits) / halves, batch,
                            sumUnit, multiprocessors, kRingMaxSharedBytes,
-                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), 2 * halves,
+                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), halves,
                            0, w.bits == 4 ? kRingBalanceMaxBatchInt4 : kRingBalanceMaxBatch);
   }
   return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,

@@ -558,7 +558,7 @@ TEST(PackedGemvSplit, RingWarpsSharingARowGroupReplaceTheGlobalCombineOfSmallSpl
     const size_t fixed = 2 * size_t(c.batch) * size_t(k::quantStagePadHalves(4)) + 16 + k::quantRingBytes(halves);
     const auto choose = [&](int maxGroupWarps) {
       return k::chooseRingSplit(c.rows, chunks, chunkCols, c.batch, 128 / halves, sms, k::kRingMaxSharedBytes,
-                                2 * size_t(c.batch), fixed, 2 * halves, maxGroupWarps);
+                                2 * size_t(c.batch), fixed, halves, maxGroupWarps);
     };
     const k::GemvSplit one = choose(1), dflt = choose(0), shared = choose(8);
     const std::string what = std::to_string(c.rows) + "x" + std::to_string(c.cols) + " batch " + std::to_string(c.batch);
@@ -572,8 +572,8 @@ TEST(PackedGemvSplit, RingWarpsSharingARowGroupReplaceTheGlobalCombineOfSmallSpl
     EXPECT_LT(int64_t(shared.splits - 1) * shared.chunksPerSplit, chunks) << what;  // no empty split
     EXPECT_EQ(shared.sliceCols, shared.chunksPerSplit * chunkCols) << what;
     EXPECT_LE(shared.sharedBytes, k::kRingMaxSharedBytes) << what;
-    // The smallest part of a split (the kernel's floor(chunks · part / warps) boundaries) keeps 2 whole chunks.
-    if (gw > 1) EXPECT_GE(shared.chunksPerSplit / gw, 2 * halves) << what;
+    // The smallest part of a split (the kernel's floor(chunks · part / warps) boundaries) keeps a whole chunk.
+    if (gw > 1) EXPECT_GE(shared.chunksPerSplit / gw, halves) << what;
     const int64_t blocks = k::ceilDiv(k::rowGroups(c.rows), k::kRingWarpsPerBlock / gw);
     EXPECT_LE(blocks * shared.splits, int64_t(k::kRingResidentBlocks) * sms) << what;
     if (c.batch == 1 && c.cols == 4096 && c.rows <= 6144) {

@@ -111,20 +111,13 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
         best = perSplit, bestSplits = splits, bestWarps = groupWarps, bestCost = cost;
     }
   }
+  bool balanced = ringBalancedEnabled() && batch <= balanceMaxBatch;
   if (gForce) {
     const int warps = gForce->groupWarps;
     const int64_t per = gForce->chunksPerSplit;
     if (warps >= 1 && warps <= groupWarpsLimit && (warps & (warps - 1)) == 0 && per >= warps && per <= chunks &&
-        sharedFor(per) <= maxSharedBytes) {
-      GemvSplit s;
-      s.chunksPerSplit = per;
-      s.splits = int(ceilDiv(chunks, per));
-      s.sliceCols = per * chunkCols;
-      s.sharedBytes = sharedFor(per);
-      s.ringGroupWarps = warps;
-      if (gForce->balanced) s.ringBlocks = ringBalancedBlocks(groups, warps, s.splits, wave);
-      return s;
-    }
+        sharedFor(per) <= maxSharedBytes)
+      best = per, bestWarps = warps, balanced = gForce->balanced;
   }
   GemvSplit s;
   s.chunksPerSplit = best;
@@ -132,7 +125,7 @@ GemvSplit chooseRingSplit(int64_t rows, int64_t chunks, int64_t chunkCols, int b
   s.sliceCols = s.chunksPerSplit * chunkCols;
   s.sharedBytes = sharedFor(s.chunksPerSplit);
   s.ringGroupWarps = bestWarps;
-  if (ringBalancedEnabled() && batch <= balanceMaxBatch)
+  if (balanced)
     s.ringBlocks = ringBalancedBlocks(groups, bestWarps, s.splits, wave);
   return s;
 }

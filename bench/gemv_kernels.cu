@@ -887,15 +887,41 @@ std::vector<std::string> splitList(const std::string& s) {
   return out;
 }
 
+// The switches set in the environment (an A/B side's settings; kernels/KernelSwitches.h), ending the device line.
+void printSwitchesSet() {
+  for (const pareto::kernels::KernelSwitch& sw : pareto::kernels::kKernelSwitches)
+    if (const char* v = std::getenv(sw.name)) std::printf(", %s=%s", sw.name, v);
+  std::printf("\n");
+}
+
+// The options `bench` and `sweep` share (--batch, --runs, --formats) and the one file each writes (`fileOption`);
+// false (reported) on an unknown option or a batch outside 1..16.
+struct RunOptions {
+  std::vector<int> batches;
+  int runs;
+  std::vector<std::string> formats;
+  std::string file;
+};
+bool parseRunOptions(int argc, char** argv, const std::string& fileOption, RunOptions& o) {
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--batch") { o.batches.clear(); for (auto& b : splitList(v)) o.batches.push_back(std::stoi(b)); }
+    else if (a == "--runs") o.runs = std::stoi(v);
+    else if (a == "--formats") o.formats = splitList(v);
+    else if (a == fileOption) o.file = v;
+    else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return false; }
+  }
+  for (int b : o.batches)
+    if (b < 1 || b > k::kMaxBatch) { std::fprintf(stderr, "batch %d outside 1..16\n", b); return false; }
+  return true;
+}
+
 int runBench(std::vector<int> batches, int runs, std::vector<std::string> formats, const std::string& jsonPath) {
   cudaDeviceProp prop;
   check(cudaGetDeviceProperties(&prop, 0), "properties");
   const double copy = copyBandwidth();
   std::printf("device %s (%d SMs), copy %.0f GB/s", prop.name, prop.multiProcessorCount, copy);
-  // The switches set (an A/B side's settings; kernels/KernelSwitches.h).
-  for (const pareto::kernels::KernelSwitch& sw : pareto::kernels::kKernelSwitches)
-    if (const char* v = std::getenv(sw.name)) std::printf(", %s=%s", sw.name, v);
-  std::printf("\n");
+  printSwitchesSet();
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
   std::vector<std::shared_ptr<DeviceBuffer>> xs = {deviceRandom(16 * 4096 * 2, 7, 1, 1.f), deviceRandom(16 * 14336 * 2, 8, 1, 1.f)};
@@ -976,9 +1002,7 @@ int runSweep(const std::vector<int>& batches, int runs, const std::vector<std::s
   cudaDeviceProp prop;
   check(cudaGetDeviceProperties(&prop, 0), "properties");
   std::printf("device %s (%d SMs)", prop.name, prop.multiProcessorCount);
-  for (const pareto::kernels::KernelSwitch& sw : pareto::kernels::kKernelSwitches)
-    if (const char* v = std::getenv(sw.name)) std::printf(", %s=%s", sw.name, v);
-  std::printf("\n");
+  printSwitchesSet();
   FILE* csv = csvPath.empty() ? nullptr : std::fopen(csvPath.c_str(), "w");
   if (!csvPath.empty() && !csv) { std::fprintf(stderr, "cannot write %s\n", csvPath.c_str()); return 2; }
   if (csv) std::fprintf(csv, "format,batch,shape,splits,group_warps,ring_blocks,chunks_per_split,policy,us\n");
@@ -1247,39 +1271,16 @@ int main(int argc, char** argv) {
     return runTests(small);
   }
   if (mode == "bench") {
-    std::vector<int> batches = {1, 2, 4, 8, 16};
-    int runs = 50;
-    std::vector<std::string> formats = {"dense", "bitmask-2:4", "bitmask-16:32", "int8-channel", "int4-g128", "spqr-3bit",
-                                        "bitmask-2:4+int4-g128"};
-    std::string json;
-    for (int i = 2; i + 1 < argc; i += 2) {
-      const std::string a = argv[i], v = argv[i + 1];
-      if (a == "--batch") { batches.clear(); for (auto& b : splitList(v)) batches.push_back(std::stoi(b)); }
-      else if (a == "--runs") runs = std::stoi(v);
-      else if (a == "--formats") formats = splitList(v);
-      else if (a == "--json") json = v;
-      else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
-    }
-    for (int b : batches)
-      if (b < 1 || b > k::kMaxBatch) { std::fprintf(stderr, "batch %d outside 1..16\n", b); return 2; }
-    return runBench(batches, runs, formats, json);
+    RunOptions o{{1, 2, 4, 8, 16}, 50,
+                 {"dense", "bitmask-2:4", "bitmask-16:32", "int8-channel", "int4-g128", "spqr-3bit", "bitmask-2:4+int4-g128"},
+                 {}};
+    if (!parseRunOptions(argc, argv, "--json", o)) return 2;
+    return runBench(o.batches, o.runs, o.formats, o.file);
   }
   if (mode == "sweep") {
-    std::vector<int> batches = {4, 8, 16};
-    int runs = 20;
-    std::vector<std::string> formats = {"int4-g128", "bitmask-2:4+int4-g128", "int8-channel", "bitmask-2:4", "spqr-3bit"};
-    std::string csv;
-    for (int i = 2; i + 1 < argc; i += 2) {
-      const std::string a = argv[i], v = argv[i + 1];
-      if (a == "--batch") { batches.clear(); for (auto& b : splitList(v)) batches.push_back(std::stoi(b)); }
-      else if (a == "--runs") runs = std::stoi(v);
-      else if (a == "--formats") formats = splitList(v);
-      else if (a == "--csv") csv = v;
-      else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
-    }
-    for (int b : batches)
-      if (b < 1 || b > k::kMaxBatch) { std::fprintf(stderr, "batch %d outside 1..16\n", b); return 2; }
-    return runSweep(batches, runs, formats, csv);
+    RunOptions o{{4, 8, 16}, 20, {"int4-g128", "bitmask-2:4+int4-g128", "int8-channel", "bitmask-2:4", "spqr-3bit"}, {}};
+    if (!parseRunOptions(argc, argv, "--csv", o)) return 2;
+    return runSweep(o.batches, o.runs, o.formats, o.file);
   }
   if (mode == "timeline") {
 #ifdef PARETO_GEMV_TIMELINE

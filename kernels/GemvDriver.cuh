@@ -737,6 +737,34 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
 #endif
 }
 
+// PARETO_RING_SPREAD=1 (ringSpreadEnabled): the dynamic shared memory of a ring grid of no more blocks than
+// multiprocessors, raised so that a block takes over half of a multiprocessor's shared memory. Why: the hardware
+// places a grid's blocks where the previous grid's leave room, and under programmatic launch that is the
+// multiprocessors the previous GEMV's blocks are leaving first. The H200 timeline at batch 1 (bench/NOTES.md)
+// shows int4 g128's o, 128 blocks, on ~67 of the 132 multiprocessors, two blocks each, those alone ending at
+// 3.9 µs (median) against 5.3 for the pairs. A block of this size still fits beside one ring block of another
+// GEMV (both ≤ half), so it may still start under the previous GEMV's tail. Unchanged where the grid is larger
+// than the machine, or where the device cannot say.
+template <class Kernel>
+size_t spreadSharedBytes(Kernel kernel, int64_t blocks, size_t sharedBytes) {
+  int device = 0, multiprocessors = 0, perMultiprocessor = 0, reserved = 0, optIn = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&perMultiprocessor, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optIn, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return sharedBytes;
+  if (blocks > multiprocessors) return sharedBytes;
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess) return sharedBytes;
+  // Two blocks then need 2 · (static + dynamic + reserved) > the multiprocessor's shared memory.
+  const size_t others = attributes.sharedSizeBytes + size_t(reserved);
+  const size_t half = size_t(perMultiprocessor) / 2 + 1;
+  const size_t wanted = half > others ? half - others : 0;
+  const size_t most = size_t(optIn) > attributes.sharedSizeBytes ? size_t(optIn) - attributes.sharedSizeBytes : 0;
+  return wanted > sharedBytes && wanted <= most ? wanted : sharedBytes;
+}
+
 inline std::string cudaErrorText(cudaError_t e, const char* what) {
   return std::string(what) + ": " + cudaGetErrorString(e);
 }
@@ -770,6 +798,8 @@ cudaError_t launchPackedGemvAt(const typename Format::Params& w, const GemvLaunc
     if constexpr (kRing) return ringGemvKernel<Format, B, T, kFolds>;
     else return packedGemvKernel<Format, B, T, kFolds>;
   }();
+  if constexpr (kRing)
+    if (ringSpreadEnabled()) sharedBytes = spreadSharedBytes(kernel, int64_t(grid.x) * grid.y, sharedBytes);
   // Static shared memory (the warp sums) counts against the same 48 KB default, so opt in well below it.
   if (sharedBytes > 32 * 1024) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes));

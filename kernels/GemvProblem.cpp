@@ -148,6 +148,11 @@ bool ringBalancedEnabled() {
   return on;
 }
 
+bool ringSpreadEnabled() {
+  static const bool on = kernelSwitch("PARETO_RING_SPREAD") == SwitchSetting::On;
+  return on;
+}
+
 bool splitCombineWideEnabled() {
   static const bool on = kernelSwitch("PARETO_SPLIT_COMBINE_WIDE") != SwitchSetting::Off;
   return on;

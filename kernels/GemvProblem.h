@@ -218,6 +218,11 @@ int64_t ringBalancedBlocks(int64_t groups, int groupWarps, int splits, int64_t w
 // PARETO_RING_BALANCED=0 (bench/NOTES.md "v6w, v6x and v6y measured"; read once).
 bool ringBalancedEnabled();
 
+// Whether a ring GEMV whose grid has no more blocks than the device has multiprocessors reserves over half of a
+// multiprocessor's shared memory (GemvDriver.cuh spreadSharedBytes), so that the hardware cannot place two of its
+// blocks on one multiprocessor while others hold none: PARETO_RING_SPREAD=1 (off by default; read once).
+bool ringSpreadEnabled();
+
 // The most warps of a ring block the ring split lets share one row group: kRingWarpsPerBlock, or 1 (every warp its
 // own row group, as the ring kernels ran through v6m) with PARETO_RING_GROUP_WARPS=0 in the environment. Sharing
 // replaces the global combine of many small splits (int4 g128 at batch 1: qkv and o 8 splits of 2 chunks a warp,

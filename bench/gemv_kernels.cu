@@ -648,9 +648,6 @@ __global__ void __launch_bounds__(256) floorKernel(FloorBuffers w, const uint4* 
 #ifdef PARETO_GEMV_TIMELINE
 k::GemvTimelineBuffer gTimeline;  // set for the timeline replay only (the launches read it when they are made)
 #endif
-// The weights of the GEMV that runs after the one being launched (timeGraph sets it before each launch): its blocks
-// prefetch them into L2 under PARETO_GEMV_L2_NEXT=1 (GemvProblem::l2Next).
-const k::GemvL2Next* gL2Next = nullptr;
 
 struct BenchLinear {
   int64_t rows, cols;
@@ -659,27 +656,7 @@ struct BenchLinear {
   std::function<void(const void* x, void* y, int batch, float* partials, cudaStream_t)> run;
   std::function<k::GemvSplit(int batch)> split;  // the packed formats' split at a batch (printed beside the times)
   std::shared_ptr<DeviceBuffer> counters;
-  // What the GEMV before this one prefetches into L2 (PARETO_GEMV_L2_NEXT=1): its two largest buffers, the smaller
-  // whole and the larger's leading bytes, together at most GEMV_L2_NEXT_MB (default half the L2).
-  k::GemvL2Next l2{};
 };
-
-size_t l2NextCapBytes() {
-  static const size_t cap = [] {
-    if (const char* v = std::getenv("GEMV_L2_NEXT_MB")) return size_t(std::max(0.0, std::atof(v)) * (1 << 20));
-    int device = 0, l2 = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess)
-      return size_t(0);
-    return size_t(l2) / 2;
-  }();
-  return cap;
-}
-
-void setL2Ranges(BenchLinear& l) {
-  std::vector<k::GemvL2Range> arrays;
-  for (const auto& b : l.keep) arrays.push_back({b->ptr, b->bytes});
-  l.l2 = k::largestL2Ranges(arrays, l2NextCapBytes());
-}
 
 cublasHandle_t cublas() {
   static cublasHandle_t h = [] {
@@ -731,7 +708,6 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
   // would keep the weights alive for good.
   const auto problem = [rows = s.rows, cols = s.cols](const void* x, void* y, int batch) {
     k::GemvProblem p{rows, cols, batch, k::ActivationType::Float16, x, y};
-    if (gL2Next) p.l2Next = *gL2Next;
 #ifdef PARETO_GEMV_TIMELINE
     p.timeline = gTimeline;
 #endif
@@ -827,7 +803,6 @@ std::shared_ptr<BenchLinear> makeBench(const std::string& format, const Shape& s
   } else {
     return nullptr;
   }
-  setL2Ranges(*l);
   return l;
 }
 
@@ -858,19 +833,12 @@ double timeGraph(std::vector<std::shared_ptr<BenchLinear>>& step, size_t begin, 
                  const std::vector<std::shared_ptr<DeviceBuffer>>& xs, std::vector<std::shared_ptr<DeviceBuffer>>& ys,
                  float* partials, cudaStream_t stream) {
   const auto xFor = [&](int64_t cols) { return cols == 4096 ? xs[0]->ptr : xs[1]->ptr; };
-  // Each GEMV names the next one's weights (the last the first's: the next replay); the launch takes them only
-  // under PARETO_GEMV_L2_NEXT=1.
-  const auto launch = [&](size_t i) {
-    gL2Next = &step[i + 1 < end ? i + 1 : begin]->l2;
-    step[i]->run(xFor(step[i]->cols), ys[i]->ptr, batch, partials, stream);
-    gL2Next = nullptr;
-  };
-  for (size_t i = begin; i < end; ++i) launch(i);  // eager once
+  for (size_t i = begin; i < end; ++i) step[i]->run(xFor(step[i]->cols), ys[i]->ptr, batch, partials, stream);  // eager once
   check(cudaStreamSynchronize(stream), "eager step");
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-  for (size_t i = begin; i < end; ++i) launch(i);
+  for (size_t i = begin; i < end; ++i) step[i]->run(xFor(step[i]->cols), ys[i]->ptr, batch, partials, stream);
   check(cudaStreamEndCapture(stream, &graph), "capture end");
   check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
   for (int i = 0; i < 5; ++i) check(cudaGraphLaunch(exec, stream), "replay");

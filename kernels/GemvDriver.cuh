@@ -89,8 +89,6 @@ struct GemvLaunch {
   bool accumulate = false;
   bool normInStaging = true;  // RmsNorm: the one-round form allowed (normInStagingRound; normInStagingEnabled)
   bool wideCombine = false;   // the split combine's wide unroll (splitCombineUnroll; splitCombineWideEnabled)
-  GemvL2Next l2Next{};                    // GemvProblem::l2Next, empty unless l2NextEnabled()
-  bool l2NextEarly = false;               // prefetched as the block starts, not once its loads are issued
 #ifdef PARETO_GEMV_TIMELINE
   GemvTimelineBuffer timeline;
 #endif
@@ -519,32 +517,6 @@ __device__ __forceinline__ void storeOrCombineSplits(const GemvLaunch& a, const 
   if (lane == 0) a.counters[group] = 0;  // ready for the next launch (and the next graph replay)
 }
 
-// This block's share of the next GEMV's weights (GemvLaunch::l2Next) into L2, by one warp once the block's own weight
-// loads are issued: the ranges are cut into equal 16-byte-aligned shares a block, and the lanes issue 32 KB bulk
-// prefetches of the share (cp.async.bulk.prefetch, sm_90: no registers, no completion to wait for). Blocks that end
-// early thus fill the bandwidth the slow blocks' tail and the next grid's release leave idle, and the next GEMV's
-// blocks find their weights in L2, wherever and whenever the hardware places them.
-__device__ __forceinline__ void prefetchNextIntoL2(const GemvLaunch& a, int lane) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int64_t kPiece = 32 * 1024;
-  const int64_t blocks = int64_t(gridDim.x) * gridDim.y;
-  const int64_t block = blockIdx.x + int64_t(gridDim.x) * blockIdx.y;
-#pragma unroll
-  for (int r = 0; r < kGemvL2NextRanges; ++r) {
-    const GemvL2Range& next = a.l2Next.range[r];
-    const int64_t bytes = int64_t(next.bytes);
-    if (next.ptr == nullptr || bytes <= 0) continue;
-    const char* base = static_cast<const char*>(next.ptr);
-    const int64_t share = ((bytes + blocks - 1) / blocks + 15) / 16 * 16;
-    const int64_t end = min(bytes, (block + 1) * share);
-    for (int64_t at = block * share + lane * kPiece; at < end; at += 32 * kPiece) {
-      const uint32_t n = uint32_t(min(kPiece, end - at));
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(base + at), "r"(n) : "memory");
-    }
-  }
-#endif
-}
-
 template <class Format, int B, ActivationType T, bool kFolds>
 __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks(B))
     packedGemvKernel(const typename Format::Params w, const GemvLaunch a) {
@@ -582,7 +554,6 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
   Fragment f0, f1;
   if (first < chunkEnd) f0 = Format::load(w, group, first, lane);
   if (first + kStride < chunkEnd) f1 = Format::load(w, group, first + kStride, lane);
-  if (a.l2NextEarly && warp == 0) prefetchNextIntoL2(a, lane);
   const typename Format::RowState rowState = Format::rowBegin(w, row);
   // Everything above reads only this launch's weight; x, y, the partials and the counters belong to the
   // kernels before and after this one (ProgrammaticLaunch.cuh).
@@ -618,7 +589,6 @@ __global__ void __launch_bounds__(kRowsPerGroup * kWarpsPerBlock, residentBlocks
     computeChunk(f1, c + kStride);
     if (c + 3 * kStride < chunkEnd) f1 = Format::load(w, group, c + 3 * kStride, lane);
   }
-  if (!a.l2NextEarly && warp == 0) prefetchNextIntoL2(a, lane);
   float rowSum[B];
   if constexpr (Accumulator::kCustom) {
     Format::template finish<B>(acc, lane, rowSum);
@@ -700,7 +670,6 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
       commitCopies();
     }
   }
-  if (a.l2NextEarly && warp == 0) prefetchNextIntoL2(a, lane);
   [[maybe_unused]] typename RingRowStartOf<Format>::type rowStart{};
   if constexpr (RingRowStartOf<Format>::kHas)
     if (active && part == 0)
@@ -737,7 +706,6 @@ __global__ void __launch_bounds__(kRowsPerGroup * kRingWarpsPerBlock, kRingResid
     }
     waitCopies<0>();  // nothing may still be writing shared memory when the block ends (or its sums go there)
   }
-  if (!a.l2NextEarly && warp == 0) prefetchNextIntoL2(a, lane);  // warp 0 always holds a row group (ringWarpWork)
   float total[B];
   if (active) {
     Format::template finish<B>(acc, lane, total);
@@ -884,8 +852,6 @@ inline GemvLaunch makeLaunch(const GemvProblem& p, const GemvSplit& s, int64_t t
   a.accumulate = p.accumulate;
   a.normInStaging = normInStagingEnabled();
   a.wideCombine = splitCombineWideEnabled();
-  if (l2NextEnabled()) a.l2Next = p.l2Next;
-  a.l2NextEarly = l2NextEarlyEnabled();
 #ifdef PARETO_GEMV_TIMELINE
   a.timeline = p.timeline;
 #endif

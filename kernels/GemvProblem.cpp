@@ -1,7 +1,6 @@
 #include "GemvProblem.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <optional>
 
 #include "KernelSwitches.h"
@@ -146,34 +145,6 @@ int64_t ringBalancedBlocks(int64_t groups, int groupWarps, int splits, int64_t w
 
 bool ringBalancedEnabled() {
   static const bool on = kernelSwitch("PARETO_RING_BALANCED") != SwitchSetting::Off;
-  return on;
-}
-
-GemvL2Next largestL2Ranges(std::vector<GemvL2Range> arrays, size_t capBytes) {
-  arrays.erase(std::remove_if(arrays.begin(), arrays.end(),
-                              [](const GemvL2Range& a) {
-                                return a.ptr == nullptr || a.bytes == 0 || reinterpret_cast<uintptr_t>(a.ptr) % 16 != 0;
-                              }),
-               arrays.end());
-  std::stable_sort(arrays.begin(), arrays.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
-  if (arrays.size() > size_t(kGemvL2NextRanges)) arrays.resize(kGemvL2NextRanges);
-  GemvL2Next ranges{};
-  size_t left = capBytes;
-  for (int i = int(arrays.size()) - 1, r = 0; i >= 0; --i, ++r) {  // the smaller first, whole where it fits
-    const size_t bytes = std::min(arrays[size_t(i)].bytes, left) / 16 * 16;
-    ranges.range[r] = {arrays[size_t(i)].ptr, bytes};
-    left -= bytes;
-  }
-  return ranges;
-}
-
-bool l2NextEnabled() {
-  static const bool on = kernelSwitch("PARETO_GEMV_L2_NEXT") == SwitchSetting::On;
-  return on;
-}
-
-bool l2NextEarlyEnabled() {
-  static const bool on = kernelSwitch("PARETO_GEMV_L2_NEXT_EARLY") == SwitchSetting::On;
   return on;
 }
 

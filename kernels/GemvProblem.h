@@ -22,7 +22,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 // The few helpers the kernels and the host share (compiled for both by nvcc; plain inline C++ elsewhere).
 #if defined(__CUDACC__)
@@ -100,20 +99,6 @@ struct GemvTimelineBuffer {
   unsigned capacity = 0;
 };
 
-// A byte range of device memory: the next GEMV's weights that a GEMV's blocks prefetch into L2 (GemvProblem::l2Next).
-struct GemvL2Range {
-  const void* ptr = nullptr;  // 16-byte aligned
-  size_t bytes = 0;           // a multiple of 16
-};
-inline constexpr int kGemvL2NextRanges = 2;
-struct GemvL2Next {
-  GemvL2Range range[kGemvL2NextRanges];
-};
-// Of a weight's arrays, what the GEMV before it prefetches (GemvProblem::l2Next): the two largest, the smaller whole
-// and the larger's leading bytes, together at most `capBytes`, each cut to a multiple of 16 bytes; an array whose
-// address is not 16-byte aligned is left out.
-GemvL2Next largestL2Ranges(std::vector<GemvL2Range> arrays, size_t capBytes);
-
 struct GemvProblem {
   int64_t rows = 0;
   int64_t cols = 0;
@@ -127,10 +112,6 @@ struct GemvProblem {
   // y += x · Ŵᵀ instead of y = x · Ŵᵀ: the product rounded to the dtype, then the sum (the residual add that
   // follows the o and down projections, as decode_add_rmsnorm adds them).
   bool accumulate = false;
-  // With PARETO_GEMV_L2_NEXT=1 (l2NextEnabled), each block prefetches its share of these ranges into L2 once it has
-  // issued its own weight loads: the weights of the GEMV that runs next, so that the bandwidth the blocks' tail and
-  // the release leave idle brings them in (GemvDriver.cuh prefetchNextIntoL2). Empty ranges are skipped.
-  GemvL2Next l2Next{};
 #ifdef PARETO_GEMV_TIMELINE
   GemvTimelineBuffer timeline;  // only in the timeline build of bench/gemv_kernels
 #endif
@@ -236,12 +217,6 @@ int64_t ringBalancedBlocks(int64_t groups, int groupWarps, int splits, int64_t w
 // Whether chooseRingSplit deals the row groups out evenly (up to its balanceMaxBatch): on unless
 // PARETO_RING_BALANCED=0 (bench/NOTES.md "v6w, v6x and v6y measured"; read once).
 bool ringBalancedEnabled();
-
-// Whether the kernels prefetch GemvProblem::l2Next into L2: PARETO_GEMV_L2_NEXT=1 (off by default; read once).
-bool l2NextEnabled();
-// Whether those prefetches go out as each block starts (before it waits for the previous grid) instead of once its
-// own loads are issued: PARETO_GEMV_L2_NEXT_EARLY=1 (the A/B of the two places; read once).
-bool l2NextEarlyEnabled();
 
 // Whether a ring GEMV whose grid has no more blocks than the device has multiprocessors reserves over half of a
 // multiprocessor's shared memory (GemvDriver.cuh spreadSharedBytes), so that the hardware cannot place two of its

@@ -29,8 +29,6 @@ inline constexpr KernelSwitch kKernelSwitches[] = {
     {"PARETO_SPQR_EARLY_SEARCH", "0: SpQR's tensor-core path searches its outliers' columns after it waits for the previous kernel, not before"},
     {"PARETO_RING_BALANCED", "0: a ring GEMV keeps uniform blocks where they fill some multiprocessors twice and others once, not its row groups dealt out evenly over a full wave"},
     {"PARETO_SPLIT_COMBINE_WIDE", "0: the last block of a split GEMV loads 2-8 splits' partial sums at once at batch 1-8 (4-16 otherwise)"},
-    {"PARETO_GEMV_L2_NEXT", "1: each GEMV's blocks prefetch the next GEMV's weights into L2 (where the caller names them) once their own loads are issued"},
-    {"PARETO_GEMV_L2_NEXT_EARLY", "1: with PARETO_GEMV_L2_NEXT=1, the prefetch goes out as each block starts, before it waits for the previous kernel"},
     {"PARETO_RING_SPREAD", "1: a ring GEMV of no more blocks than multiprocessors reserves over half of one's shared memory, so that no two of its blocks share a multiprocessor"},
     {"PARETO_RING_GROUP_WARPS", "0: every warp of a ring block its own row group (no sharing of a row group)"},
     {"PARETO_NORM_ONE_ROUND", "0: a GEMV with a folded RMSNorm reads the row for its statistic apart from staging x, always"},

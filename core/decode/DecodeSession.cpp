@@ -76,14 +76,6 @@ DecodeSession::DecodeSession(const DecodeModel& model, int64_t batch, int64_t ca
     for (const char* n : {"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj"})
       names_.push_back(p + n);
   }
-  std::vector<const PackedLinear*> order;
-  for (int64_t l = 0; l < model.numLayers(); ++l) {
-    const DecodeLayer& L = model.layer(l);
-    for (const FusedLinear* f : {&L.qkv, &L.o, &L.gateUp, &L.down}) order.push_back(&f->parts.front());
-  }
-  order.push_back(&model.outputHead());
-  const int64_t cap = opts.device.is_cuda() ? gemvPrefetchCapBytes() : 0;
-  for (size_t i = 0; i < order.size(); ++i) prefetch_.push_back(order[(i + 1) % order.size()]->l2Ranges(cap));
 }
 
 DecodeSession::~DecodeSession() = default;
@@ -102,18 +94,11 @@ void DecodeSession::runStep() {
   const auto folds = [&](const auto& linear) { return fold && linear.fusesInKernel(); };
   at::index_select_out(residual_, model_.embedding(), 0, ids_);
   at::Tensor pending;  // a block's output not yet in the residual stream: the next norm adds it
-  // Every GEMV names the next one's weights (prefetch_), which its kernel prefetches into L2 under
-  // PARETO_GEMV_L2_NEXT=1; only in the whole step (the breakdown's parts run alone).
-  const auto hinted = [&](size_t i) {
-    GemvFusion f;
-    if (parts_ == kAllParts) f.next = prefetch_[i];
-    return f;
-  };
   // out = linear(weight ⊙ rmsnorm(residual + pending)).
   const auto normedLinear = [&](const auto& linear, const at::Tensor& weight, const at::Tensor& out,
-                                const std::string& name, size_t i) {
-    GemvFusion f = hinted(i);
+                                const std::string& name) {
     if (folds(linear) && !pending.defined()) {
+      GemvFusion f;
       f.input = GemvFusion::Input::RmsNorm;
       f.normWeight = weight;
       f.eps = eps;
@@ -122,13 +107,13 @@ void DecodeSession::runStep() {
     }
     if (norms) addRmsNorm(residual_, pending, weight, eps, normed_);
     pending = at::Tensor();
-    if (linears) linear.forward(normed_, out, name, f);
+    if (linears) linear.forward(normed_, out, name);
   };
   // residual += linear(x), or `scratch` = linear(x) left pending for the next norm.
   const auto residualLinear = [&](const auto& linear, const at::Tensor& x, GemvFusion::Input input,
-                                  const at::Tensor& scratch, const std::string& name, size_t i) {
-    GemvFusion f = hinted(i);
+                                  const at::Tensor& scratch, const std::string& name) {
     if (folds(linear)) {
+      GemvFusion f;
       f.input = input;
       f.accumulate = true;
       linear.forward(x, residual_, name, f);
@@ -139,14 +124,13 @@ void DecodeSession::runStep() {
       if (norms) siluMul(x, act_);
       in = act_;
     }
-    if (linears) linear.forward(in, scratch, name, f);
+    if (linears) linear.forward(in, scratch, name);
     pending = scratch;
   };
   for (int64_t l = 0; l < model_.numLayers(); ++l) {
     const DecodeLayer& L = model_.layer(l);
-    const size_t at = size_t(l) * 4;
-    const std::string* name = &names_[at];
-    normedLinear(L.qkv, L.inputNorm, qkv_, name[0], at);
+    const std::string* name = &names_[size_t(l) * 4];
+    normedLinear(L.qkv, L.inputNorm, qkv_, name[0]);
     if (attention && fuseAttention_) {
       ropeAttention(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, keys_[l], values_[l], validFrom_,
                     scale, attentionCounters_, attn_);
@@ -154,21 +138,21 @@ void DecodeSession::runStep() {
       ropeAndCacheWrite(qkv_, L.qNorm, L.kNorm, eps, positions_, model_.invFreq(), slot_, q_, keys_[l], values_[l]);
       decodeAttention(q_, keys_[l], values_[l], slot_, validFrom_, scale, attn_);
     }
-    residualLinear(L.o, attn_, GemvFusion::Input::Plain, o_, name[1], at + 1);
-    normedLinear(L.gateUp, L.postAttentionNorm, gateUp_, name[2], at + 2);
-    residualLinear(L.down, gateUp_, GemvFusion::Input::SiluMul, down_, name[3], at + 3);
+    residualLinear(L.o, attn_, GemvFusion::Input::Plain, o_, name[1]);
+    normedLinear(L.gateUp, L.postAttentionNorm, gateUp_, name[2]);
+    residualLinear(L.down, gateUp_, GemvFusion::Input::SiluMul, down_, name[3]);
   }
   if (parts_ & kHead) {
     const PackedLinear& head = model_.outputHead();
-    GemvFusion f = hinted(prefetch_.size() - 1);
     if (folds(head) && !pending.defined()) {
+      GemvFusion f;
       f.input = GemvFusion::Input::RmsNorm;
       f.normWeight = model_.finalNorm();
       f.eps = eps;
       head.forward(residual_, logitsHalf_, "lm_head", f);
     } else {
       addRmsNorm(residual_, pending, model_.finalNorm(), eps, normed_);
-      head.forward(normed_, logitsHalf_, "lm_head", f);
+      head.forward(normed_, logitsHalf_, "lm_head");
     }
     if (sampling_.greedy && fuseNextToken_) {
       greedyNextToken(logitsHalf_, next_, ids_, positions_, slot_, generated_, stepCounter_);

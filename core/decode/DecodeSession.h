@@ -94,10 +94,6 @@ class DecodeSession {
   bool fuseAttention_ = true, fuseNextToken_ = true, fold_ = true;
   at::Tensor attentionCounters_, stepCounter_;
   std::vector<std::string> names_;   // module names for errors, per layer × {qkv, o, gate_up, down}
-  // What each GEMV of the step prefetches into L2 for the one after it (PARETO_GEMV_L2_NEXT=1), in the order of
-  // names_ and then the head: qkv → o → gate_up → down → the next layer's qkv, the last down → the head, the head →
-  // the first qkv (the next step's).
-  std::vector<GemvPrefetch> prefetch_;
   struct Graph;
   std::unique_ptr<Graph> graph_;
 };

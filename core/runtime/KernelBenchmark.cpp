@@ -36,9 +36,7 @@ ModelShape shapeOf(const std::string& name, const ModelConfig& c) {
 
 // One GEMV of the step: y = x · Wᵀ into a fixed output, plus what it reads.
 struct BenchLinear {
-  // `next`: what the GEMV after this one reads, for its kernel to prefetch into L2 (PARETO_GEMV_L2_NEXT=1).
-  std::function<void(const at::Tensor& x, at::Tensor& out, const GemvPrefetch& next)> run;
-  GemvPrefetch l2;  // this GEMV's weights, for the one before it to prefetch
+  std::function<void(const at::Tensor& x, at::Tensor& out)> run;
   int64_t weightBytes = 0;
   int64_t rows = 0, cols = 0;
 };
@@ -57,7 +55,7 @@ BenchLinear makeLinear(const std::string& format, const LinearShape& shape, at::
     const BitmaskNMWeight pruned = randomBitmaskNM(shape.rows, shape.cols, 2, 4, at::kHalf, device, seed);
     const at::Tensor compressed = at::_cslt_compress(pruned.unpack());
     l.weightBytes = bytesOf(compressed);
-    l.run = [compressed](const at::Tensor& x, at::Tensor& out, const GemvPrefetch&) {
+    l.run = [compressed](const at::Tensor& x, at::Tensor& out) {
       out.copy_(at::_cslt_sparse_mm(compressed, x.t()).t());
     };
     return l;
@@ -71,12 +69,7 @@ BenchLinear makeLinear(const std::string& format, const LinearShape& shape, at::
   auto w = std::make_shared<PackedLinear>(randomPackedLinear(format, shape.rows, shape.cols, dtype, device, seed,
                                                              outlierFraction));
   l.weightBytes = w->weightBytes();
-  l.l2 = w->l2Ranges(gemvPrefetchCapBytes());
-  l.run = [w, what](const at::Tensor& x, at::Tensor& out, const GemvPrefetch& next) {
-    GemvFusion f;
-    f.next = next;
-    w->forward(x.to(out.scalar_type()), out, what, f);
-  };
+  l.run = [w, what](const at::Tensor& x, at::Tensor& out) { w->forward(x.to(out.scalar_type()), out, what); };
   return l;
 }
 
@@ -97,11 +90,10 @@ Timing summarize(const std::vector<double>& ms) {
   return t;
 }
 
-// Runs every linear of the step once, each naming the next one's weights (the last the first's: the next replay).
+// Runs every linear of the step once.
 void runStep(std::vector<BenchLinear>& step, std::map<int64_t, at::Tensor>& inputs,
              std::vector<at::Tensor>& outputs) {
-  for (size_t i = 0; i < step.size(); ++i)
-    step[i].run(inputs.at(step[i].cols), outputs[i], step[(i + 1) % step.size()].l2);
+  for (size_t i = 0; i < step.size(); ++i) step[i].run(inputs.at(step[i].cols), outputs[i]);
 }
 
 #ifdef PARETO_WITH_CUDA

@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-
 #include "kernels/BitmaskInt4Gemv.h"
 #include "kernels/BitmaskNMGemv.h"
 #include "kernels/QuantGroupGemv.h"
@@ -129,7 +127,6 @@ at::Tensor runGemv(const at::Tensor& xIn, at::Tensor y, int64_t rows, int64_t co
     p.normWeight = fusion.normWeight.defined() ? fusion.normWeight.data_ptr() : nullptr;
     p.eps = float(fusion.eps);
     p.accumulate = fusion.accumulate;
-    p.l2Next = fusion.next;
     if (auto e = k::checkGemvProblem(p); !e.empty()) throw InputError(what + ": " + e);
     const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     const k::GemvSplit s = split(p, sms);
@@ -168,23 +165,14 @@ template <class Weight>
 at::Tensor aroundThePlainKernel(const Weight& w, const at::Tensor& x, at::Tensor out, const std::string& what,
                                 const GemvFusion& fusion) {
   if (!out.defined() && !fusion.accumulate) out = at::empty({x.size(0), w.rows}, x.options());
-  GemvFusion plain;  // the prefetch stays with the product's kernel
-  plain.next = fusion.next;
   forwardAroundOps(x, out, w.rows, w.cols, fusion, what,
-                   [&](const at::Tensor& in, const at::Tensor& y) { gemv(w, in, y, what, plain); });
+                   [&](const at::Tensor& in, const at::Tensor& y) { gemv(w, in, y, what); });
   return out;
 }
 
 bool folds(const GemvFusion& f) { return f.input != GemvFusion::Input::Plain || f.accumulate; }
 
 }  // namespace
-
-int64_t gemvPrefetchCapBytes() {
-#ifdef PARETO_WITH_CUDA
-  if (at::hasCUDA()) return int64_t(at::cuda::getCurrentDeviceProperties()->l2CacheSize) / 2;
-#endif
-  return 0;
-}
 
 at::Tensor unfusedInput(const at::Tensor& x, int64_t cols, const GemvFusion& f, const std::string& what) {
   checkFusedInput(x, cols, f, what);

@@ -14,8 +14,6 @@
 #include <functional>
 #include <string>
 
-#include "kernels/GemvProblem.h"
-
 namespace pareto {
 
 struct BitmaskNMWeight;
@@ -107,14 +105,6 @@ struct SpqrKernelWeight {
 // on CUDA inside the kernel (while x is staged, while y is stored), on the CPU as the ops themselves
 // (runtime/DecodeOps.h) around the reference; the same arithmetic either way, so a fused GEMV equals the op and
 // the plain GEMV bit for bit on the GPU.
-// Device bytes a GEMV's blocks prefetch into L2 for the GEMV that runs after it (kernels/GemvProblem.h l2Next), only
-// under PARETO_GEMV_L2_NEXT=1: a hint with no effect on the results. PackedLinear::l2Ranges gives a linear's.
-using GemvPrefetch = kernels::GemvL2Next;
-
-// The most a GEMV prefetches for the next one: half the current CUDA device's L2 (0 without CUDA), so that the next
-// weights do not push out each other.
-int64_t gemvPrefetchCapBytes();
-
 struct GemvFusion {
   enum class Input {
     Plain,    // x [batch, cols]
@@ -125,7 +115,6 @@ struct GemvFusion {
   at::Tensor normWeight;  // RmsNorm: [cols] in the activations' dtype, on their device
   double eps = 0;
   bool accumulate = false;  // out += x · Ŵᵀ (out: the residual stream, given, in the activations' dtype)
-  GemvPrefetch next;        // not a fold: the next GEMV's weights, prefetched by this one's kernel (any format)
 };
 
 // x as the plain GEMV reads it: the fused input computed by its op (addRmsNorm, siluMul); x itself when Plain.

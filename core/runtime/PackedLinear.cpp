@@ -2,9 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-#include <vector>
-
 #include "kernels/BitmaskNMGemv.h"
 #include "kernels/GemvProblem.h"
 #include "formats/WeightFormat.h"
@@ -92,29 +89,6 @@ int64_t PackedLinear::weightBytes() const {
                  weight_);
 }
 
-GemvPrefetch PackedLinear::l2Ranges(int64_t capBytes) const {
-  std::vector<const at::Tensor*> parts;
-  std::visit(
-      [&](const auto& w) {
-        using W = std::decay_t<decltype(w)>;
-        if constexpr (std::is_same_v<W, at::Tensor>)
-          parts = {&w};
-        else if constexpr (std::is_same_v<W, BitmaskNMKernelWeight>)
-          parts = {&w.masks, &w.values};
-        else if constexpr (std::is_same_v<W, QuantGroupKernelWeight>)
-          parts = {&w.codes, &w.scales, &w.zeros};
-        else if constexpr (std::is_same_v<W, BitmaskInt4KernelWeight>)
-          parts = {&w.masks, &w.metadata, &w.codes, &w.scales, &w.zeros};
-        else
-          parts = {&w.codes, &w.stats, &w.second, &w.rowOffsets, &w.outlierColumns, &w.outlierValues};
-      },
-      weight_);
-  std::vector<kernels::GemvL2Range> arrays;
-  for (const at::Tensor* t : parts)
-    if (t->defined() && t->is_cuda() && t->is_contiguous()) arrays.push_back({t->data_ptr(), size_t(tensorBytes(*t))});
-  return kernels::largestL2Ranges(arrays, size_t(std::max<int64_t>(0, capBytes)));
-}
-
 bool PackedLinear::fusesInKernel() const {
   return !isDense() && !bias_.defined() && !std::holds_alternative<SpqrKernelWeight>(weight_) &&
          !std::holds_alternative<BitmaskNMKernelWeight>(weight_);
@@ -122,18 +96,9 @@ bool PackedLinear::fusesInKernel() const {
 
 void PackedLinear::forward(const at::Tensor& x, const at::Tensor& out, const std::string& what,
                            const GemvFusion& fusion) const {
-  if (!fusesInKernel()) {
-    // The packed product without a bias keeps the prefetch (GemvFusion::next); cuBLAS has none to take.
-    GemvFusion plain;
-    plain.next = fusion.next;
-    const bool kernel = !isDense() && !bias_.defined();
-    return forwardAroundOps(x, out, rows_, cols_, fusion, what, [&](const at::Tensor& in, const at::Tensor& y) {
-      if (kernel)
-        runKernels(in, y, what, plain);
-      else
-        forward(in, y, what);
-    });
-  }
+  if (!fusesInKernel())
+    return forwardAroundOps(x, out, rows_, cols_, fusion, what,
+                            [&](const at::Tensor& in, const at::Tensor& y) { forward(in, y, what); });
   runKernels(x, out, what, fusion);
 }
 

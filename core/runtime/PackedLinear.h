@@ -53,10 +53,6 @@ class PackedLinear {
   int64_t cols() const { return cols_; }
   int64_t weightBytes() const;   // bytes read by one forward of one row (weight as laid out + bias)
   const Weight& weight() const { return weight_; }
-  // The weight's two largest tensors, for the GEMV that runs before this one to prefetch into L2 (GemvFusion::next):
-  // the smaller whole and the larger's leading bytes, together at most `capBytes`, each a multiple of 16 bytes.
-  // Empty on the CPU (and for a tensor that is not contiguous or not 16-byte aligned).
-  GemvPrefetch l2Ranges(int64_t capBytes) const;
 
  private:
   void runKernels(const at::Tensor& x, const at::Tensor& out, const std::string& what, const GemvFusion& fusion) const;

@@ -30,7 +30,6 @@
 #include "kernels/SpqrGemv.h"
 #include "runtime/KernelBenchmark.h"
 #include "runtime/PackedGemv.h"
-#include "runtime/PackedLinear.h"
 #include "runtime/SyntheticWeights.h"
 #include "util/Error.h"
 
@@ -590,34 +589,6 @@ TEST(PackedGemvSplit, RingWarpsSharingARowGroupReplaceTheGlobalCombineOfSmallSpl
 // gemv_kernels sweep forces each split a shape can take (forceGemvSplit): a split the policy could take is taken as
 // asked, one it could not (too much shared memory, a warp without a chunk, shared row groups where the format has
 // none) leaves the policy's choice, and clearing the force gives the policy's choice back.
-// What a GEMV prefetches of the next one's weight (PARETO_GEMV_L2_NEXT): its two largest arrays, the smaller whole and
-// the larger's leading bytes within the cap, in multiples of 16 bytes; nothing unaligned; a CPU weight names nothing.
-TEST(PackedGemvPrefetch, TheTwoLargestArraysWithinTheCap) {
-  namespace k = kernels;
-  const auto at = [](uintptr_t a) { return reinterpret_cast<const void*>(a); };
-  const std::vector<k::GemvL2Range> arrays = {{at(0x10000), 1000}, {at(0x20000), 64}, {at(0x30000), 500}};
-  k::GemvL2Next r = k::largestL2Ranges(arrays, 10000);
-  EXPECT_EQ(r.range[0].ptr, at(0x30000));
-  EXPECT_EQ(r.range[0].bytes, 496u);
-  EXPECT_EQ(r.range[1].ptr, at(0x10000));
-  EXPECT_EQ(r.range[1].bytes, 992u);
-  r = k::largestL2Ranges(arrays, 600);  // the smaller whole, then what is left of the cap
-  EXPECT_EQ(r.range[0].bytes, 496u);
-  EXPECT_EQ(r.range[1].ptr, at(0x10000));
-  EXPECT_EQ(r.range[1].bytes, 96u);
-  r = k::largestL2Ranges({{at(0x10008), 4096}, {at(0x20000), 32}}, 1 << 20);  // the unaligned one left out
-  EXPECT_EQ(r.range[0].ptr, at(0x20000));
-  EXPECT_EQ(r.range[0].bytes, 32u);
-  EXPECT_EQ(r.range[1].ptr, nullptr);
-  EXPECT_EQ(r.range[1].bytes, 0u);
-  r = k::largestL2Ranges({}, 1 << 20);
-  EXPECT_EQ(r.range[0].ptr, nullptr);
-  const PackedLinear cpu = randomPackedLinear("int4-g128", 64, 256, at::kHalf, at::kCPU, 7);
-  const GemvPrefetch none = cpu.l2Ranges(1 << 20);
-  EXPECT_EQ(none.range[0].ptr, nullptr);
-  EXPECT_EQ(none.range[1].ptr, nullptr);
-}
-
 TEST(PackedGemvSplit, AForcedSplitIsTakenOnlyWhereThePolicyCouldTakeIt) {
   namespace k = kernels;
   const int sms = 132, batch = 8;

@@ -92,10 +92,24 @@ bool quantOddExponent() {
   return enabled;
 }
 
+bool quantDeepRing(int bits, ActivationType type, int compiledBatch) {
+  static const bool enabled = kernelSwitch("PARETO_QUANT_DEEP_RING") == SwitchSetting::On;
+  return enabled && bits == 4 && type == ActivationType::Float16 && compiledBatch <= kQuantDeepRingMaxBatch &&
+         quantUsesTensorCores(bits, type, compiledBatch);
+}
+
 int quantRingHalves(int bits, ActivationType type, int compiledBatch) {
-  // PARETO_QUANT_HALVES=0: whole chunks everywhere (the kernel compiles halves for batch 8 and 16 only).
+  // PARETO_QUANT_HALVES=0: whole chunks everywhere (the kernel compiles halves for batch 8 and 16, and with v7d for
+  // int4 fp16 at 1-4).
   static const bool enabled = kernelSwitch("PARETO_QUANT_HALVES") != SwitchSetting::Off;
-  return enabled && quantUsesTensorCores(bits, type, compiledBatch) && compiledBatch >= quantHalvesMinBatch(bits) ? 2 : 1;
+  if (!enabled) return 1;
+  if (quantDeepRing(bits, type, compiledBatch)) return 2;
+  return quantUsesTensorCores(bits, type, compiledBatch) && compiledBatch >= quantHalvesMinBatch(bits) ? 2 : 1;
+}
+
+int quantRingStages(int bits, ActivationType type, int compiledBatch) {
+  if (quantRingHalves(bits, type, compiledBatch) == 1) return kQuantRingStages;
+  return quantDeepRing(bits, type, compiledBatch) ? kQuantDeepRingStages : kQuantHalfRingStages;
 }
 
 bool quantZeroMmaApplies(const QuantGroupGemvWeight& w, ActivationType type, int compiledBatch) {
@@ -137,7 +151,7 @@ GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& 
     // 4 × 4 at batch 8 and 16 (the sweep: 9.4 → 8.3 and 13.1 → 11.8 µs alone); qkv keeps 4 × 2.
     return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits) * halves, quantChunkCols(w.bits) / halves, batch,
                            sumUnit, multiprocessors, kRingMaxSharedBytes,
-                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves), halves,
+                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves, quantRingStages(w.bits, p.type, batch)), halves,
                            0, w.bits == 4 ? kRingBalanceMaxBatchInt4 : kRingBalanceMaxBatch);
   }
   return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,

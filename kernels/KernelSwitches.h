@@ -22,6 +22,7 @@ inline constexpr KernelSwitch kKernelSwitches[] = {
     {"PARETO_QUANT_ZERO_MMA", "0: int4 g128 (fp16) subtracts its zero point through per-unit sums of x, not on the tensor cores"},
     {"PARETO_QUANT_ZERO_MMA_8", "0: int8 (fp16, per channel) subtracts its zero point through per-unit sums of x, not on the tensor cores"},
     {"PARETO_QUANT_ZERO_ROW", "0: the int4/int8 zero point on the tensor cores once a row tile, not its shared terms (bias, sum of x) once a batch tile"},
+    {"PARETO_QUANT_DEEP_RING", "1: int4 (fp16) at batch 1-4 streams half chunks through 4 ring stages (6 KB a warp in flight), not whole ones through 2"},
     {"PARETO_QUANT_HALVES", "0: whole chunks in the int4/int8 rings at batch 8 and 16"},
     {"PARETO_BITMASK_MMA", "0: the N:M GEMVs on the FFMA path; 1: on the tensor cores wherever they can be"},
     {"PARETO_BITMASK_INT4_MMA", "0: 2:4 + int4 on the FFMA path"},

@@ -176,13 +176,13 @@ struct QuantFfmaFormat : QuantCodeStream {
 //
 // Accumulator C: lane (g, t) of tile (m, n) holds rows 16m + g (c0, c1) and 16m + g + 8 (c2, c3) for batch rows
 // 8n + 2t and 8n + 2t + 1.
-template <int Bits, ActivationType T, int kHalves>
+template <int Bits, ActivationType T, int kHalves, int kStages = (kHalves == 1 ? kQuantRingStages : kQuantHalfRingStages)>
 struct QuantMmaFormat : QuantCodeStream {
   static constexpr int kLayoutChunkCols = Bits == 4 ? 256 : 128;
   static constexpr int kChunkCols = kLayoutChunkCols / kHalves;  // the ring's chunk
   static constexpr int kPieces = 8 / kHalves;
   static constexpr int kPieceCols = kLayoutChunkCols / 8;
-  static constexpr int kRingStages = kHalves == 1 ? kQuantRingStages : kQuantHalfRingStages;
+  static constexpr int kRingStages = kStages;  // kQuantDeepRingStages for v7d's half chunks at batch 1-4
   static constexpr int kSlotBytes = kHalves == 1 ? kQuantSlotBytes : kQuantHalfSlotBytes;
   static constexpr int kCodeBytes = kHalves == 1 ? kQuantCodeBytes : kQuantHalfCodeBytes;
   static constexpr int kScaleBytes = kHalves == 1 ? kQuantScaleBytes : kQuantHalfScaleBytes;
@@ -506,7 +506,17 @@ std::string launch(const GemvProblem& p, const QuantGroupGemvWeight& w, const Ge
   cudaError_t e;
   if constexpr (Bits == 4 || T == ActivationType::Float16) {
     if (mma) {
-      // Half chunks only from batch 8 (quantRingHalves): only those batches are compiled for them.
+      // v7d (quantDeepRing): int4 fp16 half chunks in 4 stages at batch 1-4, compiled for those batches only.
+      if constexpr (Bits == 4 && T == ActivationType::Float16) {
+        if (quantDeepRing(Bits, T, batch)) {
+          using Deep = QuantMmaFormat<Bits, T, 2, kQuantDeepRingStages>;
+          e = batch == 1   ? detail::launchPackedGemvAt<Deep, 1, T, kFolds>(params, a, s.sharedBytes, stream)
+              : batch == 2 ? detail::launchPackedGemvAt<Deep, 2, T, kFolds>(params, a, s.sharedBytes, stream)
+                           : detail::launchPackedGemvAt<Deep, 4, T, kFolds>(params, a, s.sharedBytes, stream);
+          return e == cudaSuccess ? std::string() : detail::cudaErrorText(e, "quant_group_gemv launch");
+        }
+      }
+      // Half chunks otherwise only from batch 8 (quantRingHalves): only those batches are compiled for them.
       if (halves == 2)
         e = batch <= 8
                 ? detail::launchPackedGemvAt<QuantMmaFormat<Bits, T, 2>, 8, T, kFolds>(params, a, s.sharedBytes, stream)

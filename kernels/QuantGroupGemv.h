@@ -86,11 +86,20 @@ inline constexpr int kQuantHalfRingStages = 3;
 inline constexpr int kQuantHalfCodeBytes = kQuantCodeBytes / 2;
 inline constexpr int kQuantHalfScaleBytes = kQuantScaleBytes / 2;
 inline constexpr int kQuantHalfSlotBytes = kQuantHalfCodeBytes + kQuantHalfScaleBytes + 128;
+// v7d, PARETO_QUANT_DEEP_RING=1 (off; quantDeepRing): 4-bit codes with fp16 activations at batch 1-4 on half chunks
+// too, in 4 stages: 3 half chunks (6 KB) a warp in flight while one is computed, where whole chunks in 2 stages keep
+// 1 (4 KB), in the same shared memory (4 × 2.2 KB against 2 × 4.4 KB a warp). At batch 1 the int4 ring streams at
+// 3.65 TB/s on the H200 (its four GEMVs fitted as a fixed cost and a rate), about what 16 warps of 4 KB in flight
+// give a multiprocessor at ~2.3 µs of loaded latency; x is small there (8-32 KB), so the stages cost nothing else.
+inline constexpr int kQuantDeepRingStages = 4;
+inline constexpr int kQuantDeepRingMaxBatch = 4;
+bool quantDeepRing(int bits, ActivationType type, int compiledBatch);
 // Ring chunks a layout chunk on the tensor-core path: 1 or 2.
 int quantRingHalves(int bits, ActivationType type, int compiledBatch);
-inline size_t quantRingBytes(int halves) {
-  return size_t(kRingWarpsPerBlock) *
-         (halves == 1 ? size_t(kQuantRingStages) * kQuantSlotBytes : size_t(kQuantHalfRingStages) * kQuantHalfSlotBytes);
+// Stages of the ring: kQuantRingStages for whole chunks, kQuantHalfRingStages for halves, kQuantDeepRingStages (v7d).
+int quantRingStages(int bits, ActivationType type, int compiledBatch);
+inline size_t quantRingBytes(int halves, int stages) {
+  return size_t(kRingWarpsPerBlock) * size_t(stages) * size_t(halves == 1 ? kQuantSlotBytes : kQuantHalfSlotBytes);
 }
 // The tensor-core path's sum unit: a group, or the ring's chunk when groups are wider.
 inline int64_t quantRingSumUnit(int64_t groupSize, int bits, int halves) {

@@ -471,7 +471,7 @@ TEST(PackedGemvSplit, QuantSharedMemoryFollowsTheArithmeticPath) {
                                       : sizeof(float) * size_t(compiled) *
                                             size_t(s.sliceCols / k::quantRingSumUnit(group, bits, halves));
           const size_t staged = mma ? 2 * size_t(compiled) * size_t(s.sliceCols + k::quantStagePadHalves(bits)) + 16 +
-                                          k::quantRingBytes(halves)
+                                          k::quantRingBytes(halves, k::quantRingStages(bits, type, compiled))
                                     : sizeof(float) * size_t(compiled) * size_t(s.sliceCols);
           const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " int" + std::to_string(bits) +
                                    " batch " + std::to_string(batch);
@@ -543,6 +543,27 @@ TEST(KernelSwitches, ReadZeroAndOneAndNameAnythingElse) {
 // global combine of their many small splits (qkv and o: 8 splits of 2 chunks a warp before) or most of it (down: 2
 // splits instead of 14), every warp keeps at least 2 chunks, the grid stays within one wave, and the staged x and
 // the rings still fit.
+// The int4/int8 rings' stages (the environment of the tests leaves PARETO_QUANT_DEEP_RING and _HALVES unset): whole
+// chunks in 2 stages below the half-chunk batches, half chunks in 3 from them; v7d's 4 stages of half chunks at batch
+// 1-4 only under its switch; and the bytes of a block's rings follow.
+TEST(PackedGemvSplit, QuantRingStagesFollowTheChunkAndTheBatch) {
+  namespace k = kernels;
+  const auto f16 = k::ActivationType::Float16;
+  for (int batch : {1, 2, 4}) {
+    EXPECT_FALSE(k::quantDeepRing(4, f16, batch));
+    EXPECT_EQ(k::quantRingHalves(4, f16, batch), 1);
+    EXPECT_EQ(k::quantRingStages(4, f16, batch), k::kQuantRingStages);
+  }
+  for (int batch : {8, 16}) {
+    EXPECT_EQ(k::quantRingHalves(4, f16, batch), 2);
+    EXPECT_EQ(k::quantRingStages(4, f16, batch), k::kQuantHalfRingStages);
+  }
+  EXPECT_EQ(k::quantRingStages(8, f16, 8), k::kQuantRingStages);  // 8-bit halves from batch 16
+  EXPECT_EQ(k::quantRingBytes(1, k::kQuantRingStages), size_t(k::kRingWarpsPerBlock) * 2 * k::kQuantSlotBytes);
+  // v7d's deep ring takes no more shared memory than the whole-chunk ring it replaces.
+  EXPECT_LE(k::quantRingBytes(2, k::kQuantDeepRingStages), k::quantRingBytes(1, k::kQuantRingStages));
+}
+
 TEST(PackedGemvSplit, RingWarpsSharingARowGroupReplaceTheGlobalCombineOfSmallSplits) {
   namespace k = kernels;
   const int sms = 132;
@@ -555,7 +576,8 @@ TEST(PackedGemvSplit, RingWarpsSharingARowGroupReplaceTheGlobalCombineOfSmallSpl
                                          {6144, 4096, 8}, {4096, 14336, 16}, {100, 4160, 1}, {333, 1056, 4}}) {
     const int halves = k::quantRingHalves(4, k::ActivationType::Float16, c.batch);
     const int64_t chunks = k::quantChunks(c.cols, 4) * halves, chunkCols = k::quantChunkCols(4) / halves;
-    const size_t fixed = 2 * size_t(c.batch) * size_t(k::quantStagePadHalves(4)) + 16 + k::quantRingBytes(halves);
+    const size_t fixed = 2 * size_t(c.batch) * size_t(k::quantStagePadHalves(4)) + 16 +
+                         k::quantRingBytes(halves, k::quantRingStages(4, k::ActivationType::Float16, c.batch));
     const auto choose = [&](int maxGroupWarps) {
       return k::chooseRingSplit(c.rows, chunks, chunkCols, c.batch, 128 / halves, sms, k::kRingMaxSharedBytes,
                                 2 * size_t(c.batch), fixed, halves, maxGroupWarps);
@@ -594,7 +616,8 @@ TEST(PackedGemvSplit, AForcedSplitIsTakenOnlyWhereThePolicyCouldTakeIt) {
   const int sms = 132, batch = 8;
   const int halves = k::quantRingHalves(4, k::ActivationType::Float16, batch);
   const int64_t rows = 6144, chunks = k::quantChunks(4096, 4) * halves, chunkCols = k::quantChunkCols(4) / halves;
-  const size_t fixed = 2 * size_t(batch) * size_t(k::quantStagePadHalves(4)) + 16 + k::quantRingBytes(halves);
+  const size_t fixed = 2 * size_t(batch) * size_t(k::quantStagePadHalves(4)) + 16 +
+                       k::quantRingBytes(halves, k::quantRingStages(4, k::ActivationType::Float16, batch));
   const auto choose = [&](int maxGroupWarps) {
     return k::chooseRingSplit(rows, chunks, chunkCols, batch, 0, sms, k::kRingMaxSharedBytes, 2 * size_t(batch), fixed,
                               2 * halves, maxGroupWarps);
@@ -649,7 +672,9 @@ TEST(PackedGemvSplit, RingWarpsCoverEveryRowGroupAndChunkOnce) {
         const int64_t chunks = k::quantChunks(cols, 4) * halves, chunkCols = k::quantChunkCols(4) / halves;
         const k::GemvSplit s = k::chooseRingSplit(
             rows, chunks, chunkCols, batch, 128 / halves, sms, k::kRingMaxSharedBytes, 2 * size_t(batch),
-            2 * size_t(batch) * size_t(k::quantStagePadHalves(4)) + 16 + k::quantRingBytes(halves), 2 * halves,
+            2 * size_t(batch) * size_t(k::quantStagePadHalves(4)) + 16 +
+                k::quantRingBytes(halves, k::quantRingStages(4, k::ActivationType::Float16, batch)),
+            2 * halves,
             maxGroupWarps);
         int shift = 0;
         while ((1 << shift) < s.ringGroupWarps) ++shift;

@@ -149,9 +149,10 @@ GemvSplit quantGroupGemvSplit(const GemvProblem& p, const QuantGroupGemvWeight& 
     // At least a whole chunk a warp. Two (the rule through the ninth session: one measured slower at batch 8-16 when
     // qkv then split 11 ways, bench/NOTES.md "short warps") kept o from its fastest split under the refitted cost,
     // 4 × 4 at batch 8 and 16 (the sweep: 9.4 → 8.3 and 13.1 → 11.8 µs alone); qkv keeps 4 × 2.
+    const size_t rings = quantRingBytes(halves, quantRingStages(w.bits, p.type, batch));
     return chooseRingSplit(p.rows, quantChunks(p.cols, w.bits) * halves, quantChunkCols(w.bits) / halves, batch,
                            sumUnit, multiprocessors, kRingMaxSharedBytes,
-                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + quantRingBytes(halves, quantRingStages(w.bits, p.type, batch)), halves,
+                           2 * size_t(batch), 2 * size_t(batch) * pad + 16 + rings, halves,
                            0, w.bits == 4 ? kRingBalanceMaxBatchInt4 : kRingBalanceMaxBatch);
   }
   return chooseGemvSplit(p.rows, quantChunks(p.cols, w.bits), quantChunkCols(w.bits), batch,

@@ -176,7 +176,8 @@ struct QuantFfmaFormat : QuantCodeStream {
 //
 // Accumulator C: lane (g, t) of tile (m, n) holds rows 16m + g (c0, c1) and 16m + g + 8 (c2, c3) for batch rows
 // 8n + 2t and 8n + 2t + 1.
-template <int Bits, ActivationType T, int kHalves, int kStages = (kHalves == 1 ? kQuantRingStages : kQuantHalfRingStages)>
+template <int Bits, ActivationType T, int kHalves,
+          int kStages = (kHalves == 1 ? kQuantRingStages : kQuantHalfRingStages)>
 struct QuantMmaFormat : QuantCodeStream {
   static constexpr int kLayoutChunkCols = Bits == 4 ? 256 : 128;
   static constexpr int kChunkCols = kLayoutChunkCols / kHalves;  // the ring's chunk
